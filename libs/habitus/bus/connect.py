@@ -1,0 +1,35 @@
+"""One way to connect to NATS, with reconnects that never give up on a long outage."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+
+log = logging.getLogger(__name__)
+
+
+async def connect(url: str, name: str, **kwargs: Any) -> Client:
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats error", extra={"client": name, "error": repr(exc)})
+
+    async def on_disconnected() -> None:
+        log.warning("nats disconnected", extra={"client": name})
+
+    async def on_reconnected() -> None:
+        log.info("nats reconnected", extra={"client": name})
+
+    options: dict[str, Any] = {
+        "servers": [url],
+        "name": name,
+        "max_reconnect_attempts": -1,
+        "reconnect_time_wait": 0.5,
+        "connect_timeout": 5,
+        "error_cb": on_error,
+        "disconnected_cb": on_disconnected,
+        "reconnected_cb": on_reconnected,
+    }
+    options.update(kwargs)
+    return await nats.connect(**options)

@@ -1,0 +1,1 @@
+"""Postgres: connection pools, URLs, migrations, checkpoints."""

@@ -1,0 +1,241 @@
+"""The event catalog: the one list of event types, their payloads, versions and streams.
+
+Decoding goes through here so that old schema versions are upcast on read (never rejected) and
+every validation failure names the field at fault in the same shape, whether it surfaces as a
+gateway 4xx or as a DLQ reason header.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from habitus.events import domain, ingest
+from habitus.events.envelope import Event, Payload
+from habitus.ids import new_event_id
+from habitus.subjects import event_subject, ingest_subject
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+StreamName = Literal["ingest", "events"]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    field: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"field": self.field, "reason": self.reason}
+
+
+class EventValidationError(ValueError):
+    """An event that can never be processed as sent. Carries every field error."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(f"{e.field}: {e.reason}" for e in errors))
+
+    @classmethod
+    def single(cls, field_name: str, reason: str) -> EventValidationError:
+        return cls([FieldError(field_name, reason)])
+
+    @classmethod
+    def from_pydantic(cls, exc: ValidationError, prefix: str = "") -> EventValidationError:
+        errors = []
+        for err in exc.errors(include_url=False):
+            loc = ".".join(str(p) for p in err["loc"] if p not in ("function-after",))
+            name = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "body")
+            errors.append(FieldError(name, err["msg"]))
+        return cls(errors)
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str
+    payload: type[Payload]
+    stream: StreamName
+    kind: str | None = None
+    version: int = 1
+    # upcasters[n] turns a version-n payload into version n+1.
+    upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        missing = [v for v in range(1, self.version) if v not in self.upcasters]
+        if missing:
+            raise ValueError(f"{self.type}: no upcaster from version(s) {missing}")
+        if self.stream == "ingest" and not self.kind:
+            raise ValueError(f"{self.type}: an ingest type needs a kind")
+
+    @property
+    def model(self) -> type[Event[Any]]:
+        return _parametrized(self.payload)
+
+    def upcast(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
+        for v in range(from_version, self.version):
+            payload = self.upcasters[v](dict(payload))
+        return payload
+
+
+_MODELS: dict[type[BaseModel], type[Event[Any]]] = {}
+
+
+def _parametrized(payload: type[Payload]) -> type[Event[Any]]:
+    model = _MODELS.get(payload)
+    if model is None:
+        model = Event[payload]  # type: ignore[valid-type]
+        _MODELS[payload] = model
+    return model
+
+
+class Catalog:
+    def __init__(self, specs: Iterable[EventSpec]):
+        self._by_type: dict[str, EventSpec] = {}
+        self._by_kind: dict[str, EventSpec] = {}
+        self._by_payload: dict[type[Payload], EventSpec] = {}
+        for spec in specs:
+            if spec.type in self._by_type:
+                raise ValueError(f"duplicate event type {spec.type}")
+            self._by_type[spec.type] = spec
+            self._by_payload[spec.payload] = spec
+            if spec.kind:
+                self._by_kind[spec.kind] = spec
+
+    def __iter__(self) -> Any:
+        return iter(self._by_type.values())
+
+    def __contains__(self, type_name: object) -> bool:
+        return type_name in self._by_type
+
+    def spec(self, type_name: str) -> EventSpec:
+        try:
+            return self._by_type[type_name]
+        except KeyError:
+            raise EventValidationError.single(
+                "type", f"unknown event type {type_name!r}"
+            ) from None
+
+    def ingest_types(self) -> list[str]:
+        return [s.type for s in self if s.stream == "ingest"]
+
+    def spec_for(self, payload: Payload) -> EventSpec:
+        try:
+            return self._by_payload[type(payload)]
+        except KeyError:
+            raise TypeError(f"{type(payload).__name__} is not in the catalog") from None
+
+    def new(
+        self,
+        payload: Payload,
+        *,
+        tenant_id: str,
+        user_id: str,
+        producer: str,
+        occurred_at: float | None = None,
+        event_id: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Event[Any]:
+        spec = self.spec_for(payload)
+        try:
+            return spec.model(
+                event_id=event_id or new_event_id(),
+                type=spec.type,
+                schema_version=spec.version,
+                tenant_id=tenant_id,
+                user_id=user_id,
+                occurred_at=time.time() if occurred_at is None else occurred_at,
+                producer=producer,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+                payload=payload,
+            )
+        except ValidationError as exc:
+            raise EventValidationError.from_pydantic(exc) from exc
+
+    def decode(self, data: bytes | str | Mapping[str, Any]) -> Event[Any]:
+        """Parse and validate an event, upcasting an old payload version first."""
+        if isinstance(data, bytes | str):
+            try:
+                raw = json.loads(data)
+            except ValueError as exc:
+                raise EventValidationError.single("body", f"not JSON: {exc}") from exc
+        else:
+            raw = data
+        if not isinstance(raw, Mapping):
+            raise EventValidationError.single("body", "an event must be a JSON object")
+        type_name = raw.get("type")
+        if not isinstance(type_name, str):
+            raise EventValidationError.single("type", "field required (a string)")
+        spec = self.spec(type_name)
+        body = dict(raw)
+        version = body.get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise EventValidationError.single("schema_version", "must be a positive integer")
+        if version > spec.version:
+            raise EventValidationError.single(
+                "schema_version",
+                f"{type_name} v{version} is newer than this reader (v{spec.version})",
+            )
+        payload = body.get("payload")
+        if not isinstance(payload, Mapping):
+            raise EventValidationError.single("payload", "field required (an object)")
+        if version < spec.version:
+            body["payload"] = spec.upcast(dict(payload), version)
+            body["schema_version"] = spec.version
+        try:
+            return spec.model.model_validate(body)
+        except ValidationError as exc:
+            raise EventValidationError.from_pydantic(exc) from exc
+
+    def subject(self, event: Event[Any]) -> str:
+        spec = self.spec(event.type)
+        if spec.stream == "ingest":
+            assert spec.kind is not None
+            return ingest_subject(spec.kind, event.tenant_id, event.user_id)
+        return event_subject(event.type, event.tenant_id, event.user_id)
+
+
+def _ingest(payload: type[Payload], kind: str, description: str) -> EventSpec:
+    return EventSpec(payload.__name__, payload, "ingest", kind=kind, description=description)
+
+
+def _domain(payload: type[Payload], description: str) -> EventSpec:
+    return EventSpec(payload.__name__, payload, "events", description=description)
+
+
+CATALOG = Catalog(
+    [
+        _ingest(ingest.TurnRecorded, "turn", "A chat turn, with its tool calls."),
+        _ingest(ingest.EmailObserved, "email", "An email the user sent or received."),
+        _ingest(ingest.DocumentIngested, "document", "A chunk of a document the user owns."),
+        _ingest(ingest.ProviderProfileSynced, "provider_profile", "A connected account."),
+        _ingest(ingest.TraceCompleted, "trace", "An agent run, step by step."),
+        _ingest(ingest.FeedbackGiven, "feedback", "A score for a trace or a turn."),
+        _domain(domain.CandidateEmitted, "A producer saw evidence for a facet value."),
+        _domain(domain.FacetPinned, "The user pinned a facet."),
+        _domain(domain.FacetUnpinned, "The user returned a facet to automatic."),
+        _domain(domain.FacetForgotten, "The user asked to forget a facet."),
+        _domain(domain.FacetUpdated, "The user set a facet's value (and pinned it)."),
+        _domain(domain.CacheResetRequested, "The user cleared the learned facets."),
+        _domain(domain.RebuildRequested, "Recompute a user's cache as of a time."),
+        _domain(domain.CacheRebuilt, "A user's facet cache changed."),
+        _domain(domain.ProfileRendered, "A new PROFILE.md version was written."),
+        _domain(domain.ProfileNotesSaved, "The user edited their PROFILE.md notes."),
+        _domain(domain.ToolRuleUpserted, "A tool-scoped rule was created or changed."),
+        _domain(domain.ToolRuleDeleted, "A tool-scoped rule was removed."),
+        _domain(domain.RouteDecided, "The router chose a model for a query."),
+        _domain(domain.RoutingPolicyUpdated, "The learned routing policy changed."),
+        _domain(domain.UserErased, "All of a user's data is to be erased."),
+        _domain(domain.HabitSuggested, "A habit was proposed from evidence."),
+        _domain(domain.HabitApproved, "The user approved a habit; it is active."),
+        _domain(domain.HabitRejected, "The user rejected a suggested habit."),
+        _domain(domain.HabitEdited, "The user edited a habit."),
+        _domain(domain.HabitRetired, "A habit was retired."),
+    ]
+)

@@ -1,0 +1,56 @@
+"""Identifiers: validated at construction so a bad id never reaches a subject or a query.
+
+Tenant and user ids become NATS subject tokens and Postgres keys, so the alphabet is closed:
+no dots, spaces or wildcards can leak into a subject.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated
+
+from pydantic import AfterValidator, StringConstraints
+from uuid6 import uuid7
+
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+
+# Namespace for ids derived from other ids (a candidate derived from an ingest event, ...).
+_DERIVED_NS = uuid.UUID("6b1f0e2a-8f0c-4c55-9a43-3f1d7c0f5e11")
+
+
+def check_id(value: str, field: str = "id") -> str:
+    if not isinstance(value, str) or not ID_RE.match(value):
+        raise ValueError(f"{field} must match [A-Za-z0-9_-]{{1,64}}, got {value!r}")
+    return value
+
+
+def check_event_id(value: str) -> str:
+    """Accept a canonical UUID (v7 by default, v5 when derived) or a ULID; normalise case."""
+    if not isinstance(value, str):
+        raise ValueError("event_id must be a string")
+    lowered = value.lower()
+    if _UUID_RE.match(lowered):
+        return lowered
+    upper = value.upper()
+    if _ULID_RE.match(upper):
+        return upper
+    raise ValueError(f"event_id must be a UUID or a ULID, got {value!r}")
+
+
+def new_event_id() -> str:
+    """A UUIDv7: unique, and sortable by creation time, which keeps index inserts local."""
+    return str(uuid7())
+
+
+def derived_event_id(*parts: str) -> str:
+    """A deterministic id from its causes, so re-processing the same input publishes the same id
+    and the stream's duplicate window (and every projection) drops the second copy."""
+    return str(uuid.uuid5(_DERIVED_NS, "\x1f".join(parts)))
+
+
+TenantId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+EventId = Annotated[str, AfterValidator(check_event_id)]

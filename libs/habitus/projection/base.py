@@ -1,0 +1,65 @@
+"""What a projection is: a deterministic fold of events into tables it owns.
+
+A projection never reads the wall clock or another service's tables; everything it writes goes
+through the cursor of the batch transaction, which also carries the checkpoint. Events it wants to
+publish as a consequence are handed to `emit` and are published (and acknowledged by the stream)
+before that transaction commits, with ids derived from their cause so a redelivery re-publishes
+the same ids and the stream drops them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.events import Event
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    event: Event[Any]
+    seq: int
+    subject: str
+    num_delivered: int
+
+
+@dataclass
+class ApplyContext:
+    """Per-batch scratch space handed to the projection."""
+
+    emitted: list[Event[Any]] = field(default_factory=list)
+
+    def emit(self, event: Event[Any]) -> None:
+        self.emitted.append(event)
+
+
+class Projection(abc.ABC):
+    #: unique name, e.g. "learning.evidence"; the durable consumer is derived from it
+    name: str
+    #: the Postgres schema of the owning service (holds the checkpoint row)
+    schema: str
+    #: "HABITUS_EVENTS" or "HABITUS_INGEST"
+    stream: str
+    #: subject filters within the stream
+    filter_subjects: Sequence[str]
+    #: tables emptied by `habitus replay` before rebuilding from sequence 1
+    tables: Sequence[str] = ()
+
+    async def apply_batch(
+        self, cur: AsyncCursor[Any], batch: Sequence[Delivered], ctx: ApplyContext
+    ) -> None:
+        """Apply events in order. Override to batch writes (executemany/COPY)."""
+        for delivered in batch:
+            await self.apply(cur, delivered, ctx)
+
+    async def apply(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext
+                    ) -> None:
+        raise NotImplementedError
+
+    @property
+    def durable(self) -> str:
+        return "proj_" + self.name.replace(".", "_").replace("-", "_")

@@ -1,0 +1,61 @@
+"""Rebuild a projection from sequence 1.
+
+Reset is one transaction: the projection's tables are emptied and its checkpoint returns to 0 with
+a new epoch. The epoch fences a runner that is live elsewhere: its next commit fails, it re-claims,
+sees its consumer ahead of the checkpoint, and recreates it from the start. If no runner is live,
+the caller rebuilds in-process until caught up.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from nats.aio.client import Client
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.db.checkpoints import checkpoint_table
+from habitus.projection.base import Projection
+from habitus.projection.runner import ProjectionRunner, RunnerConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    projection: str
+    rebuilt_here: bool
+    checkpoint: int
+
+
+async def reset_projection(projection: Projection, pool: AsyncConnectionPool) -> None:
+    table = checkpoint_table(projection.schema)
+    async with pool.connection() as conn, conn.transaction():
+        if projection.tables:
+            await conn.execute(f"TRUNCATE {', '.join(projection.tables)}")
+        await conn.execute(
+            f"INSERT INTO {table} (projection) VALUES (%s) ON CONFLICT DO NOTHING",
+            (projection.name,),
+        )
+        await conn.execute(
+            f"UPDATE {table} SET last_seq = 0, epoch = epoch + 1, updated_at = now() "
+            "WHERE projection = %s",
+            (projection.name,),
+        )
+
+
+async def replay(
+    projection: Projection,
+    nc: Client,
+    pool: AsyncConnectionPool,
+    *,
+    config: RunnerConfig | None = None,
+    timeout: float = 600.0,
+) -> ReplayResult:
+    await reset_projection(projection, pool)
+    runner = ProjectionRunner(projection, nc, pool, config=config)
+    if not await runner._acquire_leadership():
+        log.info("a live runner holds %s; it rebuilds itself", projection.name)
+        return ReplayResult(projection.name, False, 0)
+    await runner.run_until_caught_up(timeout=timeout)
+    return ReplayResult(projection.name, True, runner._checkpoint)

@@ -1,0 +1,528 @@
+"""The projection runner: the one way services consume a stream.
+
+Guarantees, and how:
+
+* **Exactly-once effects.** A batch is applied inside one Postgres transaction that also moves the
+  projection's checkpoint (the stream sequence). Deliveries at or below the checkpoint are
+  acknowledged without being applied, so a redelivery after a crash between commit and ack
+  changes nothing.
+* **Order.** One active runner per projection (a Postgres advisory lock elects it; an epoch on the
+  checkpoint row fences a runner that lost the lock), the consumer holds at most one batch
+  unacknowledged, and a batch is applied sequentially, sorted by stream sequence.
+* **No loss.** Nothing is acknowledged before its transaction committed. Transient faults
+  (Postgres or NATS unavailable) are retried with backoff and then returned to the stream with a
+  delay, never dropped and never counted as poison.
+* **Poison is isolated.** An event that fails validation goes to HABITUS_DLQ at once; one whose
+  apply keeps raising is retried until `max_deliver` deliveries and then goes to the DLQ. Events
+  before it in the batch commit; events after it wait, so a user's order is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import NotFoundError
+from psycopg import AsyncConnection, AsyncCursor
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from habitus.bus.publisher import EventPublisher
+from habitus.db.checkpoints import checkpoint_table
+from habitus.events import CATALOG, Catalog, EventValidationError
+from habitus.projection.base import ApplyContext, Delivered, Projection
+from habitus.projection.dlq import DeadLetter, send_to_dlq
+from habitus.telemetry import metrics
+
+log = logging.getLogger(__name__)
+
+TRANSIENT_DB = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
+TRANSIENT_BUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, asyncio.TimeoutError)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, TRANSIENT_DB + TRANSIENT_BUS)
+
+
+class Fenced(Exception):
+    """Another runner (or a replay) claimed the projection since this one started."""
+
+
+@dataclass
+class RunnerConfig:
+    batch_size: int = 500
+    fetch_timeout: float = 1.0
+    ack_wait: float = 30.0
+    #: deliveries of an event whose apply keeps failing before it goes to the DLQ
+    max_deliver: int = 5
+    #: nak delay by delivery count (the last repeats)
+    nak_delays: Sequence[float] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+    transient_attempts: int = 5
+    transient_max_wait: float = 4.0
+    standby_poll: float = 2.0
+    graceful_timeout: float = 30.0
+
+
+@dataclass
+class _Item:
+    msg: Msg
+    seq: int
+    num_delivered: int
+    num_pending: int
+    delivered: Delivered | None = None
+    invalid: str | None = None
+
+
+@dataclass
+class BatchOutcome:
+    applied: int = 0
+    skipped: int = 0
+    dead_lettered: int = 0
+    returned: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def lock_key(projection_name: str) -> int:
+    """A stable 63-bit advisory lock key per projection."""
+    return zlib.crc32(f"habitus.projection:{projection_name}".encode()) & 0x7FFFFFFF
+
+
+class ProjectionRunner:
+    def __init__(
+        self,
+        projection: Projection,
+        nc: Client,
+        pool: AsyncConnectionPool,
+        *,
+        config: RunnerConfig | None = None,
+        catalog: Catalog = CATALOG,
+        lock_conninfo: str | None = None,
+    ):
+        self.projection = projection
+        self.config = config or RunnerConfig()
+        self._nc = nc
+        self._js: JetStreamContext = nc.jetstream(timeout=10.0)
+        self._pool = pool
+        self._catalog = catalog
+        self._publisher = EventPublisher(self._js, catalog)
+        self._lock_conninfo = lock_conninfo or pool.conninfo
+        self._lock_conn: AsyncConnection[Any] | None = None
+        self._epoch = 0
+        self._checkpoint = 0
+        self._sub: JetStreamContext.PullSubscription | None = None
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._table = checkpoint_table(projection.schema)
+        self.leader = asyncio.Event()
+        self.caught_up = asyncio.Event()
+        self._label = projection.name
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> asyncio.Task[None]:
+        self._task = asyncio.create_task(self.run(), name=f"projection:{self.projection.name}")
+        return self._task
+
+    async def stop(self) -> None:
+        """Finish the batch in flight (bounded by graceful_timeout), then release everything."""
+        self._stopping.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), self.config.graceful_timeout)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+        await self._release()
+
+    async def run(self) -> None:
+        """Run until stopped: wait for leadership, then consume; re-claim after being fenced."""
+        while not self._stopping.is_set():
+            try:
+                if not await self._acquire_leadership():
+                    await self._sleep(self.config.standby_poll)
+                    continue
+                await self._claim()
+                await self._consume()
+            except Fenced:
+                log.warning("projection fenced; re-claiming", extra={"projection": self._label})
+                await self._drop_subscription()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.exception("projection runner error", extra={"projection": self._label})
+                else:
+                    log.warning(
+                        "projection runner transient fault",
+                        extra={"projection": self._label, "error": repr(exc)},
+                    )
+                await self._drop_subscription()
+                await self._release_lock()
+                await self._sleep(1.0)
+        await self._drop_subscription()
+
+    async def run_until_caught_up(self, timeout: float = 300.0) -> None:
+        """Consume until no events are pending, then stop (replay, tests, one-shot jobs)."""
+        task = self.start()
+        waiter = asyncio.create_task(self.caught_up.wait())
+        done, _ = await asyncio.wait({task, waiter}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if task in done:
+            task.result()
+        if waiter not in done:
+            await self.stop()
+            raise TimeoutError(f"{self._label} did not catch up in {timeout}s")
+        await self.stop()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    # ------------------------------------------------------------------ leadership
+
+    async def _acquire_leadership(self) -> bool:
+        if self._lock_conn is not None and not self._lock_conn.closed:
+            return True
+        conn = await psycopg.AsyncConnection.connect(self._lock_conninfo, autocommit=True)
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(self._label),))
+        row = await cur.fetchone()
+        if not row or not row[0]:
+            await conn.close()
+            self.leader.clear()
+            return False
+        self._lock_conn = conn
+        self.leader.set()
+        log.info("projection leadership acquired", extra={"projection": self._label})
+        return True
+
+    async def _release_lock(self) -> None:
+        conn, self._lock_conn = self._lock_conn, None
+        self.leader.clear()
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _release(self) -> None:
+        await self._drop_subscription()
+        await self._release_lock()
+
+    async def _check_lock(self) -> None:
+        conn = self._lock_conn
+        if conn is None or conn.closed:
+            raise Fenced("advisory lock connection lost")
+        await conn.execute("SELECT 1")
+
+    async def _claim(self) -> None:
+        """Bump the epoch (fencing any older runner) and align the consumer with the checkpoint."""
+        await self.claim_checkpoint()
+        await self._ensure_consumer()
+
+    async def claim_checkpoint(self) -> int:
+        """Fence older runners and load the checkpoint; returns it."""
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                f"INSERT INTO {self._table} (projection) VALUES (%s) ON CONFLICT DO NOTHING",
+                (self._label,),
+            )
+            cur = await conn.execute(
+                f"UPDATE {self._table} SET epoch = epoch + 1, updated_at = now() "
+                "WHERE projection = %s RETURNING epoch, last_seq",
+                (self._label,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            self._epoch, self._checkpoint = int(row[0]), int(row[1])
+        metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
+        return self._checkpoint
+
+    # ------------------------------------------------------------------ consumer
+
+    def _consumer_config(self, start_seq: int) -> ConsumerConfig:
+        p = self.projection
+        filters = list(p.filter_subjects)
+        cfg = ConsumerConfig(
+            durable_name=p.durable,
+            description=f"projection {p.name}",
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=self.config.ack_wait,
+            max_deliver=-1,
+            max_ack_pending=self.config.batch_size,
+            max_waiting=8,
+        )
+        if len(filters) == 1:
+            cfg.filter_subject = filters[0]
+        else:
+            cfg.filter_subjects = filters
+        if start_seq <= 1:
+            cfg.deliver_policy = DeliverPolicy.ALL
+        else:
+            cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+            cfg.opt_start_seq = start_seq
+        return cfg
+
+    async def _ensure_consumer(self) -> None:
+        p = self.projection
+        try:
+            info = await self._js.consumer_info(p.stream, p.durable)
+        except NotFoundError:
+            info = None
+        if info is not None:
+            have = sorted(info.config.filter_subjects or [info.config.filter_subject or ""])
+            ahead = info.ack_floor is not None and (info.ack_floor.stream_seq or 0) > (
+                self._checkpoint
+            )
+            if ahead or have != sorted(p.filter_subjects):
+                # The database is behind the consumer (replay, restore) or the filter changed:
+                # the checkpoint is the truth, so start the consumer again from it.
+                log.info(
+                    "recreating consumer from checkpoint",
+                    extra={"projection": self._label, "checkpoint": self._checkpoint},
+                )
+                await self._js.delete_consumer(p.stream, p.durable)
+                info = None
+        if info is None:
+            await self._js.add_consumer(p.stream, self._consumer_config(self._checkpoint + 1))
+        self._sub = await self._js.pull_subscribe_bind(durable=p.durable, stream=p.stream)
+
+    async def _drop_subscription(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    # ------------------------------------------------------------------ consuming
+
+    async def _consume(self) -> None:
+        while not self._stopping.is_set():
+            assert self._sub is not None
+            try:
+                msgs = await self._sub.fetch(self.config.batch_size, timeout=self.config.fetch_timeout)
+            except NatsTimeoutError:
+                await self._check_lock()
+                await self._mark_caught_up()
+                continue
+            await self.handle_batch(msgs)
+
+    async def _mark_caught_up(self) -> None:
+        p = self.projection
+        info = await self._js.consumer_info(p.stream, p.durable)
+        metrics.PENDING.labels(self._label).set(info.num_pending or 0)
+        if not info.num_pending and not info.num_ack_pending:
+            self.caught_up.set()
+
+    async def handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
+        started = time.perf_counter()
+        items = sorted((self._item(m) for m in msgs), key=lambda i: i.seq)
+        outcome = BatchOutcome()
+        fresh = [i for i in items if i.seq > self._checkpoint]
+        stale = [i for i in items if i.seq <= self._checkpoint]
+        if stale:
+            metrics.REDELIVERED.labels(self._label).inc(len(stale))
+            outcome.skipped = len(stale)
+            await self._ack(stale)
+        if fresh:
+            await self._apply_with_retries(fresh, outcome)
+            metrics.PENDING.labels(self._label).set(fresh[-1].num_pending)
+            if fresh[-1].num_pending == 0 and outcome.returned == 0:
+                self.caught_up.set()
+            else:
+                self.caught_up.clear()
+        metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
+        return outcome
+
+    def _item(self, msg: Msg) -> _Item:
+        md = msg.metadata
+        item = _Item(msg, md.sequence.stream, md.num_delivered, md.num_pending)
+        try:
+            event = self._catalog.decode(msg.data)
+            item.delivered = Delivered(event, item.seq, msg.subject, md.num_delivered)
+        except EventValidationError as exc:
+            item.invalid = str(exc)
+        return item
+
+    async def _apply_with_retries(self, items: list[_Item], outcome: BatchOutcome) -> None:
+        await self._check_lock()
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception(is_transient),
+                stop=stop_after_attempt(self.config.transient_attempts),
+                wait=wait_exponential(multiplier=0.2, max=self.config.transient_max_wait),
+                reraise=True,
+                before_sleep=self._before_retry(items),
+            ):
+                with attempt:
+                    await self._apply(items, outcome)
+        except Fenced:
+            await self._nak(items, 0)
+            raise
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # Still unavailable: give the batch back; it is redelivered after a delay.
+            log.warning(
+                "batch returned after transient faults",
+                extra={"projection": self._label, "error": repr(exc), "events": len(items)},
+            )
+            outcome.returned = len(items)
+            await self._nak(items, self.config.nak_delays[-1])
+
+    def _before_retry(self, items: list[_Item]) -> Any:
+        async def hook(_: Any) -> None:
+            metrics.RETRIES.labels(self._label).inc()
+            with contextlib.suppress(Exception):
+                for item in items:
+                    await item.msg.in_progress()
+
+        return hook
+
+    async def _apply(self, items: list[_Item], outcome: BatchOutcome) -> None:
+        invalid = [i for i in items if i.invalid is not None]
+        valid = [i for i in items if i.delivered is not None]
+        # Dead-letter invalid events before the checkpoint passes them: a crash in between
+        # re-sends them, and the DLQ's own Nats-Msg-Id drops the copy.
+        for item in invalid:
+            await self._dead_letter(item, "invalid_event", item.invalid or "")
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                async with conn.cursor() as cur:
+                    ctx = ApplyContext()
+                    await self.projection.apply_batch(
+                        cur, [i.delivered for i in valid if i.delivered], ctx
+                    )
+                    await self._publish(ctx)
+                    await self._commit_checkpoint(cur, items[-1].seq)
+        except Exception as exc:
+            if is_transient(exc) or isinstance(exc, Fenced):
+                raise
+            log.warning(
+                "batch apply failed; isolating the failing event",
+                extra={"projection": self._label, "error": repr(exc)},
+            )
+            await self._apply_one_by_one(items, outcome)
+            return
+        self._checkpoint = items[-1].seq
+        metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
+        metrics.APPLIED.labels(self._label).inc(len(valid))
+        outcome.applied += len(valid)
+        outcome.dead_lettered += len(invalid)
+        await self._ack(items)
+
+    async def _apply_one_by_one(self, items: list[_Item], outcome: BatchOutcome) -> None:
+        """Slow path: a savepoint per event finds the one that fails; those before it commit."""
+        done: list[_Item] = []
+        held: list[_Item] = []
+        dead: list[tuple[_Item, str]] = []
+        applied = 0
+        async with self._pool.connection() as conn, conn.transaction():
+            async with conn.cursor() as cur:
+                for index, item in enumerate(items):
+                    if item.delivered is None:
+                        done.append(item)  # already dead-lettered as invalid
+                        continue
+                    ctx = ApplyContext()
+                    try:
+                        async with conn.transaction():  # SAVEPOINT
+                            await self.projection.apply_batch(cur, [item.delivered], ctx)
+                            await self._publish(ctx)
+                    except Exception as exc:
+                        if is_transient(exc):
+                            raise
+                        if item.num_delivered >= self.config.max_deliver:
+                            dead.append((item, f"{type(exc).__name__}: {exc}"))
+                            done.append(item)
+                            continue
+                        log.warning(
+                            "event apply failed; will retry",
+                            extra={
+                                "projection": self._label,
+                                "seq": item.seq,
+                                "deliveries": item.num_delivered,
+                                "error": repr(exc),
+                            },
+                        )
+                        outcome.errors.append(repr(exc))
+                        held = items[index:]
+                        break
+                    done.append(item)
+                    applied += 1
+                for item, reason in dead:
+                    await self._dead_letter(item, "apply_failed", reason)
+                if done:
+                    await self._commit_checkpoint(cur, done[-1].seq)
+        if done:
+            self._checkpoint = done[-1].seq
+            metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
+            metrics.APPLIED.labels(self._label).inc(applied)
+            await self._ack(done)
+        outcome.applied += applied
+        outcome.dead_lettered += len(dead) + sum(1 for i in done if i.invalid is not None)
+        if held:
+            outcome.returned += len(held)
+            await self._nak(held, self._delay_for(held[0].num_delivered))
+
+    async def _commit_checkpoint(self, cur: AsyncCursor[Any], seq: int) -> None:
+        await cur.execute(
+            f"UPDATE {self._table} SET last_seq = %s, updated_at = now() "
+            "WHERE projection = %s AND epoch = %s",
+            (seq, self._label, self._epoch),
+        )
+        if cur.rowcount != 1:
+            raise Fenced(f"epoch {self._epoch} is no longer current")
+
+    async def _publish(self, ctx: ApplyContext) -> None:
+        if not ctx.emitted:
+            return
+        results = await self._publisher.publish_many(ctx.emitted)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+
+    async def _dead_letter(self, item: _Item, reason: str, detail: str) -> None:
+        await send_to_dlq(
+            self._js,
+            DeadLetter(
+                consumer=self.projection.durable,
+                reason=reason,
+                detail=detail,
+                stream=self.projection.stream,
+                seq=item.seq,
+                subject=item.msg.subject,
+                deliveries=item.num_delivered,
+                data=item.msg.data,
+            ),
+        )
+        metrics.DLQ.labels(self.projection.durable, reason).inc()
+        log.error(
+            "event sent to DLQ",
+            extra={"projection": self._label, "seq": item.seq, "reason": reason,
+                   "detail": detail[:500]},
+        )
+
+    def _delay_for(self, num_delivered: int) -> float:
+        delays = self.config.nak_delays
+        return delays[min(max(num_delivered - 1, 0), len(delays) - 1)]
+
+    async def _ack(self, items: Sequence[_Item]) -> None:
+        for item in items:
+            with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
+                await item.msg.ack()
+
+    async def _nak(self, items: Sequence[_Item], delay: float) -> None:
+        for item in items:
+            with contextlib.suppress(Exception):  # a lost nak is an ack_wait redelivery
+                await item.msg.nak(delay=delay or None)

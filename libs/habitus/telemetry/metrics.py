@@ -1,0 +1,63 @@
+"""The `habitus_*` metrics. Base units, `_total` counters, no user ids in labels.
+
+Defined once at import so every module that records a metric shares the same collector in the
+process registry that `/metrics` serves.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+registry: CollectorRegistry = REGISTRY
+
+APPLIED = Counter(
+    "habitus_projection_applied_events_total",
+    "Events applied to a projection (committed with the checkpoint).",
+    ["projection"],
+)
+REDELIVERED = Counter(
+    "habitus_projection_redelivered_events_total",
+    "Deliveries at or below the checkpoint, acknowledged without applying.",
+    ["projection"],
+)
+BATCH_SECONDS = Histogram(
+    "habitus_projection_batch_duration_seconds",
+    "Time to apply one batch and commit its checkpoint.",
+    ["projection"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+CHECKPOINT = Gauge(
+    "habitus_projection_checkpoint_seq",
+    "Stream sequence of the last event a projection committed.",
+    ["projection"],
+)
+PENDING = Gauge(
+    "habitus_projection_pending_events",
+    "Events in the stream not yet delivered to the projection's consumer (lag).",
+    ["projection"],
+)
+RETRIES = Counter(
+    "habitus_projection_transient_retries_total",
+    "Batches retried after a transient fault (database or bus unavailable).",
+    ["projection"],
+)
+DLQ = Counter(
+    "habitus_dlq_events_total",
+    "Events sent to HABITUS_DLQ, by consumer and reason.",
+    ["consumer", "reason"],
+)
+INGEST_ITEMS = Counter(
+    "habitus_gateway_ingest_items_total",
+    "Items received by POST /v1/events, by type and result.",
+    ["type", "result"],
+)
+HTTP_SECONDS = Histogram(
+    "habitus_gateway_http_request_duration_seconds",
+    "Gateway HTTP request duration.",
+    ["method", "route", "status"],
+)
+RPC_REQUESTS = Counter(
+    "habitus_gateway_rpc_requests_total",
+    "RPC calls forwarded by the gateway, by method and outcome.",
+    ["method", "outcome"],
+)

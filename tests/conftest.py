@@ -1,0 +1,97 @@
+"""Shared fixtures: real NATS, Postgres and Redis for the whole session.
+
+Embedded servers on free ports by default; the HABITUS_*_URL variables point the suite at running
+servers instead. Tests isolate themselves by unique tenant ids and schemas, never by resetting the
+shared streams, so they can run against a server other things also use.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from habitus.bus import connect, ensure_streams
+from habitus.config import Settings
+from habitus.db.pool import open_pool
+from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
+
+
+@dataclass(frozen=True)
+class ServerUrls:
+    nats: str
+    database: str
+    redis: str
+    data_dir: Path
+
+    def settings(self, **overrides: object) -> Settings:
+        values: dict[str, object] = {
+            "nats_url": self.nats,
+            "database_url": self.database,
+            "redis_url": self.redis,
+            "data_dir": self.data_dir,
+        }
+        values.update(overrides)
+        return Settings(**values)  # type: ignore[arg-type]
+
+    def env(self) -> dict[str, str]:
+        return {
+            "HABITUS_NATS_URL": self.nats,
+            "HABITUS_DATABASE_URL": self.database,
+            "HABITUS_REDIS_URL": self.redis,
+            "HABITUS_DATA_DIR": str(self.data_dir),
+        }
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[ServerUrls]:
+    root = Path(tempfile.mkdtemp(prefix="habitus-test-"))
+    started: list[EmbeddedServer] = []
+
+    def pick(env: str, server: EmbeddedServer) -> str:
+        if os.environ.get(env):
+            return os.environ[env]
+        url = server.start()
+        started.append(server)
+        return url
+
+    try:
+        urls = ServerUrls(
+            nats=pick("HABITUS_NATS_URL", EmbeddedNats(root)),
+            database=pick(
+                "HABITUS_DATABASE_URL",
+                EmbeddedPostgres(root, extra_options={"fsync": "off",
+                                                      "synchronous_commit": "off"}),
+            ),
+            redis=pick("HABITUS_REDIS_URL", EmbeddedRedis(root)),
+            data_dir=root,
+        )
+        yield urls
+    finally:
+        for server in reversed(started):
+            server.stop()
+
+
+@pytest.fixture(scope="session")
+def settings(servers: ServerUrls) -> Settings:
+    return servers.settings()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def nc(servers: ServerUrls, settings: Settings) -> AsyncIterator[object]:
+    client = await connect(servers.nats, "tests")
+    await ensure_streams(client.jetstream(), settings)
+    yield client
+    await client.drain()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def pool(servers: ServerUrls) -> AsyncIterator[object]:
+    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
+    yield p
+    await p.close()

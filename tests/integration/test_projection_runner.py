@@ -1,0 +1,173 @@
+"""The projection runner against real NATS JetStream and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from habitus.bus import DLQ
+from habitus.projection import ProjectionRunner
+from habitus.projection import dlq as dlqh
+from habitus.projection.replay import replay
+from habitus.subjects import ingest_subject
+from tests.integration.runner_support import FAST, eventually, new_tally, publish, run_to_end
+from tests.support.factories import turn
+from tests.support.tally import fold, read_counts, read_seen
+
+pytestmark = pytest.mark.asyncio
+
+
+async def dlq_messages(nc: Any, consumer: str) -> list[Any]:
+    js = nc.jetstream()
+    sub = await js.pull_subscribe(f"habitus.v1.dlq.{consumer}.>", stream=DLQ)
+    out = []
+    try:
+        while True:
+            out.extend(await sub.fetch(100, timeout=0.5))
+    except Exception:
+        pass
+    await sub.unsubscribe()
+    return out
+
+
+async def test_each_event_applied_once_even_when_published_twice(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    events = [turn(tenant, f"u{i % 3}") for i in range(30)]
+    first = await publish(nc, events)
+    again = await publish(nc, events[:10])  # a client retrying part of its batch
+
+    assert not any(r.duplicate for r in first)
+    assert all(r.duplicate for r in again)
+
+    await run_to_end(projection, nc, pool)
+
+    assert await read_counts(pool, projection.schema) == fold(events)
+    assert len(await read_seen(pool, projection.schema)) == 30
+
+
+async def test_redelivered_messages_change_nothing(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    events = [turn(tenant, "u1") for _ in range(20)]
+    await publish(nc, events)
+
+    class LosesAcks(ProjectionRunner):
+        async def _ack(self, items: Any) -> None:  # commit happens, the ack never arrives
+            return None
+
+    lossy = LosesAcks(projection, nc, pool, config=FAST)
+    lossy.start()
+    await eventually(lambda: _count_is(pool, projection.schema, 20))
+    await lossy.stop()
+
+    # Every message is still unacknowledged: after ack_wait they are delivered again.
+    healthy = ProjectionRunner(projection, nc, pool, config=FAST)
+    outcomes: list[Any] = []
+    original = healthy.handle_batch
+
+    async def spy(msgs: Any) -> Any:
+        outcome = await original(msgs)
+        outcomes.append(outcome)
+        return outcome
+
+    healthy.handle_batch = spy  # type: ignore[method-assign]
+    await healthy.run_until_caught_up(timeout=60)
+
+    assert sum(o.skipped for o in outcomes) == 20
+    assert sum(o.applied for o in outcomes) == 0
+    assert await read_counts(pool, projection.schema) == {"u1": 20}
+
+
+async def _count_is(pool: Any, schema: str, n: int) -> bool:
+    counts = await read_counts(pool, schema)
+    return sum(counts.values()) == n
+
+
+async def test_poison_event_goes_to_dlq_and_later_events_still_apply(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    before = [turn(tenant, "u1") for _ in range(5)]
+    poison = turn(tenant, "u1", "POISON")
+    after = [turn(tenant, "u2") for _ in range(5)]
+    await publish(nc, [*before, poison, *after])
+
+    runner = await run_to_end(projection, nc, pool)
+
+    assert await read_counts(pool, projection.schema) == {"u1": 5, "u2": 5}
+    letters = await dlq_messages(nc, projection.durable)
+    assert len(letters) == 1
+    letter = letters[0]
+    assert letter.headers[dlqh.REASON] == "apply_failed"
+    assert "PoisonError" in letter.headers[dlqh.DETAIL]
+    assert letter.headers[dlqh.ORIGINAL_SUBJECT] == ingest_subject("turn", tenant, "u1")
+    assert int(letter.headers[dlqh.DELIVERIES]) >= FAST.max_deliver
+    assert json.loads(letter.data)["event_id"] == poison.event_id
+    assert runner._checkpoint > 0
+
+
+async def test_invalid_event_is_dead_lettered_at_once(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    good = turn(tenant, "u1")
+    js = nc.jetstream()
+    bad_body = json.dumps({"type": "TurnRecorded", "event_id": "not-an-id", "payload": {}})
+    ack = await js.publish(ingest_subject("turn", tenant, "u1"), bad_body.encode())
+    await publish(nc, [good])
+
+    await run_to_end(projection, nc, pool)
+
+    assert await read_counts(pool, projection.schema) == {"u1": 1}
+    letters = await dlq_messages(nc, projection.durable)
+    assert [m.headers[dlqh.REASON] for m in letters] == ["invalid_event"]
+    assert letters[0].headers[dlqh.ORIGINAL_SEQ] == str(ack.seq)
+    assert letters[0].headers[dlqh.DELIVERIES] == "1"  # not retried: it can never succeed
+    assert "event_id" in letters[0].headers[dlqh.DETAIL]
+
+
+async def test_replay_rebuilds_an_identical_projection(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    events = [turn(tenant, f"u{i % 4}") for i in range(50)]
+    await publish(nc, events)
+    await run_to_end(projection, nc, pool)
+    before = (await read_counts(pool, projection.schema), await read_seen(pool, projection.schema))
+
+    result = await replay(projection, nc, pool, config=FAST, timeout=60)
+
+    assert result.rebuilt_here
+    after = (await read_counts(pool, projection.schema), await read_seen(pool, projection.schema))
+    assert after == before
+    assert before[0] == fold(events)
+
+
+async def test_replay_while_a_runner_is_live_fences_it_and_it_rebuilds(nc: Any, pool: Any
+                                                                        ) -> None:
+    projection, tenant = await new_tally(pool)
+    events = [turn(tenant, "u1") for _ in range(10)]
+    await publish(nc, events)
+    live = ProjectionRunner(projection, nc, pool, config=FAST)
+    live.start()
+    await eventually(lambda: _count_is(pool, projection.schema, 10))
+
+    result = await replay(projection, nc, pool, config=FAST)
+    assert not result.rebuilt_here  # the live runner holds the lock
+
+    await publish(nc, [turn(tenant, "u1")])
+    await eventually(lambda: _count_is(pool, projection.schema, 11))
+    await live.stop()
+    assert await read_counts(pool, projection.schema) == {"u1": 11}
+    assert [s for _, s, _ in await read_seen(pool, projection.schema)] == sorted(
+        s for _, s, _ in await read_seen(pool, projection.schema)
+    )
+
+
+async def test_only_one_runner_applies_at_a_time(nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    await publish(nc, [turn(tenant, f"u{i % 5}") for i in range(300)])
+    a = ProjectionRunner(projection, nc, pool, config=FAST)
+    b = ProjectionRunner(projection, nc, pool, config=FAST)
+    a.start()
+    b.start()
+    await eventually(lambda: _count_is(pool, projection.schema, 300))
+    assert a.leader.is_set() != b.leader.is_set()
+    await asyncio.gather(a.stop(), b.stop())
+    assert sum((await read_counts(pool, projection.schema)).values()) == 300
