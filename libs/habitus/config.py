@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     max_item_bytes: int = 256 * 1024
     max_batch_items: int = 1000
     rpc_timeout_seconds: float = 10.0
+    rate_limit_per_minute: int = 12_000
+    # Services the gateway's /readyz requires to answer (habitus up and compose set it).
+    expected_services: str = ""
 
     log_level: str = "INFO"
     log_json: bool = True
@@ -56,6 +59,9 @@ class Settings(BaseSettings):
     def bootstrap_key_pairs(self) -> list[tuple[str, str]]:
         """`tenant:key,...` → [(tenant, key)]; whitespace and empty entries are ignored."""
         return _parse_pairs(self.bootstrap_keys, "HABITUS_BOOTSTRAP_KEYS")
+
+    def expected_service_list(self) -> list[str]:
+        return [s.strip() for s in self.expected_services.split(",") if s.strip()]
 
     def admin_key_list(self) -> list[str]:
         return [k.strip() for k in self.admin_keys.split(",") if k.strip()]

@@ -12,10 +12,14 @@ log = logging.getLogger(__name__)
 
 
 async def connect(url: str, name: str, **kwargs: Any) -> Client:
+    holder: list[Client] = []
+
     async def on_error(exc: Exception) -> None:
         log.warning("nats error", extra={"client": name, "error": repr(exc)})
 
     async def on_disconnected() -> None:
+        if holder and (holder[0].is_draining or holder[0].is_closed):
+            return  # our own drain/close, not an outage
         log.warning("nats disconnected", extra={"client": name})
 
     async def on_reconnected() -> None:
@@ -32,4 +36,6 @@ async def connect(url: str, name: str, **kwargs: Any) -> Client:
         "reconnected_cb": on_reconnected,
     }
     options.update(kwargs)
-    return await nats.connect(**options)
+    client = await nats.connect(**options)
+    holder.append(client)
+    return client

@@ -1,0 +1,1 @@
+"""API keys: created once, stored hashed, each bound to one tenant (or admin)."""

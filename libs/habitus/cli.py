@@ -1,0 +1,181 @@
+"""The `habitus` command: run the system, migrate, serve one service, replay, manage keys.
+
+Commands other than `up` need the server URLs; when they are not in the environment and a local
+`habitus up` is running on the same data directory, its URLs are used, so `habitus keys create`
+just works next to `make run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from importlib.metadata import entry_points
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from habitus.config import Settings, get_settings
+
+app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
+keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+console = Console()
+
+
+def _settings() -> Settings:
+    settings = get_settings()
+    from habitus.runtime.up import runtime_file
+
+    path = runtime_file(settings.data_dir.resolve())
+    if path.exists() and not all((settings.nats_url, settings.database_url, settings.redis_url)):
+        live = json.loads(path.read_text())
+        settings = settings.model_copy(update={
+            "nats_url": settings.nats_url or live.get("nats_url"),
+            "database_url": settings.database_url or live.get("database_url"),
+            "redis_url": settings.redis_url or live.get("redis_url"),
+        })
+    return settings
+
+
+def _need(value: str | None, name: str) -> str:
+    if not value:
+        console.print(f"[red]HABITUS_{name} is not set and no `habitus up` is running here.[/]")
+        raise typer.Exit(2)
+    return value
+
+
+@app.command()
+def up(demo: Annotated[bool, typer.Option(help="ingest a first turn once ready")] = False
+       ) -> None:
+    """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
+    services and the gateway; Ctrl-C stops it all."""
+    from habitus.runtime.up import up as run_up
+    from habitus.telemetry.logging import configure_logging
+
+    settings = get_settings()
+    configure_logging("up", "WARNING", settings.log_json)
+    raise typer.Exit(asyncio.run(run_up(settings, demo=demo)))
+
+
+@app.command()
+def migrate(only: Annotated[list[str] | None, typer.Option(help="schemas to migrate")] = None
+            ) -> None:
+    """Apply every service's migrations (idempotent)."""
+    from habitus.db.migrate import migrate as run_migrate
+
+    settings = _settings()
+    for r in run_migrate(_need(settings.database_url, "DATABASE_URL"), only):
+        console.print(f"{r.schema}: {r.before or 'empty'} -> {r.after}")
+
+
+@app.command()
+def serve(service: str) -> None:
+    """Run one service in the foreground (what containers and `habitus up` run)."""
+    from habitus.service.host import ServiceHost
+    from habitus.telemetry.logging import configure_logging
+
+    specs = {ep.name: ep for ep in entry_points(group="habitus.services")}
+    if service not in specs:
+        console.print(f"[red]unknown service {service!r}; installed: {', '.join(sorted(specs))}")
+        raise typer.Exit(2)
+    settings = _settings()
+    configure_logging(service, settings.log_level, settings.log_json)
+    asyncio.run(ServiceHost(specs[service].load(), settings).serve_forever())
+
+
+@app.command()
+def replay(
+    projection: str,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the rebuild")] = 600.0,
+) -> None:
+    """Drop a projection's tables and rebuild them from stream sequence 1."""
+    from habitus.bus import connect
+    from habitus.db.pool import open_pool
+    from habitus.projection.registry import resolve
+    from habitus.projection.replay import replay as run_replay
+
+    settings = _settings()
+    proj = resolve(projection)
+
+    async def go() -> Any:
+        nc = await connect(_need(settings.nats_url, "NATS_URL"), "habitus-replay")
+        pool = await open_pool(_need(settings.database_url, "DATABASE_URL"), name="replay")
+        try:
+            return await run_replay(proj, nc, pool, timeout=timeout)
+        finally:
+            await pool.close()
+            await nc.drain()
+
+    result = asyncio.run(go())
+    if result.rebuilt_here:
+        console.print(f"{proj.name}: rebuilt up to stream sequence {result.checkpoint}")
+    else:
+        console.print(f"{proj.name}: reset; the running service holds it and is rebuilding")
+
+
+def _with_pool(fn: Any) -> Any:
+    from habitus.db.pool import open_pool
+
+    settings = _settings()
+
+    async def go() -> Any:
+        pool = await open_pool(_need(settings.database_url, "DATABASE_URL"), name="cli")
+        try:
+            return await fn(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(go())
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: Annotated[str, typer.Option(help="the tenant this key acts for")],
+    admin: Annotated[bool, typer.Option(help="may act for any tenant it names")] = False,
+    label: Annotated[str, typer.Option(help="a note to recognise the key")] = "",
+) -> None:
+    """Create a key and print it once (only its hash is stored)."""
+    from habitus.auth.keys import create_key
+    from habitus.ids import check_id
+
+    try:
+        check_id(tenant, "tenant")
+    except ValueError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
+    key = _with_pool(lambda pool: create_key(pool, tenant, is_admin=admin, label=label))
+    typer.echo(key)
+
+
+@keys_app.command("list")
+def keys_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
+    """List keys (prefixes only)."""
+    from habitus.auth.keys import list_keys
+
+    rows = _with_pool(lambda pool: list_keys(pool, tenant))
+    table = Table("prefix", "tenant", "admin", "label", "created", "revoked")
+    for r in rows:
+        table.add_row(r["key_prefix"], r["tenant_id"], str(r["is_admin"]), r["label"],
+                      str(r["created_at"]), str(r["revoked_at"] or ""))
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_or_prefix: str) -> None:
+    """Revoke a key by its value or its printed prefix."""
+    from habitus.auth.keys import revoke
+
+    count = _with_pool(lambda pool: revoke(pool, key_or_prefix))
+    console.print(f"revoked {count} key(s)")
+    if not count:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Running a service: the one place that wires broker, database, cache, runners and HTTP.
+
+Start order: bus (streams ensured) → database pool → cache → RPC subscribers → projection runners
+→ HTTP. Stop order is the reverse, and every step is bounded, so SIGTERM inside Kubernetes'
+grace period finishes or returns the batch in flight and never drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+from faststream.nats import NatsBroker
+from faststream.nats.annotations import NatsMessage
+from faststream.nats.prometheus import NatsPrometheusMiddleware
+from redis.asyncio import Redis
+
+from habitus.bus.publisher import EventPublisher
+from habitus.bus.rpc import RpcClient
+from habitus.bus.streams import ensure_streams
+from habitus.config import Settings
+from habitus.db.pool import open_pool
+from habitus.projection.runner import ProjectionRunner
+from habitus.service.context import ServiceContext
+from habitus.service.health import add_standard_routes
+from habitus.service.spec import ServiceSpec
+from habitus.subjects import rpc_subject
+from habitus.telemetry import metrics
+
+log = logging.getLogger(__name__)
+
+
+def _require(value: str | None, name: str) -> str:
+    if not value:
+        raise RuntimeError(f"HABITUS_{name} is not set (habitus up starts embedded servers)")
+    return value
+
+
+class ServiceHost:
+    def __init__(self, spec: ServiceSpec, settings: Settings, *, http_port: int | None = None):
+        self.spec = spec
+        self.settings = settings
+        self.ctx: ServiceContext | None = None
+        self._broker: NatsBroker | None = None
+        self._server: uvicorn.Server | None = None
+        self._server_task: asyncio.Task[None] | None = None
+        self._http_port = http_port
+        self.bound_port: int | None = None
+
+    def _make_broker(self) -> NatsBroker:
+        spec = self.spec
+        broker = NatsBroker(
+            _require(self.settings.nats_url, "NATS_URL"),
+            name=f"habitus-{spec.name}",
+            graceful_timeout=spec.runner_config.graceful_timeout,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.5,
+            middlewares=[NatsPrometheusMiddleware(registry=metrics.registry, app_name=spec.name)],
+            logger=None,
+        )
+        methods = dict(spec.rpc.methods)
+        for name in [*methods, spec.ping_method]:
+            broker.subscriber(rpc_subject(name), queue=spec.name)(self._rpc_handler(name))
+        return broker
+
+    def _rpc_handler(self, name: str) -> Any:
+        registry = self.spec.rpc
+
+        async def pong(msg: NatsMessage) -> bytes:
+            return b'{"result": {"status": "ok", "service": "%s"}}' % self.spec.name.encode()
+
+        async def handle(msg: NatsMessage) -> bytes:
+            return await registry.dispatch(name, msg.body)
+
+        handler = pong if name == self.spec.ping_method else handle
+        handler.__name__ = f"rpc_{name.replace('.', '_')}"
+        return handler
+
+    async def start(self) -> ServiceContext:
+        settings = self.settings
+        self._broker = self._make_broker()
+        await self._broker.start()
+        nc = self._broker.connection
+        js = nc.jetstream(timeout=10.0)
+        await ensure_streams(js, settings)
+        pool = await open_pool(_require(settings.database_url, "DATABASE_URL"), min_size=1,
+                               max_size=10, name=self.spec.name)
+        redis = Redis.from_url(_require(settings.redis_url, "REDIS_URL"))
+        ctx = ServiceContext(
+            name=self.spec.name,
+            settings=settings,
+            nc=nc,
+            js=js,
+            pool=pool,
+            redis=redis,
+            publisher=EventPublisher(js),
+            rpc=RpcClient(nc, timeout=settings.rpc_timeout_seconds),
+        )
+        self.ctx = ctx
+        for hook in self.spec.on_start:
+            await hook(ctx)
+        for projection in self.spec.projections(ctx):
+            runner = ProjectionRunner(projection, nc, pool, config=self.spec.runner_config)
+            runner.start()
+            ctx.runners.append(runner)
+        await self._start_http(ctx)
+        log.info("service started", extra={"service": self.spec.name, "port": self.bound_port})
+        return ctx
+
+    async def _start_http(self, ctx: ServiceContext) -> None:
+        if self.spec.http_app is not None:
+            app = self.spec.http_app(ctx)
+            port = self._http_port if self._http_port is not None else self.settings.http_port
+        else:
+            app = FastAPI(title=f"habitus {self.spec.name}", docs_url=None, redoc_url=None)
+            port = self._http_port if self._http_port is not None else self.settings.metrics_port
+        add_standard_routes(app, ctx)
+        config = uvicorn.Config(
+            app, host=self.settings.http_host, port=port, log_level="warning", lifespan="off",
+            access_log=False,
+        )
+        self._server = uvicorn.Server(config)
+        self._server_task = asyncio.create_task(self._server.serve())
+        while not self._server.started:
+            if self._server_task.done():
+                self._server_task.result()
+                raise RuntimeError(f"{self.spec.name}: HTTP server exited on start")
+            await asyncio.sleep(0.02)
+        sockets = self._server.servers[0].sockets
+        self.bound_port = int(sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        ctx = self.ctx
+        if self._server is not None:
+            self._server.should_exit = True
+            if self._server_task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._server_task, 10)
+        if ctx is not None:
+            await asyncio.gather(*(r.stop() for r in ctx.runners), return_exceptions=True)
+            for hook in self.spec.on_stop:
+                with contextlib.suppress(Exception):
+                    await hook(ctx)
+        if self._broker is not None:
+            with contextlib.suppress(Exception):
+                await self._broker.stop()
+        if ctx is not None:
+            with contextlib.suppress(Exception):
+                await ctx.redis.aclose()
+            with contextlib.suppress(Exception):
+                await ctx.pool.close()
+        log.info("service stopped", extra={"service": self.spec.name})
+
+    async def serve_forever(self) -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        await self.start()
+        print(f"habitus {self.spec.name} ready on port {self.bound_port}", flush=True)
+        await stop.wait()
+        await self.stop()

@@ -1,0 +1,1 @@
+"""Habitus services: one package each; a service imports `habitus`, never another service."""

@@ -1,0 +1,245 @@
+"""The gateway's HTTP API: batch ingest, RPC forwarding, health, metrics, OpenAPI.
+
+Ingest is all-or-nothing by default: if any item is rejected, nothing of the batch is published
+and the answer (4xx) says, per item, what was wrong. `?partial=true` publishes the valid items and
+reports the rejected ones, for agents that prefer to drop bad records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.responses import Response
+from starlette.routing import Match
+
+from habitus.bus.publisher import PublishResult
+from habitus.bus.rpc import RpcError
+from habitus.service.context import ServiceContext
+from habitus.service.health import dependency_checks
+from habitus.telemetry import metrics
+from services.gateway.auth import Caller, KeyCache, authenticate
+from services.gateway.ingest import ItemOutcome, build_event
+from services.gateway.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+
+def error_response(exc: RpcError, **extra: Any) -> JSONResponse:
+    headers = extra.pop("headers", None)
+    return JSONResponse({**exc.as_reply(), **extra}, status_code=exc.http_status,
+                        headers=headers)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(int(declared))
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(size)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class MetricsMiddleware(BaseHTTPMiddleware):
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        started = time.perf_counter()
+        route = "unmatched"
+        for r in request.app.router.routes:
+            match, _ = r.matches(request.scope)
+            if match == Match.FULL:
+                route = getattr(r, "path", "unmatched")
+                break
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            metrics.HTTP_SECONDS.labels(request.method, route, str(status)).observe(
+                time.perf_counter() - started
+            )
+
+
+def _result(outcome: ItemOutcome, status: str, published: PublishResult | None = None,
+            error: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"index": outcome.index, "status": status}
+    if outcome.type:
+        doc["type"] = outcome.type
+    if outcome.event is not None:
+        doc["event_id"] = outcome.event.event_id
+    if published is not None:
+        doc["seq"] = published.seq
+    if outcome.errors:
+        doc["errors"] = [e.as_dict() for e in outcome.errors]
+    if error:
+        doc["error"] = error
+    return doc
+
+
+def _summary(outcomes: list[ItemOutcome]) -> str:
+    first = next(o for o in outcomes if not o.ok)
+    detail = "; ".join(f"{e.field}: {e.reason}" for e in first.errors)
+    count = sum(1 for o in outcomes if not o.ok)
+    more = f" (and {count - 1} more rejected item(s))" if count > 1 else ""
+    return f"item {first.index}: {detail}{more}"
+
+
+def create_app(ctx: ServiceContext) -> FastAPI:
+    settings = ctx.settings
+    keys = KeyCache(ctx.pool)
+    limiter = RateLimiter(ctx.redis, settings.rate_limit_per_minute)
+    app = FastAPI(
+        title="Habitus gateway",
+        version="1",
+        description="Agents report what happened; Habitus learns, per user, what the next "
+        "prompt should carry. Authenticate with `Authorization: Bearer <key>`.",
+    )
+    app.add_middleware(MetricsMiddleware)
+
+    async def caller_for(request: Request, cost: int = 1) -> Caller:
+        caller = await authenticate(request, keys)
+        allowed, retry_after = await limiter.allow(caller.principal.key_prefix, cost)
+        if not allowed:
+            raise RpcError("rate_limited", f"rate limit exceeded; retry in {retry_after}s")
+        return caller
+
+    @app.exception_handler(RpcError)
+    async def rpc_error(_: Request, exc: RpcError) -> JSONResponse:
+        headers = {"Retry-After": "60"} if exc.code == "rate_limited" else None
+        return error_response(exc, headers=headers)
+
+    @app.post(
+        "/v1/events",
+        summary="Report events (a JSON list of ingest items)",
+        responses={413: {"description": "body, batch or item too large"},
+                   422: {"description": "an item was rejected; nothing was published"}},
+    )
+    async def ingest(
+        request: Request,
+        partial: bool = Query(False, description="publish valid items even if some are bad"),
+    ) -> JSONResponse:
+        caller = await caller_for(request)
+        try:
+            raw = await read_body(request, settings.max_body_bytes)
+        except BodyTooLarge as exc:
+            raise RpcError("payload_too_large",
+                           f"body: {exc.args[0]} bytes; the limit is {settings.max_body_bytes}"
+                           ) from None
+        try:
+            items = json.loads(raw)
+        except ValueError as exc:
+            raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
+        if not isinstance(items, list):
+            raise RpcError("invalid_argument", "body: must be a JSON list of events")
+        if not items:
+            raise RpcError("invalid_argument", "body: the list is empty")
+        if len(items) > settings.max_batch_items:
+            raise RpcError("payload_too_large",
+                           f"body: {len(items)} items; the limit is {settings.max_batch_items}")
+        now = time.time()
+        outcomes = [
+            build_event(item, index=i, tenant_id=caller.tenant_id, now=now,
+                        max_item_bytes=settings.max_item_bytes)
+            for i, item in enumerate(items)
+        ]
+        rejected = [o for o in outcomes if not o.ok]
+        for o in rejected:
+            metrics.INGEST_ITEMS.labels(o.type if o.type in _TYPES else "unknown",
+                                        "rejected").inc()
+        if rejected and not partial:
+            too_large = any(o.too_large for o in rejected)
+            err = RpcError("payload_too_large" if too_large else "invalid_argument",
+                           _summary(outcomes) + "; nothing was published")
+            results = [_result(o, "rejected" if not o.ok else "not_published") for o in outcomes]
+            return error_response(err, results=results, accepted=0, duplicates=0,
+                                  rejected=len(rejected))
+        valid = [o for o in outcomes if o.ok]
+        published = await ctx.publisher.publish_many([o.event for o in valid if o.event])
+        by_index: dict[int, dict[str, Any]] = {}
+        failed = 0
+        for o, res in zip(valid, published, strict=True):
+            if isinstance(res, Exception):
+                failed += 1
+                by_index[o.index] = _result(o, "failed", error=f"{type(res).__name__}: {res}")
+                metrics.INGEST_ITEMS.labels(o.type or "unknown", "failed").inc()
+                continue
+            status = "duplicate" if res.duplicate else "accepted"
+            by_index[o.index] = _result(o, status, published=res)
+            metrics.INGEST_ITEMS.labels(o.type or "unknown", status).inc()
+        for o in rejected:
+            by_index[o.index] = _result(o, "rejected")
+        results = [by_index[i] for i in range(len(outcomes))]
+        body = {
+            "accepted": sum(1 for r in results if r["status"] == "accepted"),
+            "duplicates": sum(1 for r in results if r["status"] == "duplicate"),
+            "rejected": len(rejected),
+            "failed": failed,
+            "results": results,
+        }
+        if failed:
+            err = RpcError("unavailable", f"{failed} item(s) could not be stored; retrying "
+                                          "the same items is safe (event ids deduplicate)")
+            return error_response(err, **body)
+        return JSONResponse(body, status_code=207 if rejected else 200)
+
+    @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
+    async def rpc(method: str, request: Request) -> JSONResponse:
+        caller = await caller_for(request)
+        try:
+            raw = await read_body(request, settings.max_body_bytes)
+        except BodyTooLarge:
+            raise RpcError("payload_too_large", "body too large") from None
+        try:
+            params = json.loads(raw) if raw.strip() else {}
+        except ValueError as exc:
+            raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
+        if not isinstance(params, dict):
+            raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
+        try:
+            reply = await ctx.rpc.call_raw(
+                method,
+                {"tenant_id": caller.tenant_id, "params": params,
+                 "correlation_id": request.headers.get("x-correlation-id")},
+            )
+        except ValueError as exc:  # an unspellable method name
+            metrics.RPC_REQUESTS.labels("invalid", "invalid_argument").inc()
+            raise RpcError("invalid_argument", str(exc)) from None
+        except RpcError as exc:
+            metrics.RPC_REQUESTS.labels(method, exc.code).inc()
+            raise
+        if "error" in reply:
+            err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))
+            metrics.RPC_REQUESTS.labels(method, err.code).inc()
+            return error_response(err)
+        metrics.RPC_REQUESTS.labels(method, "ok").inc()
+        return JSONResponse({"result": reply["result"]})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        pings = {f"service:{s}": ctx.rpc.call(f"{s}.ping", "system", timeout=2.0)
+                 for s in settings.expected_service_list()}
+        checks = await dependency_checks(ctx, pings)
+        ok = all(v is None for v in checks.values())
+        return JSONResponse({"status": "ready" if ok else "unavailable", "checks": checks},
+                            status_code=200 if ok else 503)
+
+    return app
+
+
+_TYPES = frozenset({"TurnRecorded", "EmailObserved", "DocumentIngested", "ProviderProfileSynced",
+                    "TraceCompleted", "FeedbackGiven"})
+__all__ = ("asyncio", "create_app")

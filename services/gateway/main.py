@@ -1,0 +1,25 @@
+"""The gateway service: the only door agents use (HTTP), mapped onto the bus."""
+
+from __future__ import annotations
+
+import logging
+
+from habitus.auth import keys
+from habitus.service.context import ServiceContext
+from habitus.service.spec import ServiceSpec
+from services.gateway.app import create_app
+
+log = logging.getLogger(__name__)
+
+
+async def ensure_configured_keys(ctx: ServiceContext) -> None:
+    """HABITUS_BOOTSTRAP_KEYS and HABITUS_ADMIN_KEYS exist after start (compose, k8s, tests)."""
+    for tenant, key in ctx.settings.bootstrap_key_pairs():
+        if await keys.store_key(ctx.pool, tenant, key, label="bootstrap"):
+            log.info("bootstrap key stored", extra={"tenant": tenant,
+                                                    "key_prefix": keys.key_prefix(key)})
+    for key in ctx.settings.admin_key_list():
+        await keys.store_key(ctx.pool, "admin", key, is_admin=True, label="admin")
+
+
+service = ServiceSpec(name="gateway", http_app=create_app, on_start=[ensure_configured_keys])
