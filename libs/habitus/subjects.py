@@ -6,6 +6,7 @@ and an operator can erase a user by purging their subjects.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from habitus.ids import check_id
@@ -45,9 +46,11 @@ def dlq_subject(consumer: str, tenant_id: str, user_id: str) -> str:
     )
 
 
+_METHOD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z][A-Za-z0-9_]*)*")
+
+
 def rpc_subject(method: str) -> str:
-    parts = method.split(".")
-    if not all(parts) or any(not p.replace("_", "").isalnum() for p in parts):
+    if not _METHOD_RE.fullmatch(method):
         raise ValueError(f"rpc method {method!r} must be dotted words of [A-Za-z0-9_]")
     return f"{RPC_ROOT}.{method}"
 

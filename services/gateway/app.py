@@ -79,7 +79,7 @@ def _result(outcome: ItemOutcome, status: str, published: PublishResult | None =
     doc: dict[str, Any] = {"index": outcome.index, "status": status}
     if outcome.type:
         doc["type"] = outcome.type
-    if outcome.event is not None:
+    if outcome.event is not None and status in ("accepted", "duplicate", "failed"):
         doc["event_id"] = outcome.event.event_id
     if published is not None:
         doc["seq"] = published.seq
@@ -162,7 +162,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
                                         "rejected").inc()
         if rejected and not partial:
             too_large = any(o.too_large for o in rejected)
-            err = RpcError("payload_too_large" if too_large else "invalid_argument",
+            err = RpcError("payload_too_large" if too_large else "invalid_event",
                            _summary(outcomes) + "; nothing was published")
             results = [_result(o, "rejected" if not o.ok else "not_published") for o in outcomes]
             return error_response(err, results=results, accepted=0, duplicates=0,

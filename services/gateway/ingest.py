@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
-from habitus.ids import new_event_id
+from habitus.ids import check_event_id, new_event_id
 
 ITEM_KEYS = frozenset(
     {
@@ -82,7 +82,13 @@ def build_event(
         return ItemOutcome(index, type_name, errors=[FieldError("user_id", "field required")])
     body = dict(item)
     body["tenant_id"] = tenant_id
-    body.setdefault("event_id", new_event_id())
+    if "event_id" in body:
+        try:
+            body["event_id"] = check_event_id(body["event_id"])
+        except ValueError as exc:
+            return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))])
+    else:
+        body["event_id"] = new_event_id()
     body.setdefault("occurred_at", now)
     body.setdefault("producer", default_producer)
     body.setdefault("schema_version", 1)

@@ -27,11 +27,11 @@ from tenacity import (
 
 from habitus.bus.streams import stream_for
 from habitus.events import CATALOG, Catalog, Event
+from habitus.events.catalog import TYPE_HEADER, VERSION_HEADER
 
 log = logging.getLogger(__name__)
 
 MSG_ID = "Nats-Msg-Id"
-TYPE_HEADER = "Habitus-Type"
 TRANSIENT = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, asyncio.TimeoutError)
 
 
@@ -44,7 +44,11 @@ class PublishResult:
 
 
 def headers_for(event: Event[Any]) -> dict[str, str]:
-    return {MSG_ID: event.event_id, TYPE_HEADER: event.type}
+    return {
+        MSG_ID: event.event_id,
+        TYPE_HEADER: event.type,
+        VERSION_HEADER: str(event.schema_version),
+    }
 
 
 class EventPublisher:

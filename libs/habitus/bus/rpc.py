@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 HTTP_STATUS = {
     "invalid_argument": 400,
+    "invalid_event": 422,
     "unauthenticated": 401,
     "permission_denied": 403,
     "not_found": 404,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from habitus.ids import EventId, TenantId, UserId, check_id
+from habitus.ids import EventId, TenantId, UserId
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -31,11 +31,14 @@ ENVELOPE_FIELDS = (
 class Payload(BaseModel):
     """Base of every payload: strict about unknown fields so a typo is an error, not data loss."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+    # Infinity/NaN are not JSON: an event carrying one could be stored but never read back.
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False
+    )
 
 
 class Event(BaseModel, Generic[P]):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     event_id: EventId
     type: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{1,63}$")
@@ -47,16 +50,6 @@ class Event(BaseModel, Generic[P]):
     causation_id: str | None = Field(default=None, max_length=64)
     correlation_id: str | None = Field(default=None, max_length=64)
     payload: P
-
-    @field_validator("tenant_id")
-    @classmethod
-    def _tenant(cls, v: str) -> str:
-        return check_id(v, "tenant_id")
-
-    @field_validator("user_id")
-    @classmethod
-    def _user(cls, v: str) -> str:
-        return check_id(v, "user_id")
 
     def to_json(self) -> bytes:
         return self.model_dump_json(by_alias=True).encode()

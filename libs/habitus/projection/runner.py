@@ -126,6 +126,9 @@ class ProjectionRunner:
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._table = checkpoint_table(projection.schema)
+        # Stream sequence of the first event of a batch given back to the stream (nak): until
+        # it is delivered again, later events are given back too, so order survives redelivery.
+        self._blocked_from: int | None = None
         self.leader = asyncio.Event()
         self.caught_up = asyncio.Event()
         self._label = projection.name
@@ -247,6 +250,7 @@ class ProjectionRunner:
             row = await cur.fetchone()
             assert row is not None
             self._epoch, self._checkpoint = int(row[0]), int(row[1])
+            self._blocked_from = None
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         return self._checkpoint
 
@@ -258,10 +262,13 @@ class ProjectionRunner:
         cfg = ConsumerConfig(
             durable_name=p.durable,
             description=f"projection {p.name}",
-            ack_policy=AckPolicy.EXPLICIT,
+            # Batches are applied in order and committed whole, so acknowledging the last event
+            # of a batch acknowledges it all: one ack per batch instead of one per event.
+            ack_policy=AckPolicy.ALL,
             ack_wait=self.config.ack_wait,
             max_deliver=-1,
-            max_ack_pending=self.config.batch_size,
+            # Room for the batch being applied and the next one being fetched.
+            max_ack_pending=2 * self.config.batch_size,
             max_waiting=8,
         )
         if len(filters) == 1:
@@ -286,7 +293,11 @@ class ProjectionRunner:
             ahead = info.ack_floor is not None and (info.ack_floor.stream_seq or 0) > (
                 self._checkpoint
             )
-            if ahead or have != sorted(p.filter_subjects):
+            policy_changed = (
+                info.config.ack_policy != AckPolicy.ALL
+                or info.config.max_ack_pending != 2 * self.config.batch_size
+            )
+            if ahead or policy_changed or have != sorted(p.filter_subjects):
                 # The database is behind the consumer (replay, restore) or the filter changed:
                 # the checkpoint is the truth, so start the consumer again from it.
                 log.info(
@@ -308,15 +319,40 @@ class ProjectionRunner:
     # ------------------------------------------------------------------ consuming
 
     async def _consume(self) -> None:
-        while not self._stopping.is_set():
-            assert self._sub is not None
-            try:
-                msgs = await self._sub.fetch(self.config.batch_size, timeout=self.config.fetch_timeout)
-            except NatsTimeoutError:
-                await self._check_lock()
-                await self._mark_caught_up()
-                continue
-            await self.handle_batch(msgs)
+        """Fetch the next batch while the current one is applied: the network wait overlaps
+        the database work. Order is still one batch after the other (see `_blocked_from`)."""
+        fetch = self._next_fetch()
+        try:
+            while not self._stopping.is_set():
+                try:
+                    msgs = await fetch
+                except NatsTimeoutError:
+                    fetch = self._next_fetch()
+                    await self._check_lock()
+                    await self._mark_caught_up()
+                    continue
+                fetch = self._next_fetch()
+                await self.handle_batch(msgs)
+        finally:
+            await self._return_prefetched(fetch)
+
+    def _next_fetch(self) -> asyncio.Task[list[Msg]]:
+        assert self._sub is not None
+        return asyncio.create_task(
+            self._sub.fetch(self.config.batch_size, timeout=self.config.fetch_timeout)
+        )
+
+    async def _return_prefetched(self, fetch: asyncio.Task[list[Msg]]) -> None:
+        if not fetch.done():
+            fetch.cancel()
+            with contextlib.suppress(BaseException):
+                await fetch
+            return
+        if fetch.cancelled() or fetch.exception() is not None:
+            return
+        for msg in fetch.result():
+            with contextlib.suppress(Exception):
+                await msg.nak()
 
     async def _mark_caught_up(self) -> None:
         p = self.projection
@@ -335,6 +371,14 @@ class ProjectionRunner:
             metrics.REDELIVERED.labels(self._label).inc(len(stale))
             outcome.skipped = len(stale)
             await self._ack(stale)
+        if fresh and self._blocked_from is not None:
+            if fresh[0].seq != self._blocked_from:
+                # An earlier event was given back and has not come round again yet: nothing
+                # after it may be applied first.
+                outcome.returned = len(fresh)
+                await self._nak(fresh, self.config.nak_delays[0])
+                metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
+                return outcome
         if fresh:
             await self._apply_with_retries(fresh, outcome)
             metrics.PENDING.labels(self._label).set(fresh[-1].num_pending)
@@ -349,7 +393,7 @@ class ProjectionRunner:
         md = msg.metadata
         item = _Item(msg, md.sequence.stream, md.num_delivered, md.num_pending)
         try:
-            event = self._catalog.decode(msg.data)
+            event = self._catalog.decode_message(msg.data, msg.headers)
             item.delivered = Delivered(event, item.seq, msg.subject, md.num_delivered)
         except EventValidationError as exc:
             item.invalid = str(exc)
@@ -379,6 +423,7 @@ class ProjectionRunner:
                 extra={"projection": self._label, "error": repr(exc), "events": len(items)},
             )
             outcome.returned = len(items)
+            self._blocked_from = items[0].seq
             await self._nak(items, self.config.nak_delays[-1])
 
     def _before_retry(self, items: list[_Item]) -> Any:
@@ -416,6 +461,7 @@ class ProjectionRunner:
             await self._apply_one_by_one(items, outcome)
             return
         self._checkpoint = items[-1].seq
+        self._blocked_from = None
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         metrics.APPLIED.labels(self._label).inc(len(valid))
         outcome.applied += len(valid)
@@ -471,6 +517,7 @@ class ProjectionRunner:
             await self._ack(done)
         outcome.applied += applied
         outcome.dead_lettered += len(dead) + sum(1 for i in done if i.invalid is not None)
+        self._blocked_from = held[0].seq if held else None
         if held:
             outcome.returned += len(held)
             await self._nak(held, self._delay_for(held[0].num_delivered))
@@ -518,9 +565,12 @@ class ProjectionRunner:
         return delays[min(max(num_delivered - 1, 0), len(delays) - 1)]
 
     async def _ack(self, items: Sequence[_Item]) -> None:
-        for item in items:
-            with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
-                await item.msg.ack()
+        """Ack-all policy: acknowledging the highest sequence covers the ones before it."""
+        if not items:
+            return
+        last = max(items, key=lambda i: i.seq)
+        with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
+            await last.msg.ack()
 
     async def _nak(self, items: Sequence[_Item], delay: float) -> None:
         for item in items:

@@ -39,7 +39,8 @@ class Supervised:
 
 def backoff_delay(restarts: int, base: float = 0.5, cap: float = 30.0) -> float:
     """0.5, 1, 2, 4, ... capped: a crash loop must not spin, a one-off crash recovers fast."""
-    return float(min(cap, base * (2 ** max(restarts - 1, 0))))
+    exponent = min(max(restarts - 1, 0), 32)  # bounded: a long crash loop must not overflow
+    return float(min(cap, base * (2**exponent)))
 
 
 class Supervisor:

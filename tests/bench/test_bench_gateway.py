@@ -1,0 +1,68 @@
+"""Gateway batch ingest throughput vs raw JetStream acked publish of the same events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from habitus.auth.keys import create_key
+from habitus.bus.publisher import headers_for
+from habitus.db.migrate import migrate
+from habitus.events import CATALOG
+from services.gateway.main import service as gateway_spec
+from tests.conftest import ServerUrls
+from tests.support.factories import turn, turn_item, unique
+from tests.support.services import running
+
+pytestmark = pytest.mark.asyncio
+N = 20_000
+BATCH = 500
+
+
+async def raw_acked_publish(nc: Any, tenant: str, n: int) -> float:
+    js = nc.jetstream()
+    events = [turn(tenant, f"u{i % 50}") for i in range(n)]
+    payloads = [(CATALOG.subject(e), e.to_json(), headers_for(e)) for e in events]
+    started = time.perf_counter()
+    for i in range(0, n, BATCH):
+        futures = [await js.publish_async(s, b, headers=h) for s, b, h in payloads[i : i + BATCH]]
+        await asyncio.gather(*futures)
+    return n / (time.perf_counter() - started)
+
+
+async def test_gateway_ingest_ratio(servers: ServerUrls, nc: Any, pool: Any, record: Any
+                                    ) -> None:
+    migrate(servers.database)
+    baseline = await raw_acked_publish(nc, unique("raw"), N)
+
+    tenant = unique("gw")
+    key = await create_key(pool, tenant)
+    bodies = [json.dumps([turn_item(f"u{j % 50}") for j in range(BATCH)]).encode()
+              for _ in range(N // BATCH)]
+    settings = servers.settings(rate_limit_per_minute=0, log_level="WARNING")
+    async with running(gateway_spec, settings) as host:
+        url = f"http://127.0.0.1:{host.bound_port}/v1/events"
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=60) as client:
+            await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up
+            started = time.perf_counter()
+            sem = asyncio.Semaphore(4)
+
+            async def send(body: bytes) -> int:
+                async with sem:
+                    r = await client.post(url, content=body, headers=headers)
+                    assert r.status_code == 200, r.text[:500]
+                    return int(r.json()["accepted"])
+
+            accepted = sum(await asyncio.gather(*(send(b) for b in bodies)))
+            elapsed = time.perf_counter() - started
+    assert accepted == N
+    rate = N / elapsed
+    record("gateway_ingest", events=N, batch=BATCH, clients=4,
+           raw_acked_publish_per_s=round(baseline), gateway_per_s=round(rate),
+           ratio=round(rate / baseline, 3), target=">= 0.3")

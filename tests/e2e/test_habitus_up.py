@@ -1,0 +1,108 @@
+"""`habitus up` as a newcomer runs it: embedded servers, the ready line, a first ingest, Ctrl-C,
+and a second start that finds the data again."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import nats
+import pytest
+
+from habitus.bus.streams import INGEST
+from habitus.runtime.embedded import free_port
+
+pytestmark = [pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_up(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HABITUS_")}
+    env.update(HABITUS_DATA_DIR=str(data_dir), HABITUS_HTTP_PORT=str(port))
+    return subprocess.Popen(
+        [sys.executable, "-m", "habitus.cli", "up"], cwd=REPO, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def wait_ready(proc: subprocess.Popen[str], timeout: float = 120.0) -> list[str]:
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError("habitus up exited early:\n" + "".join(lines))
+        lines.append(line)
+        if line.startswith("Habitus is ready at"):
+            return lines
+    raise AssertionError("no ready line:\n" + "".join(lines))
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGINT) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def printed_key(lines: list[str]) -> str:
+    match = next(m for line in lines if (m := re.search(r"API key\s+(\S+)", line)))
+    return match.group(1)
+
+
+async def stored(nats_url: str, seq: int) -> dict[str, Any]:
+    nc = await nats.connect(nats_url)
+    try:
+        msg = await nc.jetstream().get_msg(INGEST, seq)
+        return dict(json.loads(msg.data))
+    finally:
+        await nc.close()
+
+
+async def test_up_ingest_stop_and_restart_reuses_data(tmp_path: Path) -> None:
+    data_dir = tmp_path / "var"
+    port = free_port()
+    proc = start_up(data_dir, port)
+    try:
+        lines = wait_ready(proc)
+        key = printed_key(lines)
+        assert f"http://127.0.0.1:{port}" in "".join(lines)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            turn = {"type": "TurnRecorded", "user_id": "alice", "payload": {
+                "session_id": "s1", "turn_id": "t1", "channel": "cli",
+                "user_message": "Shorter answers please", "assistant_message": "ok",
+                "user_at": 1.0, "assistant_at": 2.0}}
+            response = await client.post("/v1/events", json=[turn],
+                                         headers={"Authorization": f"Bearer {key}"})
+        assert response.status_code == 200, response.text
+        result = response.json()["results"][0]
+        runtime = json.loads((data_dir / "runtime.json").read_text())
+        event = await stored(runtime["nats_url"], result["seq"])
+        assert event["type"] == "TurnRecorded"
+        assert event["tenant_id"] == "dev"
+        assert event["payload"]["user_message"] == "Shorter answers please"
+    finally:
+        code = stop(proc)
+    assert code == 0
+    assert not (data_dir / "runtime.json").exists()
+
+    again = start_up(data_dir, port)
+    try:
+        lines = wait_ready(again)
+        assert printed_key(lines) == key  # the dev key is kept with the data
+        runtime = json.loads((data_dir / "runtime.json").read_text())
+        event_again = await stored(runtime["nats_url"], result["seq"])
+        assert event_again["event_id"] == result["event_id"]
+    finally:
+        assert stop(again, signal.SIGTERM) == 0

@@ -1,0 +1,42 @@
+"""Running real services in-process for tests: the same ServiceHost `habitus serve` uses."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel
+
+from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.config import Settings
+from habitus.service.host import ServiceHost
+from habitus.service.spec import ServiceSpec
+
+
+class WhoAmI(BaseModel):
+    user_id: str
+    fail: str | None = None
+
+
+def echo_spec(name: str = "echo") -> ServiceSpec:
+    """A tiny service answering `<name>.whoami`: shows which tenant the gateway forwarded."""
+    registry = RpcRegistry()
+
+    @registry.method(f"{name}.whoami", WhoAmI)
+    async def whoami(params: WhoAmI, ctx: RpcContext) -> dict[str, Any]:
+        if params.fail:
+            raise RpcError(params.fail, f"asked to fail with {params.fail}")
+        return {"tenant_id": ctx.tenant_id, "user_id": params.user_id}
+
+    return ServiceSpec(name=name, rpc=registry)
+
+
+@asynccontextmanager
+async def running(spec: ServiceSpec, settings: Settings) -> AsyncIterator[ServiceHost]:
+    host = ServiceHost(spec, settings, http_port=0)
+    await host.start()
+    try:
+        yield host
+    finally:
+        await host.stop()
