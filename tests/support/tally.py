@@ -49,10 +49,9 @@ class TallyProjection(Projection):
         for d in batch:
             if getattr(d.event.payload, "user_message", None) == "POISON":
                 raise PoisonError(f"poison event {d.event.event_id}")
-        await cur.executemany(
-            f"INSERT INTO {self.schema}.seen (event_id, seq, user_id) VALUES (%s, %s, %s)",
-            [(d.event.event_id, d.seq, d.event.user_id) for d in batch],
-        )
+        async with cur.copy(f"COPY {self.schema}.seen (event_id, seq, user_id) FROM STDIN") as cp:
+            for d in batch:
+                await cp.write_row((d.event.event_id, d.seq, d.event.user_id))
         per_user = Counter((d.event.tenant_id, d.event.user_id) for d in batch)
         await cur.executemany(
             f"""INSERT INTO {self.schema}.counts (tenant_id, user_id, n) VALUES (%s, %s, %s)

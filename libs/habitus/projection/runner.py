@@ -41,6 +41,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from habitus.bus.publisher import EventPublisher
+from habitus.bus.pull import BatchPuller
 from habitus.db.checkpoints import checkpoint_table
 from habitus.events import CATALOG, Catalog, EventValidationError
 from habitus.projection.base import ApplyContext, Delivered, Projection
@@ -122,7 +123,7 @@ class ProjectionRunner:
         self._lock_conn: AsyncConnection[Any] | None = None
         self._epoch = 0
         self._checkpoint = 0
-        self._sub: JetStreamContext.PullSubscription | None = None
+        self._sub: BatchPuller | None = None
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._table = checkpoint_table(projection.schema)
@@ -308,13 +309,16 @@ class ProjectionRunner:
                 info = None
         if info is None:
             await self._js.add_consumer(p.stream, self._consumer_config(self._checkpoint + 1))
-        self._sub = await self._js.pull_subscribe_bind(durable=p.durable, stream=p.stream)
+        self._sub = BatchPuller(self._nc, p.stream, p.durable)
+        await self._sub.start()
 
     async def _drop_subscription(self) -> None:
         sub, self._sub = self._sub, None
         if sub is not None:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+            await sub.stop()
+            for msg in sub.drain_buffer():  # delivered, never handed out: give them back now
+                with contextlib.suppress(Exception):
+                    await msg.nak()
 
     # ------------------------------------------------------------------ consuming
 
