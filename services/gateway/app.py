@@ -7,10 +7,10 @@ reports the rejected ones, for agents that prefer to drop bad records.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -151,17 +151,20 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             raise RpcError("payload_too_large",
                            f"body: {len(items)} items; the limit is {settings.max_batch_items}")
         now = time.time()
+        # No item can exceed the item limit if the whole body does not: skip measuring them.
+        item_limit = settings.max_item_bytes if len(raw) > settings.max_item_bytes else None
         outcomes = [
             build_event(item, index=i, tenant_id=caller.tenant_id, now=now,
-                        max_item_bytes=settings.max_item_bytes)
+                        max_item_bytes=item_limit)
             for i, item in enumerate(items)
         ]
         rejected = [o for o in outcomes if not o.ok]
-        for o in rejected:
-            metrics.INGEST_ITEMS.labels(o.type if o.type in _TYPES else "unknown",
-                                        "rejected").inc()
+        counted: Counter[tuple[str, str]] = Counter(
+            (o.type if o.type in _TYPES else "unknown", "rejected") for o in rejected
+        )
         if rejected and not partial:
             too_large = any(o.too_large for o in rejected)
+            _count(counted)
             err = RpcError("payload_too_large" if too_large else "invalid_event",
                            _summary(outcomes) + "; nothing was published")
             results = [_result(o, "rejected" if not o.ok else "not_published") for o in outcomes]
@@ -175,11 +178,12 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             if isinstance(res, Exception):
                 failed += 1
                 by_index[o.index] = _result(o, "failed", error=f"{type(res).__name__}: {res}")
-                metrics.INGEST_ITEMS.labels(o.type or "unknown", "failed").inc()
+                counted[(o.type or "unknown", "failed")] += 1
                 continue
             status = "duplicate" if res.duplicate else "accepted"
             by_index[o.index] = _result(o, status, published=res)
-            metrics.INGEST_ITEMS.labels(o.type or "unknown", status).inc()
+            counted[(o.type or "unknown", status)] += 1
+        _count(counted)
         for o in rejected:
             by_index[o.index] = _result(o, "rejected")
         results = [by_index[i] for i in range(len(outcomes))]
@@ -240,6 +244,11 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     return app
 
 
+def _count(counted: Counter[tuple[str, str]]) -> None:
+    for (type_name, result), n in counted.items():
+        metrics.INGEST_ITEMS.labels(type_name, result).inc(n)
+
+
 _TYPES = frozenset({"TurnRecorded", "EmailObserved", "DocumentIngested", "ProviderProfileSynced",
                     "TraceCompleted", "FeedbackGiven"})
-__all__ = ("asyncio", "create_app")
+__all__ = ("create_app",)

@@ -42,21 +42,27 @@ class ItemOutcome:
         return self.event is not None
 
 
+def _encoded_size(item: dict[str, Any]) -> int:
+    return len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+
+
 def build_event(
     item: Any,
     *,
     index: int,
     tenant_id: str,
     now: float,
-    max_item_bytes: int,
+    max_item_bytes: int | None,
     default_producer: str = "gateway",
     catalog: Catalog = CATALOG,
 ) -> ItemOutcome:
+    """One item → an event or its errors. `max_item_bytes=None` means the caller already knows
+    the item fits (its whole body is under the limit), so it is not re-encoded to measure it."""
     if not isinstance(item, dict):
         return ItemOutcome(index, None, errors=[FieldError("item", "must be a JSON object")])
     type_name = item.get("type") if isinstance(item.get("type"), str) else None
-    size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
-    if size > max_item_bytes:
+    size = 0 if max_item_bytes is None else _encoded_size(item)
+    if max_item_bytes is not None and size > max_item_bytes:
         return ItemOutcome(
             index, type_name, too_large=True,
             errors=[FieldError("item", f"is {size} bytes; the limit is {max_item_bytes}")],

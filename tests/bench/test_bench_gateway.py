@@ -1,4 +1,7 @@
-"""Gateway batch ingest throughput vs raw JetStream acked publish of the same events."""
+"""Gateway batch ingest throughput vs raw JetStream acked publish of the same events.
+
+The gateway runs as its own process (as deployed); the clients and the baseline run in the test
+process. Baseline: nats-py async publish with a 500-event window, waiting for every PubAck."""
 
 from __future__ import annotations
 
@@ -14,10 +17,9 @@ from habitus.auth.keys import create_key
 from habitus.bus.publisher import headers_for
 from habitus.db.migrate import migrate
 from habitus.events import CATALOG
-from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
-from tests.support.services import running
+from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
 N = 20_000
@@ -44,9 +46,9 @@ async def test_gateway_ingest_ratio(servers: ServerUrls, nc: Any, pool: Any, rec
     key = await create_key(pool, tenant)
     bodies = [json.dumps([turn_item(f"u{j % 50}") for j in range(BATCH)]).encode()
               for _ in range(N // BATCH)]
-    settings = servers.settings(rate_limit_per_minute=0, log_level="WARNING")
-    async with running(gateway_spec, settings) as host:
-        url = f"http://127.0.0.1:{host.bound_port}/v1/events"
+    env = {**servers.env(), "HABITUS_RATE_LIMIT_PER_MINUTE": "0", "HABITUS_LOG_LEVEL": "WARNING"}
+    with serve("gateway", env) as base:
+        url = f"{base}/v1/events"
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         async with httpx.AsyncClient(timeout=60) as client:
             await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up

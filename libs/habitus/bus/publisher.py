@@ -95,18 +95,43 @@ class EventPublisher:
     async def publish_many(
         self, events: Sequence[Event[Any]]
     ) -> list[PublishResult | Exception]:
-        """Publish concurrently (bounded in-flight window); one outcome per event, in order.
+        """Publish a batch with many acks in flight; one outcome per event, in order.
 
-        A failure is returned in its slot rather than raised, so the caller can tell which
-        events were stored; retrying any of them is safe because the event id deduplicates.
+        The batch goes out pipelined (async publish, one wait for all the acks); any event whose
+        ack did not come back is retried on its own through `publish`. A failure is returned in
+        its slot rather than raised, so the caller can tell which events were stored; retrying
+        any of them is safe because the event id deduplicates.
         """
-        outcomes = await asyncio.gather(
-            *(self.publish(e) for e in events), return_exceptions=True
-        )
+        if not events:
+            return []
+        futures: list[asyncio.Future[PubAck] | None] = []
+        for event in events:
+            try:
+                futures.append(await self._js.publish_async(
+                    self._catalog.subject(event),
+                    event.to_json(),
+                    stream=stream_for(self._catalog.spec(event.type).stream),
+                    headers=headers_for(event),
+                    wait_stall=self._timeout,
+                ))
+            except Exception:
+                futures.append(None)  # retried below
+        pending = [f for f in futures if f is not None]
+        if pending:
+            await asyncio.wait(pending, timeout=self._timeout)
         results: list[PublishResult | Exception] = []
-        for outcome in outcomes:
-            if isinstance(outcome, PublishResult | Exception):
-                results.append(outcome)
-            else:  # cancellation and the like must propagate, not become a result
-                raise outcome
+        for event, future in zip(events, futures, strict=True):
+            if future is not None and future.done() and not future.cancelled() \
+                    and future.exception() is None:
+                ack = future.result()
+                results.append(
+                    PublishResult(event.event_id, ack.stream, ack.seq, bool(ack.duplicate))
+                )
+                continue
+            if future is not None and not future.done():
+                future.cancel()
+            try:
+                results.append(await self.publish(event))
+            except Exception as exc:
+                results.append(exc)
         return results
