@@ -85,6 +85,9 @@ class _Item:
     num_pending: int
     delivered: Delivered | None = None
     invalid: str | None = None
+    #: other deliveries of the same stream sequence in this batch (a redelivery that arrived
+    #: before the first copy was handled): answered with the first, never applied twice
+    copies: list[Msg] = field(default_factory=list)
 
 
 @dataclass
@@ -251,7 +254,7 @@ class ProjectionRunner:
             row = await cur.fetchone()
             assert row is not None
             self._epoch, self._checkpoint = int(row[0]), int(row[1])
-            self._blocked_from = None
+            self._blocked_from = None  # the consumer restarts at checkpoint + 1 (in order)
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         return self._checkpoint
 
@@ -263,9 +266,9 @@ class ProjectionRunner:
         cfg = ConsumerConfig(
             durable_name=p.durable,
             description=f"projection {p.name}",
-            # Batches are applied in order and committed whole, so acknowledging the last event
-            # of a batch acknowledges it all: one ack per batch instead of one per event.
-            ack_policy=AckPolicy.ALL,
+            # Explicit, per event: an ack-all would also acknowledge events that were given
+            # back (nak) and are waiting to be delivered again.
+            ack_policy=AckPolicy.EXPLICIT,
             ack_wait=self.config.ack_wait,
             max_deliver=-1,
             # Room for the batch being applied and the next one being fetched.
@@ -284,31 +287,19 @@ class ProjectionRunner:
         return cfg
 
     async def _ensure_consumer(self) -> None:
+        """Start the consumer afresh at checkpoint + 1 on every claim.
+
+        The checkpoint in Postgres is the one truth about position. A consumer left over from an
+        earlier claim may hold deliveries that were given back and would come round again out
+        of order; recreating it means deliveries start in stream order from exactly where the
+        view is. It also covers a replay, a restored database, and a changed filter.
+        """
         p = self.projection
-        try:
-            info = await self._js.consumer_info(p.stream, p.durable)
-        except NotFoundError:
-            info = None
-        if info is not None:
-            have = sorted(info.config.filter_subjects or [info.config.filter_subject or ""])
-            ahead = info.ack_floor is not None and (info.ack_floor.stream_seq or 0) > (
-                self._checkpoint
-            )
-            policy_changed = (
-                info.config.ack_policy != AckPolicy.ALL
-                or info.config.max_ack_pending != 2 * self.config.batch_size
-            )
-            if ahead or policy_changed or have != sorted(p.filter_subjects):
-                # The database is behind the consumer (replay, restore) or the filter changed:
-                # the checkpoint is the truth, so start the consumer again from it.
-                log.info(
-                    "recreating consumer from checkpoint",
-                    extra={"projection": self._label, "checkpoint": self._checkpoint},
-                )
-                await self._js.delete_consumer(p.stream, p.durable)
-                info = None
-        if info is None:
-            await self._js.add_consumer(p.stream, self._consumer_config(self._checkpoint + 1))
+        with contextlib.suppress(NotFoundError):
+            await self._js.delete_consumer(p.stream, p.durable)
+        await self._js.add_consumer(p.stream, self._consumer_config(self._checkpoint + 1))
+        log.info("consumer started from checkpoint",
+                 extra={"projection": self._label, "checkpoint": self._checkpoint})
         self._sub = BatchPuller(self._nc, p.stream, p.durable)
         await self._sub.start()
 
@@ -367,7 +358,7 @@ class ProjectionRunner:
 
     async def handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
         started = time.perf_counter()
-        items = sorted((self._item(m) for m in msgs), key=lambda i: i.seq)
+        items = self._unique(msgs)
         outcome = BatchOutcome()
         fresh = [i for i in items if i.seq > self._checkpoint]
         stale = [i for i in items if i.seq <= self._checkpoint]
@@ -392,6 +383,16 @@ class ProjectionRunner:
                 self.caught_up.clear()
         metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
         return outcome
+
+    def _unique(self, msgs: Sequence[Msg]) -> list[_Item]:
+        by_seq: dict[int, _Item] = {}
+        for msg in msgs:
+            seq = msg.metadata.sequence.stream
+            if seq in by_seq:
+                by_seq[seq].copies.append(msg)
+            else:
+                by_seq[seq] = self._item(msg)
+        return [by_seq[s] for s in sorted(by_seq)]
 
     def _item(self, msg: Msg) -> _Item:
         md = msg.metadata
@@ -569,14 +570,13 @@ class ProjectionRunner:
         return delays[min(max(num_delivered - 1, 0), len(delays) - 1)]
 
     async def _ack(self, items: Sequence[_Item]) -> None:
-        """Ack-all policy: acknowledging the highest sequence covers the ones before it."""
-        if not items:
-            return
-        last = max(items, key=lambda i: i.seq)
-        with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
-            await last.msg.ack()
+        for item in items:
+            for msg in (item.msg, *item.copies):
+                with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
+                    await msg.ack()
 
     async def _nak(self, items: Sequence[_Item], delay: float) -> None:
         for item in items:
-            with contextlib.suppress(Exception):  # a lost nak is an ack_wait redelivery
-                await item.msg.nak(delay=delay or None)
+            for msg in (item.msg, *item.copies):
+                with contextlib.suppress(Exception):  # a lost nak is an ack_wait redelivery
+                    await msg.nak(delay=delay or None)
