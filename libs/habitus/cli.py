@@ -97,7 +97,11 @@ def replay(
     from habitus.projection.replay import replay as run_replay
 
     settings = _settings()
-    proj = resolve(projection)
+    try:
+        proj = resolve(projection)
+    except (LookupError, TypeError, ImportError) as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
 
     async def go() -> Any:
         nc = await connect(_need(settings.nats_url, "NATS_URL"), "habitus-replay")

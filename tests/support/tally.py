@@ -82,3 +82,10 @@ async def read_seen(pool: Any, schema: str) -> list[tuple[str, int, str]]:
     async with pool.connection() as conn:
         cur = await conn.execute(f"SELECT event_id, seq, user_id FROM {schema}.seen ORDER BY seq")
         return [(e, int(s), u) for e, s, u in await cur.fetchall()]
+
+
+def from_env() -> TallyProjection:
+    """Factory for `habitus replay tests.support.tally:from_env` in CLI tests."""
+    import os
+
+    return TallyProjection(os.environ["TALLY_SCHEMA"], os.environ["TALLY_TENANT"])
