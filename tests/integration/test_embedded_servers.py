@@ -23,6 +23,7 @@ import psutil
 import psycopg
 import pytest
 import redis
+
 from habitus.runtime.embedded import (
     STANDARD_PORTS,
     EmbeddedNats,

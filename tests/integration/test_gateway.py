@@ -48,7 +48,9 @@ def auth(key: str, **extra: str) -> dict[str, str]:
 
 async def subject_count(nc: Any, tenant: str) -> int:
     """How many messages of this tenant HABITUS_INGEST holds."""
-    info = await nc.jetstream().stream_info(INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.*")
+    info = await nc.jetstream().stream_info(
+        INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.*"
+    )
     return sum((info.state.subjects or {}).values())
 
 
@@ -195,7 +197,9 @@ async def test_rpc_errors_keep_their_shape_and_status(gateway: str, tenant: Any)
         bad = await client.post("/v1/rpc/echo.whoami", json={"nope": 1}, headers=auth(key))
         missing = await client.post("/v1/rpc/nobody.home", json={}, headers=auth(key))
     assert conflict.status_code == 409
-    assert conflict.json()["error"] == {"code": "conflict", "message": "asked to fail with conflict"}
+    assert conflict.json()["error"] == {
+        "code": "conflict", "message": "asked to fail with conflict"
+    }
     assert bad.status_code == 400
     assert "user_id" in bad.json()["error"]["message"]
     assert missing.status_code == 503

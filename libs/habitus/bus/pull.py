@@ -78,7 +78,7 @@ class BatchPuller:
         await self._nc.publish(self._api, json.dumps(body).encode(), reply=f"{self._prefix}.{rid}")
 
     def _take(self, batch: int) -> list[Msg]:
-        out = []
+        out: list[Msg] = []
         while self._buffer and len(out) < batch:
             out.append(self._buffer.popleft())
         return out

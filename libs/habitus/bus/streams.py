@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
@@ -32,23 +33,26 @@ def stream_for(kind: str) -> str:
 
 def stream_configs(settings: Settings) -> list[StreamConfig]:
     storage = StorageType.FILE if settings.stream_storage == "file" else StorageType.MEMORY
-    common = {
-        "retention": RetentionPolicy.LIMITS,
-        "storage": storage,
-        "num_replicas": settings.stream_replicas,
-        "duplicate_window": settings.duplicate_window_seconds,
-        "allow_direct": True,
-    }
+
+    def stream(**specific: Any) -> StreamConfig:
+        return StreamConfig(
+            retention=RetentionPolicy.LIMITS,
+            storage=storage,
+            num_replicas=settings.stream_replicas,
+            duplicate_window=settings.duplicate_window_seconds,
+            allow_direct=True,
+            **specific,
+        )
+
     return [
-        StreamConfig(
+        stream(
             name=INGEST,
             description="Raw agent reports; personal text, kept HABITUS_RAW_RETENTION_DAYS.",
             subjects=[f"{INGEST_ROOT}.>"],
             max_age=settings.raw_retention_days * DAY,
             discard=DiscardPolicy.OLD,
-            **common,
         ),
-        StreamConfig(
+        stream(
             name=EVENTS,
             description="The Habitus event log: kept; only a user's erasure purges subjects.",
             subjects=[f"{EVENT_ROOT}.>"],
@@ -56,15 +60,13 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             discard=DiscardPolicy.NEW,
             deny_delete=True,
             deny_purge=False,
-            **common,
         ),
-        StreamConfig(
+        stream(
             name=DLQ,
             description="Events a consumer could not apply, with reason headers.",
             subjects=[f"{DLQ_ROOT}.>"],
             max_age=settings.dlq_retention_days * DAY,
             discard=DiscardPolicy.OLD,
-            **common,
         ),
     ]
 

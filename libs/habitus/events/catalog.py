@@ -24,6 +24,8 @@ TYPE_HEADER = "Habitus-Type"
 VERSION_HEADER = "Habitus-Schema-Version"
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+PayloadType = type[Payload]
+EventModel = type[Event[Any]]
 StreamName = Literal["ingest", "events"]
 
 
@@ -60,7 +62,7 @@ class EventValidationError(ValueError):
 @dataclass(frozen=True)
 class EventSpec:
     type: str
-    payload: type[Payload]
+    payload: PayloadType
     stream: StreamName
     kind: str | None = None
     version: int = 1
@@ -76,7 +78,7 @@ class EventSpec:
             raise ValueError(f"{self.type}: an ingest type needs a kind")
 
     @property
-    def model(self) -> type[Event[Any]]:
+    def model(self) -> EventModel:
         return _parametrized(self.payload)
 
     def upcast(self, payload: dict[str, Any], from_version: int) -> dict[str, Any]:
@@ -85,10 +87,10 @@ class EventSpec:
         return payload
 
 
-_MODELS: dict[type[BaseModel], type[Event[Any]]] = {}
+_MODELS: dict[type[BaseModel], EventModel] = {}
 
 
-def _parametrized(payload: type[Payload]) -> type[Event[Any]]:
+def _parametrized(payload: PayloadType) -> EventModel:
     model = _MODELS.get(payload)
     if model is None:
         model = Event[payload]  # type: ignore[valid-type]

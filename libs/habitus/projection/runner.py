@@ -122,7 +122,7 @@ class ProjectionRunner:
         self._pool = pool
         self._catalog = catalog
         self._publisher = EventPublisher(self._js, catalog)
-        self._lock_conninfo = lock_conninfo or pool.conninfo
+        self._lock_conninfo = lock_conninfo or str(pool.conninfo)
         self._lock_conn: AsyncConnection[Any] | None = None
         self._epoch = 0
         self._checkpoint = 0

@@ -63,7 +63,7 @@ class Supervisor:
     async def _spawn(self, child: Supervised) -> asyncio.subprocess.Process:
         spec = child.spec
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        logfile = open(spec.log_path, "ab")  # noqa: SIM115 - handed to the child
+        logfile = open(spec.log_path, "ab")  # noqa: ASYNC230 - local file handed to the child
         try:
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,

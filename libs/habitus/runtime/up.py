@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -108,7 +109,7 @@ class Up:
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         urls = {"nats": s.nats_url, "database": s.database_url, "redis": s.redis_url}
-        makers = {
+        makers: dict[str, Callable[[], EmbeddedServer]] = {
             "nats": lambda: EmbeddedNats(self.data_dir),
             "database": lambda: EmbeddedPostgres(self.data_dir),
             "redis": lambda: EmbeddedRedis(self.data_dir),

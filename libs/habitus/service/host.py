@@ -59,7 +59,7 @@ class ServiceHost:
             name=f"habitus-{spec.name}",
             graceful_timeout=spec.runner_config.graceful_timeout,
             max_reconnect_attempts=-1,
-            reconnect_time_wait=0.5,
+            reconnect_time_wait=1,
             middlewares=[NatsPrometheusMiddleware(registry=metrics.registry, app_name=spec.name)],
             logger=None,
         )
