@@ -6,8 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-from habitus.config import Settings, _parse_pairs
 from pydantic import ValidationError
+
+from habitus.config import Settings, _parse_pairs
 
 
 @pytest.fixture(autouse=True)

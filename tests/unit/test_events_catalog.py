@@ -8,6 +8,8 @@ import math
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter, ValidationError
+
 from habitus.events import (
     CATALOG,
     ENVELOPE_FIELDS,
@@ -31,7 +33,6 @@ from habitus.events.evidence import (
     TurnRef,
     TurnWindowRef,
 )
-from pydantic import TypeAdapter, ValidationError
 
 TENANT = "acme"
 USER = "u_1"

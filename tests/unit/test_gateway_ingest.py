@@ -8,8 +8,8 @@ import uuid
 from typing import Any
 
 import pytest
-from habitus.events import CATALOG
 
+from habitus.events import CATALOG
 from services.gateway.ingest import ITEM_KEYS, ItemOutcome, build_event
 
 TENANT = "acme"

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+
 from habitus.auth.keys import KEY_PREFIX, generate_key, hash_key, key_prefix
 from habitus.runtime.supervisor import backoff_delay
 from habitus.telemetry.logging import JsonFormatter

@@ -7,8 +7,9 @@ import logging
 from typing import Any
 
 import pytest
-from habitus.bus.rpc import HTTP_STATUS, RpcContext, RpcError, RpcRegistry
 from pydantic import BaseModel, Field
+
+from habitus.bus.rpc import HTTP_STATUS, RpcContext, RpcError, RpcRegistry
 
 METHOD = "learning.pin_facet"
 

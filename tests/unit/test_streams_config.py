@@ -7,6 +7,8 @@ import os
 from typing import Any
 
 import pytest
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+
 from habitus.bus.streams import DLQ, EVENTS, INGEST, _differs, stream_configs, stream_for
 from habitus.config import Settings
 from habitus.subjects import (
@@ -15,7 +17,6 @@ from habitus.subjects import (
     ingest_subject,
     rpc_subject,
 )
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
 
 DAY = 86_400
 

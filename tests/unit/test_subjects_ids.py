@@ -6,6 +6,9 @@ import re
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from habitus.ids import (
     ID_RE,
     check_event_id,
@@ -27,8 +30,6 @@ from habitus.subjects import (
     rpc_subject,
     user_filter,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 valid_ids = st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True)
 kinds = st.from_regex(r"[a-z][a-z_]{0,30}", fullmatch=True)
