@@ -119,6 +119,22 @@ def replay(
         console.print(f"{proj.name}: reset; the running service holds it and is rebuilding")
 
 
+@app.command()
+def asyncapi(
+    output: Annotated[str, typer.Option(help="file to write; '-' for stdout")] = "-",
+) -> None:
+    """Write the AsyncAPI document of every event type (generated from the catalog)."""
+    from habitus.events.asyncapi import document
+
+    text = json.dumps(document(), indent=2, sort_keys=True)
+    if output == "-":
+        typer.echo(text)
+    else:
+        with open(output, "w") as fh:
+            fh.write(text + "\n")
+        console.print(f"wrote {output}")
+
+
 def _with_pool(fn: Any) -> Any:
     from habitus.db.pool import open_pool
 
