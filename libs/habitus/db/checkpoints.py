@@ -1,6 +1,8 @@
 """Projection checkpoints: the stream position written in the same transaction as the view.
 
-A row per projection in the owning service's schema. `epoch` fences writers: whoever claims the
+A row per projection in the owning service's schema. `emitted_seq` remembers how far the
+projection's consequences (events it emitted) were published, so a replay rebuilds the view
+without publishing them a second time. `epoch` fences writers: whoever claims the
 projection bumps it, and a batch commits only if the epoch it started with is still current, so
 a stale replica (or one that lost its lock) can never commit behind a newer one.
 """
@@ -26,6 +28,8 @@ def checkpoint_ddl(schema: str) -> list[str]:
             projection text PRIMARY KEY,
             last_seq bigint NOT NULL DEFAULT 0,
             epoch bigint NOT NULL DEFAULT 0,
+            emitted_seq bigint NOT NULL DEFAULT 0,
             updated_at timestamptz NOT NULL DEFAULT now()
         )""",
+        f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS emitted_seq bigint NOT NULL DEFAULT 0",
     ]

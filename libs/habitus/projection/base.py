@@ -32,9 +32,14 @@ class ApplyContext:
     """Per-batch scratch space handed to the projection."""
 
     emitted: list[Event[Any]] = field(default_factory=list)
+    #: consequences of events at or below this sequence were published before (replay)
+    suppress_through: int = 0
 
-    def emit(self, event: Event[Any]) -> None:
-        self.emitted.append(event)
+    def emit(self, event: Event[Any], cause: Delivered) -> None:
+        """Publish `event` as a consequence of `cause`, before the batch commits; skipped
+        when replaying an event whose consequences were already published."""
+        if cause.seq > self.suppress_through:
+            self.emitted.append(event)
 
 
 class Projection(abc.ABC):

@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,13 +35,14 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import NotFoundError
-from psycopg import AsyncConnection, AsyncCursor
+from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.pull import BatchPuller
 from habitus.db.checkpoints import checkpoint_table
+from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.events import CATALOG, Catalog, EventValidationError
 from habitus.projection.base import ApplyContext, Delivered, Projection
 from habitus.projection.dlq import DeadLetter, send_to_dlq
@@ -99,11 +99,6 @@ class BatchOutcome:
     errors: list[str] = field(default_factory=list)
 
 
-def lock_key(projection_name: str) -> int:
-    """A stable 63-bit advisory lock key per projection."""
-    return zlib.crc32(f"habitus.projection:{projection_name}".encode()) & 0x7FFFFFFF
-
-
 class ProjectionRunner:
     def __init__(
         self,
@@ -122,8 +117,12 @@ class ProjectionRunner:
         self._pool = pool
         self._catalog = catalog
         self._publisher = EventPublisher(self._js, catalog)
-        self._lock_conninfo = lock_conninfo or str(pool.conninfo)
-        self._lock_conn: AsyncConnection[Any] | None = None
+        self._lock = LeaderLock(
+            lock_conninfo or str(pool.conninfo), f"projection:{projection.name}"
+        )
+        # Events up to this sequence already had their consequences published (before a
+        # replay): rebuilding them must not publish those consequences again.
+        self._emitted_seq = 0
         self._epoch = 0
         self._checkpoint = 0
         self._sub: BatchPuller | None = None
@@ -203,36 +202,26 @@ class ProjectionRunner:
     # ------------------------------------------------------------------ leadership
 
     async def _acquire_leadership(self) -> bool:
-        if self._lock_conn is not None and not self._lock_conn.closed:
+        if await self._lock.try_acquire():
+            self.leader.set()
             return True
-        conn = await psycopg.AsyncConnection.connect(self._lock_conninfo, autocommit=True)
-        cur = await conn.execute("SELECT pg_try_advisory_lock(%s)", (lock_key(self._label),))
-        row = await cur.fetchone()
-        if not row or not row[0]:
-            await conn.close()
-            self.leader.clear()
-            return False
-        self._lock_conn = conn
-        self.leader.set()
-        log.info("projection leadership acquired", extra={"projection": self._label})
-        return True
+        self.leader.clear()
+        return False
 
     async def _release_lock(self) -> None:
-        conn, self._lock_conn = self._lock_conn, None
         self.leader.clear()
-        if conn is not None and not conn.closed:
-            with contextlib.suppress(Exception):
-                await conn.close()
+        await self._lock.release()
 
     async def _release(self) -> None:
         await self._drop_subscription()
         await self._release_lock()
 
     async def _check_lock(self) -> None:
-        conn = self._lock_conn
-        if conn is None or conn.closed:
-            raise Fenced("advisory lock connection lost")
-        await conn.execute("SELECT 1")
+        try:
+            await self._lock.check()
+        except LostLeadership as exc:
+            self.leader.clear()
+            raise Fenced(str(exc)) from exc
 
     async def _claim(self) -> None:
         """Bump the epoch (fencing any older runner) and align the consumer with the checkpoint."""
@@ -248,12 +237,13 @@ class ProjectionRunner:
             )
             cur = await conn.execute(
                 f"UPDATE {self._table} SET epoch = epoch + 1, updated_at = now() "
-                "WHERE projection = %s RETURNING epoch, last_seq",
+                "WHERE projection = %s RETURNING epoch, last_seq, emitted_seq",
                 (self._label,),
             )
             row = await cur.fetchone()
             assert row is not None
             self._epoch, self._checkpoint = int(row[0]), int(row[1])
+            self._emitted_seq = int(row[2])
             self._blocked_from = None  # the consumer restarts at checkpoint + 1 (in order)
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         return self._checkpoint
@@ -450,7 +440,7 @@ class ProjectionRunner:
         try:
             async with self._pool.connection() as conn, conn.transaction():
                 async with conn.cursor() as cur:
-                    ctx = ApplyContext()
+                    ctx = ApplyContext(suppress_through=self._emitted_seq)
                     await self.projection.apply_batch(
                         cur, [i.delivered for i in valid if i.delivered], ctx
                     )
@@ -485,7 +475,7 @@ class ProjectionRunner:
                     if item.delivered is None:
                         done.append(item)  # already dead-lettered as invalid
                         continue
-                    ctx = ApplyContext()
+                    ctx = ApplyContext(suppress_through=self._emitted_seq)
                     try:
                         async with conn.transaction():  # SAVEPOINT
                             await self.projection.apply_batch(cur, [item.delivered], ctx)
@@ -529,9 +519,9 @@ class ProjectionRunner:
 
     async def _commit_checkpoint(self, cur: AsyncCursor[Any], seq: int) -> None:
         await cur.execute(
-            f"UPDATE {self._table} SET last_seq = %s, updated_at = now() "
-            "WHERE projection = %s AND epoch = %s",
-            (seq, self._label, self._epoch),
+            f"UPDATE {self._table} SET last_seq = %s, emitted_seq = GREATEST(emitted_seq, %s), "
+            "updated_at = now() WHERE projection = %s AND epoch = %s",
+            (seq, seq, self._label, self._epoch),
         )
         if cur.rowcount != 1:
             raise Fenced(f"epoch {self._epoch} is no longer current")
