@@ -74,6 +74,7 @@ def migrate(only: Annotated[list[str] | None, typer.Option(help="schemas to migr
 def serve(service: str) -> None:
     """Run one service in the foreground (what containers and `habitus up` run)."""
     from habitus.service.host import ServiceHost
+    from habitus.service.spec import ServiceSpec
     from habitus.telemetry.logging import configure_logging
 
     specs = {ep.name: ep for ep in entry_points(group="habitus.services")}
@@ -82,7 +83,9 @@ def serve(service: str) -> None:
         raise typer.Exit(2)
     settings = _settings()
     configure_logging(service, settings.log_level, settings.log_json)
-    asyncio.run(ServiceHost(specs[service].load(), settings).serve_forever())
+    loaded = specs[service].load()
+    spec = loaded if isinstance(loaded, ServiceSpec) else loaded()
+    asyncio.run(ServiceHost(spec, settings).serve_forever())
 
 
 @app.command()

@@ -64,7 +64,9 @@ class CandidateEmitted(Payload):
 
 
 class FacetPinned(FacetRef):
-    pass
+    #: the value pinned (the active value when the user pinned it), so the log alone says
+    #: what a pinned facet holds after later evidence or a reset
+    value: str | None = Field(default=None, max_length=2000)
 
 
 class FacetUnpinned(FacetRef):
@@ -102,7 +104,8 @@ class ActiveFacet(Payload):
     class_: FacetClass = Field(alias="class")
     key: str
     value: str
-    stability: float
+    #: None when pinned (a pinned facet's stability is infinite: it never decays)
+    stability: float | None
     user_state: UserState = UserState.AUTO
 
 

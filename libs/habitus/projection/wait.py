@@ -1,0 +1,36 @@
+"""Read-your-writes for commands: wait until a projection has applied a given stream sequence.
+
+An RPC that changes state publishes its event, then waits here before answering, so the caller's
+next read sees the change. It reads the checkpoint row, so it works whichever replica applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.db.checkpoints import checkpoint_table
+
+
+class NotAppliedYet(TimeoutError):
+    pass
+
+
+async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
+                       timeout: float = 10.0) -> None:
+    table = checkpoint_table(schema)
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        async with pool.connection() as conn:
+            cur = await conn.execute(f"SELECT last_seq FROM {table} WHERE projection = %s",
+                                     (projection,))
+            row = await cur.fetchone()
+        if row is not None and int(row[0]) >= seq:
+            return
+        if time.monotonic() > deadline:
+            raise NotAppliedYet(f"{projection} has not applied sequence {seq} in {timeout}s")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.05)

@@ -1,0 +1,1 @@
+"""The stability-detector: turns candidate evidence into the per-user facet cache."""

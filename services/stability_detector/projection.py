@@ -1,0 +1,187 @@
+"""The learning projection: evidence, user commands and rebuilds, folded into the facet cache.
+
+One projection (one consumer) for every event that touches the cache, so a user's candidates,
+commands and rebuilds are applied in stream order. Time only comes from events: a rebuild uses
+its `as_of`; a command takes effect at once, at the time of the user's last rebuild. A changed cache
+emits one `CacheRebuilt` whose id derives from its cause, so redeliveries and replays never
+publish a second one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.bus.streams import EVENTS
+from habitus.events import CATALOG, Event
+from habitus.events.domain import (
+    ActiveFacet,
+    CacheRebuilt,
+    CandidateEmitted,
+    FacetChange,
+)
+from habitus.ids import derived_event_id
+from habitus.projection import ApplyContext, Delivered, Projection
+from habitus.subjects import EVENT_ROOT
+from services.stability_detector import store
+from services.stability_detector.scoring import (
+    Command,
+    Evidence,
+    FacetRow,
+    active_list,
+    compute_cache,
+    diff,
+    next_due,
+)
+from services.stability_detector.settings import LearningSettings, get_learning_settings
+
+PRODUCER = "stability_detector"
+COMMAND_KINDS = {
+    "FacetPinned": "pin",
+    "FacetUnpinned": "unpin",
+    "FacetForgotten": "forget",
+    "FacetUpdated": "update",
+    "CacheResetRequested": "reset",
+}
+CONSUMED = ("CandidateEmitted", *COMMAND_KINDS, "RebuildRequested")
+
+
+def evidence_of(delivered: Delivered) -> store.EvidenceRow:
+    event = delivered.event
+    p: CandidateEmitted = event.payload
+    return store.EvidenceRow(
+        tenant_id=event.tenant_id,
+        user_id=event.user_id,
+        evidence=Evidence(
+            event_id=event.event_id,
+            facet_class=p.class_.value,
+            key=p.key,
+            value=p.value,
+            cue=p.cue_family.value,
+            observed_at=p.observed_at,
+            confidence=p.initial_confidence,
+            seq=delivered.seq,
+            refs=tuple(r.model_dump(mode="json") for r in p.evidence),
+        ),
+        producer=p.producer,
+        occurred_at=event.occurred_at,
+    )
+
+
+def command_of(delivered: Delivered) -> Command:
+    event = delivered.event
+    payload = event.payload
+    return Command(
+        kind=COMMAND_KINDS[event.type],
+        at=event.occurred_at,
+        seq=delivered.seq,
+        facet_class=getattr(payload, "class_", None) and payload.class_.value,
+        key=getattr(payload, "key", None),
+        value=getattr(payload, "value", None),
+    )
+
+
+def cache_rebuilt(cause: Event[Any], tenant_id: str, user_id: str, as_of: float,
+                  old: dict[Any, FacetRow], new: dict[Any, FacetRow]) -> Event[Any] | None:
+    d = diff(old, new)
+    if not d.changed:
+        return None
+    changes = [
+        FacetChange.model_validate({
+            "class": (after or before).facet_class,  # type: ignore[union-attr]
+            "key": (after or before).key,  # type: ignore[union-attr]
+            "old_value": before.value if before else None,
+            "new_value": after.value if after else None,
+            "old_state": before.state if before else None,
+            "new_state": after.state if after else None,
+        })
+        for before, after in d.changes
+    ]
+    active = [
+        ActiveFacet.model_validate({
+            "class": r.facet_class, "key": r.key, "value": r.value,
+            "stability": None if math.isinf(r.stability) else round(r.stability, 6),
+            "user_state": r.user_state,
+        })
+        for r in active_list(new)
+    ]
+    payload = CacheRebuilt(as_of=as_of, added=d.added, evicted=d.evicted, kept=d.kept,
+                           total_size=len(active), changes=changes, active=active)
+    return CATALOG.new(
+        payload,
+        tenant_id=tenant_id,
+        user_id=user_id,
+        producer=PRODUCER,
+        occurred_at=as_of,
+        event_id=derived_event_id(cause.event_id, "CacheRebuilt", tenant_id, user_id),
+        causation_id=cause.event_id,
+        correlation_id=cause.correlation_id or cause.event_id,
+    )
+
+
+class LearningProjection(Projection):
+    name = "learning.cache"
+    schema = store.SCHEMA
+    stream = EVENTS
+    filter_subjects = [f"{EVENT_ROOT}.{t}.*.*" for t in CONSUMED]
+    tables = store.TABLES
+
+    def __init__(self, settings: LearningSettings | None = None):
+        self.settings = settings or get_learning_settings()
+
+    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        pending: list[store.EvidenceRow] = []
+        for delivered in batch:
+            kind = delivered.event.type
+            if kind == "CandidateEmitted":
+                pending.append(evidence_of(delivered))
+                continue
+            if pending:  # keep order: candidates before this event land first
+                await store.insert_evidence(cur, pending)
+                pending = []
+            if kind in COMMAND_KINDS:
+                await self._command(cur, delivered, ctx)
+            elif kind == "RebuildRequested":
+                await self._rebuild_requested(cur, delivered, ctx)
+        if pending:
+            await store.insert_evidence(cur, pending)
+
+    async def _command(self, cur: AsyncCursor[Any], delivered: Delivered,
+                       ctx: ApplyContext) -> None:
+        event = delivered.event
+        command = command_of(delivered)
+        if not await store.insert_command(cur, event.tenant_id, event.user_id, event.event_id,
+                                          command):
+            return  # the same command event seen again (published twice past the window)
+        last_as_of, _ = await store.user_state(cur, event.tenant_id, event.user_id)
+        as_of = command.at if last_as_of is None else last_as_of  # commands do not move time
+        await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
+
+    async def _rebuild_requested(self, cur: AsyncCursor[Any], delivered: Delivered,
+                                 ctx: ApplyContext) -> None:
+        event = delivered.event
+        as_of = event.payload.as_of
+        if event.payload.scope == "periodic":
+            for tenant_id, user_id in await store.due_users(cur, as_of):
+                await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx)
+            return
+        await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
+
+    async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                           as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
+        await store.lock_user(cur, tenant_id, user_id)
+        last_as_of, _ = await store.user_state(cur, tenant_id, user_id)
+        as_of = max(as_of, last_as_of or as_of)  # the cache's clock never runs backwards
+        evidence = await store.load_evidence(cur, tenant_id, user_id)
+        commands = await store.load_commands(cur, tenant_id, user_id)
+        old = await store.load_facets(cur, tenant_id, user_id)
+        new = compute_cache(evidence, commands, as_of, self.settings,
+                            commands_as_of=math.inf)
+        await store.save_facets(cur, tenant_id, user_id, as_of, old, new, next_due(new))
+        event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
+        if event is not None:
+            ctx.emit(event, cause)

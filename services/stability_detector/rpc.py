@@ -1,0 +1,295 @@
+"""The `learning.*` controllers.
+
+Reads come from the `learning` tables (or, with `as_of`, are recomputed from the evidence and
+commands in the log). Changes are commands: validated here, published as events, and answered
+only after the projection applied them, so a caller's next read sees its own write.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.events import CATALOG
+from habitus.events.domain import (
+    CacheResetRequested,
+    FacetClass,
+    FacetForgotten,
+    FacetPinned,
+    FacetUnpinned,
+    FacetUpdated,
+    RebuildRequested,
+)
+from habitus.events.envelope import Payload
+from habitus.ids import ID_RE
+from habitus.projection.wait import NotAppliedYet, wait_applied
+from habitus.service.context import ServiceContext
+from services.stability_detector import store
+from services.stability_detector.projection import LearningProjection
+from services.stability_detector.scoring import (
+    ACTIVE,
+    AUTO,
+    FORGOTTEN,
+    PINNED,
+    PROVISIONAL,
+    FacetRow,
+    compute_cache,
+    fold_commands,
+    next_crossing,
+    score_keys,
+    state_for,
+)
+from services.stability_detector.settings import LearningSettings
+
+UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s/][^\s]*$")]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    user_id: UserId
+
+
+class ListFacets(_Params):
+    class_: FacetClass | None = Field(default=None, alias="class")
+    as_of: float | None = Field(default=None, ge=0)
+
+
+class FacetParams(_Params):
+    class_: FacetClass = Field(alias="class")
+    key: Key
+
+
+class ExplainFacet(FacetParams):
+    as_of: float | None = Field(default=None, ge=0)
+
+
+class UpdateFacet(FacetParams):
+    value: str = Field(min_length=1, max_length=2000)
+
+
+class UserOnly(_Params):
+    pass
+
+
+def facet_doc(row: FacetRow) -> dict[str, Any]:
+    return {
+        "class": row.facet_class,
+        "key": row.key,
+        "value": row.value,
+        "state": row.state,
+        "user_state": row.user_state,
+        "stability": None if math.isinf(row.stability) else round(row.stability, 6),
+        "pinned": row.user_state == PINNED,
+        "evidence_count": row.evidence_count,
+        "cue_counts": dict(row.cue_counts),
+        "first_seen_at": row.first_seen_at,
+        "last_evidence_at": row.last_evidence_at,
+        "next_change_at": row.next_change_at,
+        "evidence": list(row.evidence_refs),
+    }
+
+
+class LearningRpc:
+    """Handlers bound to the running service's resources (set by the start hook)."""
+
+    def __init__(self, settings: LearningSettings, projection: LearningProjection):
+        self.settings = settings
+        self.projection = projection
+        self.ctx: ServiceContext | None = None
+        self.registry = RpcRegistry()
+        r = self.registry
+        r.method("learning.list_facets", ListFacets)(self.list_facets)
+        r.method("learning.get_facet", FacetParams)(self.get_facet)
+        r.method("learning.update_facet", UpdateFacet)(self.update_facet)
+        r.method("learning.pin_facet", FacetParams)(self.pin_facet)
+        r.method("learning.unpin_facet", FacetParams)(self.unpin_facet)
+        r.method("learning.forget_facet", FacetParams)(self.forget_facet)
+        r.method("learning.reset_cache", UserOnly)(self.reset_cache)
+        r.method("learning.rebuild_cache", UserOnly)(self.rebuild_cache)
+        r.method("learning.cache_stats", UserOnly)(self.cache_stats)
+        r.method("learning.explain_facet", ExplainFacet)(self.explain_facet)
+
+    async def bind(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def _ctx(self) -> ServiceContext:
+        if self.ctx is None:
+            raise RpcError("unavailable", "the learning service is starting")
+        return self.ctx
+
+    # ------------------------------------------------------------------ reads
+
+    async def _facets(self, tenant_id: str, user_id: str) -> dict[Any, FacetRow]:
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            return await store.load_facets(cur, tenant_id, user_id)
+
+    async def _at(self, tenant_id: str, user_id: str, as_of: float) -> dict[Any, FacetRow]:
+        """The cache as it was at `as_of`, recomputed from the log."""
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            evidence = await store.load_evidence(cur, tenant_id, user_id)
+            commands = await store.load_commands(cur, tenant_id, user_id)
+        return compute_cache(evidence, commands, as_of, self.settings)
+
+    async def list_facets(self, p: ListFacets, rc: RpcContext) -> dict[str, Any]:
+        rows = (await self._at(rc.tenant_id, p.user_id, p.as_of) if p.as_of is not None
+                else await self._facets(rc.tenant_id, p.user_id))
+        wanted = [r for r in rows.values()
+                  if r.state in (ACTIVE, PROVISIONAL) and r.user_state != FORGOTTEN
+                  and (p.class_ is None or r.facet_class == p.class_.value)]
+        wanted.sort(key=lambda r: (r.state != ACTIVE, -r.stability, r.facet_class, r.key))
+        return {"user_id": p.user_id, "as_of": p.as_of, "facets": [facet_doc(r) for r in wanted]}
+
+    async def _existing(self, tenant_id: str, p: FacetParams) -> FacetRow:
+        row = (await self._facets(tenant_id, p.user_id)).get((p.class_.value, p.key))
+        if row is None:
+            raise RpcError("not_found", f"no facet {p.class_.value}/{p.key} for user "
+                                        f"{p.user_id}")
+        return row
+
+    async def get_facet(self, p: FacetParams, rc: RpcContext) -> dict[str, Any]:
+        return facet_doc(await self._existing(rc.tenant_id, p))
+
+    async def cache_stats(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+        rows = (await self._facets(rc.tenant_id, p.user_id)).values()
+        by_state = Counter(r.state for r in rows if r.user_state != FORGOTTEN)
+        by_class: dict[str, Counter[str]] = {}
+        for r in rows:
+            if r.user_state != FORGOTTEN:
+                by_class.setdefault(r.facet_class, Counter())[r.state] += 1
+        return {
+            "user_id": p.user_id,
+            "total": sum(by_state.values()),
+            **{s: by_state.get(s, 0) for s in ("active", "provisional", "candidate")},
+            "pinned": sum(1 for r in rows if r.user_state == PINNED),
+            "forgotten": sum(1 for r in rows if r.user_state == FORGOTTEN),
+            "by_class": {c: dict(sorted(v.items())) for c, v in sorted(by_class.items())},
+        }
+
+    async def explain_facet(self, p: ExplainFacet, rc: RpcContext) -> dict[str, Any]:
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id,
+                                                 (p.class_.value, p.key))
+            commands = await store.load_commands(cur, rc.tenant_id, p.user_id)
+            last_as_of, _ = await store.user_state(cur, rc.tenant_id, p.user_id)
+        as_of = p.as_of if p.as_of is not None else (last_as_of or time.time())
+        commands_as_of = as_of if p.as_of is not None else math.inf
+        controls, window_start = fold_commands(commands, commands_as_of)
+        scored = score_keys(evidence, as_of, window_start, self.settings)
+        fk = (p.class_.value, p.key)
+        control = controls.get(fk)
+        if fk not in scored and control is None:
+            raise RpcError("not_found", f"no evidence or setting for {fk[0]}/{fk[1]}")
+        keys = scored.get(fk)
+        user_state = control.user_state if control else AUTO
+        multiplier = {PINNED: "inf", FORGOTTEN: 0.0}.get(user_state, 1.0)
+        values = []
+        for score in keys.values if keys else ():
+            values.append({
+                "value": score.value,
+                "families": [{
+                    "family": f.family, "count": f.count, "newest": f.newest,
+                    "weight": f.weight, "decay": f.decay, "log_count": f.log_count,
+                    "contribution": f.contribution,
+                } for f in score.families],
+                "base": score.base,
+                "cue_multiplier": score.cue,
+                "stability": score.stability,
+                "state": state_for(score.stability, self.settings),
+            })
+        cache = compute_cache(evidence, commands, as_of, self.settings,
+                              commands_as_of=commands_as_of)
+        row = cache.get(fk)
+        half_life = self.settings.half_life(fk[0])
+        winner = keys.winner if keys else None
+        change_at = (next_crossing(winner.stability, as_of, half_life, self.settings)
+                     if winner and user_state == AUTO else None)
+        return {
+            "class": fk[0], "key": p.key, "as_of": as_of, "user_state": user_state,
+            "user_multiplier": multiplier,
+            "value": row.value if row else (winner.value if winner else None),
+            "state": row.state if row else "dropped",
+            "stability": None if row is None or math.isinf(row.stability) else row.stability,
+            "half_life_seconds": half_life,
+            "evidence_window_start": window_start,
+            "thresholds": {"active": self.settings.tau_active,
+                           "provisional": self.settings.tau_provisional,
+                           "candidate": self.settings.tau_candidate},
+            "values": values,
+            "next_change_at": change_at,
+            "next_state": (_state_after(winner.stability, self.settings)
+                           if winner and change_at else None),
+            "evidence": list(row.evidence_refs) if row else [],
+        }
+
+    # ------------------------------------------------------------------ commands
+
+    async def _command(self, rc: RpcContext, user_id: str, payload: Payload) -> int:
+        ctx = self._ctx
+        event = CATALOG.new(payload, tenant_id=rc.tenant_id, user_id=user_id,
+                            producer="learning.rpc", correlation_id=rc.correlation_id)
+        result = await ctx.publisher.publish(event)
+        try:
+            await wait_applied(ctx.pool, self.projection.schema, self.projection.name,
+                               result.seq, timeout=ctx.settings.rpc_timeout_seconds)
+        except NotAppliedYet as exc:
+            raise RpcError("deadline_exceeded", f"{exc}; the change is recorded and will "
+                                                "apply") from None
+        return result.seq
+
+    def _ref(self, p: FacetParams, **extra: Any) -> dict[str, Any]:
+        return {"class": p.class_.value, "key": p.key, **extra}
+
+    async def update_facet(self, p: UpdateFacet, rc: RpcContext) -> dict[str, Any]:
+        await self._command(rc, p.user_id,
+                            FacetUpdated.model_validate(self._ref(p, value=p.value)))
+        return facet_doc(await self._existing(rc.tenant_id, p))
+
+    async def pin_facet(self, p: FacetParams, rc: RpcContext) -> dict[str, Any]:
+        row = await self._existing(rc.tenant_id, p)
+        if not row.value:
+            raise RpcError("conflict", f"{p.class_.value}/{p.key} has no value to pin; "
+                                       "use update_facet to set one")
+        await self._command(rc, p.user_id,
+                            FacetPinned.model_validate(self._ref(p, value=row.value)))
+        return facet_doc(await self._existing(rc.tenant_id, p))
+
+    async def unpin_facet(self, p: FacetParams, rc: RpcContext) -> dict[str, Any]:
+        row = await self._existing(rc.tenant_id, p)
+        if row.user_state == AUTO:
+            raise RpcError("conflict", f"{p.class_.value}/{p.key} is not pinned or forgotten")
+        await self._command(rc, p.user_id, FacetUnpinned.model_validate(self._ref(p)))
+        after = (await self._facets(rc.tenant_id, p.user_id)).get((p.class_.value, p.key))
+        return facet_doc(after) if after else {**self._ref(p), "state": "dropped",
+                                               "user_state": AUTO}
+
+    async def forget_facet(self, p: FacetParams, rc: RpcContext) -> dict[str, Any]:
+        await self._existing(rc.tenant_id, p)
+        await self._command(rc, p.user_id, FacetForgotten.model_validate(self._ref(p)))
+        return facet_doc(await self._existing(rc.tenant_id, p))
+
+    async def reset_cache(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+        await self._command(rc, p.user_id, CacheResetRequested(reason="learning.reset_cache"))
+        return await self.cache_stats(p, rc)
+
+    async def rebuild_cache(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+        as_of = time.time()
+        await self._command(rc, p.user_id, RebuildRequested(as_of=as_of, scope="manual",
+                                                            reason="learning.rebuild_cache"))
+        return {"as_of": as_of, **await self.cache_stats(p, rc)}
+
+
+def _state_after(stability: float, settings: LearningSettings) -> str:
+    """The state a facet falls to when it decays past its current threshold."""
+    order = [("active", settings.tau_active), ("provisional", settings.tau_provisional),
+             ("candidate", settings.tau_candidate)]
+    for index, (_, tau) in enumerate(order):
+        if stability >= tau:
+            return order[index + 1][0] if index + 1 < len(order) else "dropped"
+    return "dropped"

@@ -1,0 +1,106 @@
+"""Where time enters the learning cache: RebuildRequested events.
+
+The scheduler reads the wall clock (the fold never does) and publishes:
+
+* per user, once new candidates have settled for `debounce_seconds`;
+* one periodic rebuild every `periodic_seconds`, which the projection applies only to users with
+  new evidence or a threshold crossing due (an index, not a scan of every user).
+
+One replica schedules (advisory-lock leader). Event ids derive from what triggered them, so two
+replicas, or one restarting, publish the same ids and the stream keeps one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from habitus.db.leader import LeaderLock, LostLeadership
+from habitus.events import CATALOG
+from habitus.events.domain import RebuildRequested
+from habitus.ids import derived_event_id
+from habitus.service.context import ServiceContext
+from services.stability_detector import store
+from services.stability_detector.settings import LearningSettings
+
+log = logging.getLogger(__name__)
+SYSTEM_TENANT = "_system"
+ALL_USERS = "_all"
+
+
+@dataclass(frozen=True)
+class TickResult:
+    debounced: int
+    periodic: bool
+
+
+class RebuildScheduler:
+    def __init__(self, ctx: ServiceContext, settings: LearningSettings,
+                 clock: Callable[[], float] = time.time):
+        self._ctx = ctx
+        self._settings = settings
+        self._clock = clock
+        self._last_periodic: float | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._lock = LeaderLock(str(ctx.pool.conninfo), "learning.scheduler")
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="learning.scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._lock.release()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                if await self._lock.try_acquire():
+                    await self._lock.check()
+                    await self.tick(self._clock())
+            except (LostLeadership, OSError) as exc:
+                log.warning("scheduler paused", extra={"error": repr(exc)})
+            except Exception:
+                log.exception("scheduler tick failed")
+            await asyncio.sleep(self._settings.scheduler_tick_seconds)
+
+    async def tick(self, now: float) -> TickResult:
+        settings = self._settings
+        async with self._ctx.pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT tenant_id, user_id, last_candidate_at FROM {store.USERS} "
+                "WHERE dirty AND last_candidate_at <= %s",
+                (now - settings.debounce_seconds,),
+            )
+            settled = await cur.fetchall()
+        events = [
+            CATALOG.new(
+                RebuildRequested(as_of=now, scope="user", reason="new evidence settled"),
+                tenant_id=tenant, user_id=user, producer="stability_detector.scheduler",
+                occurred_at=now,
+                event_id=derived_event_id("debounce", tenant, user, repr(float(last))),
+            )
+            for tenant, user, last in settled
+        ]
+        periodic = (self._last_periodic is None
+                    or now - self._last_periodic >= settings.periodic_seconds)
+        if periodic:
+            bucket = int(now // settings.periodic_seconds)
+            events.append(CATALOG.new(
+                RebuildRequested(as_of=now, scope="periodic", reason="periodic"),
+                tenant_id=SYSTEM_TENANT, user_id=ALL_USERS,
+                producer="stability_detector.scheduler", occurred_at=now,
+                event_id=derived_event_id("periodic", str(bucket)),
+            ))
+        for outcome in await self._ctx.publisher.publish_many(events):
+            if isinstance(outcome, Exception):
+                raise outcome
+        if periodic:
+            self._last_periodic = now
+        return TickResult(len(settled), periodic)

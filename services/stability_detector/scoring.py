@@ -1,0 +1,378 @@
+"""Stability scoring and the facet cache as pure functions of (evidence, commands, as_of).
+
+No clock, no I/O: the projection, the `as_of` queries and `explain_facet` all call these with
+data from the log, so the same inputs always give the same cache, and a replay from sequence 1
+rebuilds it byte for byte.
+
+Decay is by evidence time only: a value's weight halves every class half-life after the newest
+evidence of each cue family. A rebuild with nothing new therefore changes nothing but the decay
+that time itself brings (the anchor implementation reset `last_seen` on every rebuild and lost
+its explicit bonus, so facets flapped between Active and Provisional).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from services.stability_detector.settings import LearningSettings
+
+ACTIVE, PROVISIONAL, CANDIDATE, DROPPED = "active", "provisional", "candidate", "dropped"
+AUTO, PINNED, FORGOTTEN = "auto", "pinned", "forgotten"
+INF = math.inf
+FacetKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    event_id: str
+    facet_class: str
+    key: str
+    value: str
+    cue: str
+    observed_at: float
+    confidence: float
+    seq: int
+    refs: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    kind: str  # "pin" | "unpin" | "forget" | "update" | "reset"
+    at: float
+    seq: int
+    facet_class: str | None = None
+    key: str | None = None
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    user_state: str
+    value: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyScore:
+    family: str
+    count: int
+    newest: float
+    weight: float
+    decay: float
+    log_count: float
+
+    @property
+    def contribution(self) -> float:
+        return self.weight * self.decay * self.log_count
+
+
+@dataclass(frozen=True, slots=True)
+class ValueScore:
+    value: str
+    families: tuple[FamilyScore, ...]
+    cue: float
+    newest: float
+
+    @property
+    def base(self) -> float:
+        return sum(f.contribution for f in self.families)
+
+    @property
+    def stability(self) -> float:
+        return self.base * self.cue
+
+
+@dataclass(frozen=True)
+class FacetRow:
+    facet_class: str
+    key: str
+    value: str
+    state: str
+    stability: float
+    user_state: str
+    evidence_refs: tuple[Mapping[str, Any], ...] = ()
+    cue_counts: Mapping[str, int] = field(default_factory=dict)
+    evidence_count: int = 0
+    first_seen_at: float | None = None
+    last_evidence_at: float | None = None
+    next_change_at: float | None = None
+
+    @property
+    def visible(self) -> tuple[str, str, str]:
+        """What downstream consumers see change: value, state, user state."""
+        return (self.value, self.state, self.user_state)
+
+
+# ---------------------------------------------------------------------------- scoring
+
+
+def score_value(
+    value: str, items: Sequence[Evidence], as_of: float, half_life: float,
+    settings: LearningSettings,
+) -> ValueScore:
+    by_family: dict[str, list[Evidence]] = defaultdict(list)
+    for item in items:
+        by_family[item.cue].append(item)
+    families = []
+    for family in sorted(by_family):
+        group = by_family[family]
+        newest = max(i.observed_at for i in group)
+        age = max(as_of - newest, 0.0)
+        families.append(FamilyScore(
+            family=family,
+            count=len(group),
+            newest=newest,
+            weight=settings.weights.get(family, 0.0),
+            decay=2.0 ** (-age / half_life),
+            log_count=math.log1p(len(group)),
+        ))
+    explicit = any(i.cue == "explicit" for i in items)
+    return ValueScore(
+        value=value,
+        families=tuple(families),
+        cue=settings.explicit_multiplier if explicit else 1.0,
+        newest=max((i.observed_at for i in items), default=0.0),
+    )
+
+
+def state_for(stability: float, settings: LearningSettings) -> str:
+    if stability >= settings.tau_active:
+        return ACTIVE
+    if stability >= settings.tau_provisional:
+        return PROVISIONAL
+    if stability >= settings.tau_candidate:
+        return CANDIDATE
+    return DROPPED
+
+
+def next_crossing(stability: float, as_of: float, half_life: float,
+                  settings: LearningSettings) -> float | None:
+    """When pure decay takes `stability` below the next threshold under it.
+
+    Every term of a (class, key, value) decays with the same half-life, so the whole score does:
+    S(t) = S(as_of) · 2^(-(t - as_of)/h), and S(t) = τ at t = as_of + h·log2(S/τ).
+    """
+    if not math.isfinite(stability) or stability <= 0:
+        return None
+    for tau in (settings.tau_active, settings.tau_provisional, settings.tau_candidate):
+        if stability >= tau:
+            return as_of + half_life * math.log2(stability / tau)
+    return None
+
+
+# ---------------------------------------------------------------------------- user state
+
+
+def fold_commands(commands: Iterable[Command], as_of: float
+                  ) -> tuple[dict[FacetKey, Control], float | None]:
+    """The user's controls and evidence-window start, as of `as_of`, from their commands."""
+    controls: dict[FacetKey, Control] = {}
+    window_start: float | None = None
+    for cmd in sorted(commands, key=lambda c: c.seq):
+        if cmd.at > as_of:
+            continue
+        if cmd.kind == "reset":
+            window_start = cmd.at
+            continue
+        assert cmd.facet_class is not None and cmd.key is not None
+        fk = (cmd.facet_class, cmd.key)
+        if cmd.kind in ("pin", "update"):
+            previous = controls.get(fk)
+            value = cmd.value if cmd.value is not None else (previous.value if previous else None)
+            controls[fk] = Control(PINNED, value)
+        elif cmd.kind == "unpin":
+            controls.pop(fk, None)
+        elif cmd.kind == "forget":
+            controls[fk] = Control(FORGOTTEN)
+    return controls, window_start
+
+
+# ---------------------------------------------------------------------------- the cache
+
+
+@dataclass(frozen=True)
+class KeyScores:
+    """Everything known about one (class, key) at as_of: used by the cache and by explain."""
+
+    facet_class: str
+    key: str
+    values: tuple[ValueScore, ...]  # best first
+    items: Mapping[str, Sequence[Evidence]]
+
+    @property
+    def winner(self) -> ValueScore | None:
+        return self.values[0] if self.values else None
+
+
+def in_window(item: Evidence, as_of: float, window_start: float | None) -> bool:
+    return item.observed_at <= as_of and (window_start is None or item.observed_at > window_start)
+
+
+def score_keys(evidence: Iterable[Evidence], as_of: float, window_start: float | None,
+               settings: LearningSettings) -> dict[FacetKey, KeyScores]:
+    grouped: dict[FacetKey, dict[str, list[Evidence]]] = defaultdict(lambda: defaultdict(list))
+    for item in evidence:
+        if in_window(item, as_of, window_start) and item.facet_class in settings.half_life_days:
+            grouped[(item.facet_class, item.key)][item.value].append(item)
+    result = {}
+    for (facet_class, key), by_value in grouped.items():
+        half_life = settings.half_life(facet_class)
+        scores = [score_value(v, items, as_of, half_life, settings)
+                  for v, items in by_value.items()]
+        # argmax of stability; ties go to newer evidence, then to value order
+        scores.sort(key=lambda s: (-s.stability, -s.newest, s.value))
+        result[(facet_class, key)] = KeyScores(facet_class, key, tuple(scores), by_value)
+    return result
+
+
+def _refs(items: Sequence[Evidence], keep: int) -> tuple[Mapping[str, Any], ...]:
+    """Newest first, de-duplicated, at most `keep`."""
+    seen: set[str] = set()
+    out: list[Mapping[str, Any]] = []
+    for item in sorted(items, key=lambda i: (-i.observed_at, -i.seq)):
+        for ref in item.refs:
+            token = json.dumps(ref, sort_keys=True)
+            if token in seen:
+                continue
+            seen.add(token)
+            out.append(ref)
+            if len(out) >= keep:
+                return tuple(out)
+    return tuple(out)
+
+
+def _row_for(scores: KeyScores | None, facet_class: str, key: str, value: str, state: str,
+             stability: float, user_state: str, as_of: float, settings: LearningSettings
+             ) -> FacetRow:
+    items: Sequence[Evidence] = scores.items.get(value, ()) if scores else ()
+    counts: dict[str, int] = defaultdict(int)
+    for item in items:
+        counts[item.cue] += 1
+    next_change = None
+    if user_state == AUTO:
+        next_change = next_crossing(stability, as_of, settings.half_life(facet_class), settings)
+    return FacetRow(
+        facet_class=facet_class,
+        key=key,
+        value=value,
+        state=state,
+        stability=stability,
+        user_state=user_state,
+        evidence_refs=_refs(items, settings.evidence_refs_kept),
+        cue_counts=dict(sorted(counts.items())),
+        evidence_count=len(items),
+        first_seen_at=min((i.observed_at for i in items), default=None),
+        last_evidence_at=max((i.observed_at for i in items), default=None),
+        next_change_at=next_change,
+    )
+
+
+def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_of: float,
+                  settings: LearningSettings, *, commands_as_of: float | None = None
+                  ) -> dict[FacetKey, FacetRow]:
+    """The user's facet cache at `as_of`: every row worth keeping (Auto Dropped rows are not).
+
+    Commands count up to `commands_as_of` (default `as_of`). The live cache passes infinity:
+    a user's command takes effect as soon as it is applied, without moving the cache's clock
+    (only RebuildRequested does that); a question about the past passes nothing and sees only
+    the commands given by then.
+    """
+    controls, window_start = fold_commands(
+        commands, as_of if commands_as_of is None else commands_as_of)
+    scored = score_keys(evidence, as_of, window_start, settings)
+    rows: dict[FacetKey, FacetRow] = {}
+    for fk in sorted(set(scored) | set(controls)):
+        facet_class, key = fk
+        scores = scored.get(fk)
+        control = controls.get(fk)
+        winner = scores.winner if scores else None
+        if control is not None and control.user_state == FORGOTTEN:
+            value = winner.value if winner else ""
+            rows[fk] = _row_for(scores, facet_class, key, value, DROPPED, 0.0, FORGOTTEN,
+                                as_of, settings)
+        elif control is not None and control.user_state == PINNED:
+            value = control.value if control.value is not None else (winner.value if winner
+                                                                      else "")
+            rows[fk] = _row_for(scores, facet_class, key, value, ACTIVE, INF, PINNED, as_of,
+                                settings)
+        elif winner is not None:
+            state = state_for(winner.stability, settings)
+            if state != DROPPED:
+                rows[fk] = _row_for(scores, facet_class, key, winner.value, state,
+                                    winner.stability, AUTO, as_of, settings)
+    return apply_budgets(rows, settings)
+
+
+def _rank(row: FacetRow) -> tuple[float, float, str, str]:
+    """Strongest first; ties go to newer evidence, then class and key order."""
+    return (-row.stability, -(row.last_evidence_at or 0.0), row.facet_class, row.key)
+
+
+def apply_budgets(rows: dict[FacetKey, FacetRow], settings: LearningSettings
+                  ) -> dict[FacetKey, FacetRow]:
+    """Each class keeps its top-N Active; the rest compete for the shared overflow slots; what is
+    left is Provisional. Pinned rows count against the budget and are never demoted."""
+    by_class: dict[str, list[FacetRow]] = defaultdict(list)
+    for row in rows.values():
+        if row.state == ACTIVE:
+            by_class[row.facet_class].append(row)
+    overflow: list[FacetRow] = []
+    for facet_class, actives in by_class.items():
+        actives.sort(key=_rank)
+        budget = settings.budgets.get(facet_class, 0)
+        kept = 0
+        for row in actives:
+            if row.user_state == PINNED or kept < budget:
+                kept += 1
+            else:
+                overflow.append(row)
+    overflow.sort(key=_rank)
+    result = dict(rows)
+    for row in overflow[settings.overflow:]:
+        fk = (row.facet_class, row.key)
+        result[fk] = dataclasses.replace(row, state=PROVISIONAL)
+    return result
+
+
+def active_list(rows: Mapping[FacetKey, FacetRow]) -> list[FacetRow]:
+    """Active facets, strongest first (pinned first), then by class and key."""
+    return sorted((r for r in rows.values() if r.state == ACTIVE),
+                  key=lambda r: (-r.stability, r.facet_class, r.key))
+
+
+def next_due(rows: Mapping[FacetKey, FacetRow]) -> float | None:
+    return min((r.next_change_at for r in rows.values() if r.next_change_at is not None),
+               default=None)
+
+
+@dataclass(frozen=True)
+class Diff:
+    added: int
+    evicted: int
+    kept: int
+    changes: tuple[tuple[FacetRow | None, FacetRow | None], ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+
+def diff(old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow]) -> Diff:
+    changes = []
+    added = evicted = kept = 0
+    for fk in sorted(set(old) | set(new)):
+        before, after = old.get(fk), new.get(fk)
+        if before is None:
+            added += 1
+        elif after is None:
+            evicted += 1
+        else:
+            kept += 1
+        if before is None or after is None or before.visible != after.visible:
+            changes.append((before, after))
+    return Diff(added, evicted, kept, tuple(changes))

@@ -1,0 +1,189 @@
+"""The `learning` schema: SQL only, no decisions (those are in scoring.py).
+
+All writes go through the cursor of the projection's batch transaction, so evidence, commands,
+facets and the checkpoint commit together.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncCursor
+from psycopg.types.json import Jsonb
+
+from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow
+
+SCHEMA = "learning"
+EVIDENCE = f"{SCHEMA}.evidence"
+COMMANDS = f"{SCHEMA}.commands"
+FACETS = f"{SCHEMA}.facets"
+USERS = f"{SCHEMA}.users"
+TABLES = (EVIDENCE, COMMANDS, FACETS, USERS)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRow:
+    tenant_id: str
+    user_id: str
+    evidence: Evidence
+    producer: str
+    occurred_at: float
+
+
+async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) -> None:
+    await cur.executemany(
+        f"""INSERT INTO {EVIDENCE} (tenant_id, user_id, event_id, seq, class, key, value,
+                cue_family, observed_at, confidence, producer, refs)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""",
+        [(r.tenant_id, r.user_id, r.evidence.event_id, r.evidence.seq, r.evidence.facet_class,
+          r.evidence.key, r.evidence.value, r.evidence.cue, r.evidence.observed_at,
+          r.evidence.confidence, r.producer, Jsonb(list(r.evidence.refs))) for r in rows],
+    )
+    latest: dict[tuple[str, str], float] = {}
+    for r in rows:
+        user = (r.tenant_id, r.user_id)
+        latest[user] = max(latest.get(user, r.occurred_at), r.occurred_at)
+    await cur.executemany(
+        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at)
+            VALUES (%s, %s, true, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = true,
+              last_candidate_at = GREATEST({USERS}.last_candidate_at, EXCLUDED.last_candidate_at)
+        """,
+        [(t, u, at) for (t, u), at in sorted(latest.items())],
+    )
+
+
+async def insert_command(cur: AsyncCursor[Any], tenant_id: str, user_id: str, event_id: str,
+                         command: Command) -> bool:
+    await cur.execute(
+        f"""INSERT INTO {COMMANDS} (tenant_id, user_id, event_id, seq, kind, class, key, value,
+                at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""",
+        (tenant_id, user_id, event_id, command.seq, command.kind, command.facet_class,
+         command.key, command.value, command.at),
+    )
+    return cur.rowcount == 1
+
+
+async def lock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+    """Per-user transaction lock: two replicas never rebuild the same user at once."""
+    await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
+                      (f"learning/{tenant_id}/{user_id}",))
+
+
+async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                        facet: FacetKey | None = None) -> list[Evidence]:
+    query = (f"SELECT event_id, class, key, value, cue_family, observed_at, confidence, seq, "
+             f"refs FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s")
+    params: tuple[Any, ...] = (tenant_id, user_id)
+    if facet is not None:
+        query += " AND class = %s AND key = %s"
+        params += facet
+    await cur.execute(query + " ORDER BY seq", params)
+    return [Evidence(r[0], r[1], r[2], r[3], r[4], float(r[5]), float(r[6]), int(r[7]),
+                     tuple(r[8] or ())) for r in await cur.fetchall()]
+
+
+async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
+    await cur.execute(
+        f"SELECT kind, at, seq, class, key, value FROM {COMMANDS} "
+        "WHERE tenant_id = %s AND user_id = %s ORDER BY seq",
+        (tenant_id, user_id),
+    )
+    return [Command(r[0], float(r[1]), int(r[2]), r[3], r[4], r[5])
+            for r in await cur.fetchall()]
+
+
+def _stability_out(value: Any) -> float:
+    return math.inf if value is None else float(value)
+
+
+async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                      ) -> dict[FacetKey, FacetRow]:
+    await cur.execute(
+        f"""SELECT class, key, value, state, stability, user_state, evidence_refs, cue_counts,
+                   evidence_count, first_seen_at, last_evidence_at, next_change_at
+            FROM {FACETS} WHERE tenant_id = %s AND user_id = %s""",
+        (tenant_id, user_id),
+    )
+    rows = {}
+    for r in await cur.fetchall():
+        rows[(r[0], r[1])] = FacetRow(
+            facet_class=r[0], key=r[1], value=r[2], state=r[3],
+            stability=_stability_out(r[4]), user_state=r[5],
+            evidence_refs=tuple(r[6] or ()), cue_counts=dict(r[7] or {}),
+            evidence_count=int(r[8]), first_seen_at=r[9], last_evidence_at=r[10],
+            next_change_at=r[11],
+        )
+    return rows
+
+
+async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                     ) -> tuple[float | None, bool]:
+    """(last as_of, exists)."""
+    await cur.execute(f"SELECT last_as_of FROM {USERS} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))
+    row = await cur.fetchone()
+    return (None, False) if row is None else (row[0], True)
+
+
+async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of: float,
+                      old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
+                      next_due_at: float | None) -> None:
+    gone = [fk for fk in old if fk not in new]
+    if gone:
+        await cur.executemany(
+            f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s AND class = %s "
+            "AND key = %s",
+            [(tenant_id, user_id, c, k) for c, k in gone],
+        )
+    changed = [row for fk, row in new.items() if old.get(fk) != row]
+    if changed:
+        await cur.executemany(
+            f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state, stability,
+                    user_state, evidence_refs, cue_counts, evidence_count, first_seen_at,
+                    last_evidence_at, next_change_at, as_of)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
+                  value = EXCLUDED.value, state = EXCLUDED.state,
+                  stability = EXCLUDED.stability, user_state = EXCLUDED.user_state,
+                  evidence_refs = EXCLUDED.evidence_refs, cue_counts = EXCLUDED.cue_counts,
+                  evidence_count = EXCLUDED.evidence_count,
+                  first_seen_at = EXCLUDED.first_seen_at,
+                  last_evidence_at = EXCLUDED.last_evidence_at,
+                  next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of""",
+            [(tenant_id, user_id, r.facet_class, r.key, r.value, r.state,
+              None if math.isinf(r.stability) else r.stability, r.user_state,
+              Jsonb(list(r.evidence_refs)), Jsonb(dict(r.cue_counts)), r.evidence_count,
+              r.first_seen_at, r.last_evidence_at, r.next_change_at, as_of)
+             for r in changed],
+        )
+    await cur.execute(
+        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at)
+            VALUES (%s, %s, false, %s, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = false,
+              last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at""",
+        (tenant_id, user_id, as_of, next_due_at),
+    )
+
+
+async def due_users(cur: AsyncCursor[Any], as_of: float) -> list[tuple[str, str]]:
+    """Users with new evidence or a threshold crossing due: two index range scans, never a
+    scan of every user."""
+    await cur.execute(
+        f"""SELECT tenant_id, user_id FROM {USERS} WHERE dirty
+            UNION
+            SELECT tenant_id, user_id FROM {USERS} WHERE next_due_at <= %s
+            ORDER BY 1, 2""",
+        (as_of,),
+    )
+    return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+def refs_json(refs: Iterable[Mapping[str, Any]]) -> str:
+    return json.dumps(list(refs), sort_keys=True)

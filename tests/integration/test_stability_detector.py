@@ -1,0 +1,262 @@
+"""The stability-detector against real NATS and Postgres: candidates in, facets and
+CacheRebuilt out, `learning.*` over RPC. Times are given as `as_of`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from habitus.bus import EventPublisher, RpcClient, RpcError
+from habitus.bus.streams import EVENTS
+from habitus.db.migrate import migrate
+from habitus.events import CATALOG, Event
+from habitus.events.domain import CandidateEmitted, RebuildRequested
+from habitus.projection.wait import wait_applied
+from services.stability_detector.main import build
+from services.stability_detector.settings import LearningSettings
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+from tests.support.services import running
+
+pytestmark = pytest.mark.asyncio
+T0 = 1_700_000_000.0  # in the past: commands carry wall-clock times
+DAY = 86_400.0
+SETTINGS = LearningSettings(scheduler_enabled=False)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def learning(servers: ServerUrls) -> AsyncIterator[None]:
+    migrate(servers.database)
+    async with running(build(SETTINGS), servers.settings()):
+        yield
+
+
+class User:
+    """One test user: publishes candidates and rebuilds, calls learning.*, reads CacheRebuilt."""
+
+    def __init__(self, nc: Any, pool: Any):
+        self.tenant = unique("tn")
+        self.user = "u1"
+        self.nc = nc
+        self.pool = pool
+        self.publisher = EventPublisher(nc.jetstream())
+        self.rpc = RpcClient(nc)
+        self.n = 0
+
+    async def _publish(self, payload: Any, at: float) -> int:
+        event = CATALOG.new(payload, tenant_id=self.tenant, user_id=self.user,
+                            producer="tests", occurred_at=at)
+        result = await self.publisher.publish(event)
+        await wait_applied(self.pool, "learning", "learning.cache", result.seq)
+        return result.seq
+
+    async def candidate(self, key: str = "verbosity", value: str = "terse",
+                        cue: str = "explicit", at: float = T0, facet_class: str = "style",
+                        times: int = 1) -> None:
+        for _ in range(times):
+            self.n += 1
+            await self._publish(CandidateEmitted.model_validate({
+                "class": facet_class, "key": key, "value": value, "cue_family": cue,
+                "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{self.n}"}],
+                "initial_confidence": 0.9, "observed_at": at, "producer": "tests",
+            }), at)
+
+    async def rebuild(self, as_of: float) -> None:
+        await self._publish(RebuildRequested(as_of=as_of, scope="user"), as_of)
+
+    async def call(self, method: str, **params: Any) -> Any:
+        return await self.rpc.call(f"learning.{method}", self.tenant,
+                                   {"user_id": self.user, **params})
+
+    async def facets(self, **params: Any) -> dict[str, tuple[str, str]]:
+        result = await self.call("list_facets", **params)
+        return {f"{f['class']}/{f['key']}": (f["value"], f["state"]) for f in result["facets"]}
+
+    async def rebuilt_events(self) -> list[Event[Any]]:
+        js = self.nc.jetstream()
+        sub = await js.pull_subscribe(
+            f"habitus.v1.event.CacheRebuilt.{self.tenant}.{self.user}", stream=EVENTS)
+        out: list[Event[Any]] = []
+        try:
+            while True:
+                for msg in await sub.fetch(100, timeout=0.5):
+                    out.append(CATALOG.decode(msg.data))
+                    await msg.ack()
+        except Exception:
+            pass
+        await sub.unsubscribe()
+        return out
+
+
+@pytest_asyncio.fixture
+async def user(learning: None, nc: Any, pool: Any) -> User:
+    return User(nc, pool)
+
+
+async def test_five_explicit_become_active_and_a_quiet_rebuild_changes_nothing(user: User
+                                                                              ) -> None:
+    await user.candidate(times=5)
+    await user.rebuild(T0)
+    assert await user.facets() == {"style/verbosity": ("terse", "active")}
+    events = await user.rebuilt_events()
+    assert len(events) == 1
+    payload = events[0].payload
+    assert (payload.added, payload.evicted, payload.total_size) == (1, 0, 1)
+    assert payload.active[0].value == "terse"
+    assert payload.changes[0].new_state == "active"
+
+    await user.rebuild(T0 + 60)
+    assert await user.facets() == {"style/verbosity": ("terse", "active")}
+    assert len(await user.rebuilt_events()) == 1  # no second CacheRebuilt
+
+
+async def test_one_explicit_is_provisional_two_at_once_are_active(user: User) -> None:
+    await user.candidate(key="preamble", value="skip")
+    await user.rebuild(T0)
+    facet = await user.call("get_facet", **{"class": "style", "key": "preamble"})
+    assert facet["state"] == "provisional"
+    assert facet["stability"] == pytest.approx(1.386, abs=1e-3)
+
+    await user.candidate(key="emoji", value="skip", times=2)
+    await user.rebuild(T0)
+    facet = await user.call("get_facet", **{"class": "style", "key": "emoji"})
+    assert facet["state"] == "active"
+    assert facet["stability"] == pytest.approx(2.197, abs=1e-3)
+
+
+async def test_decay_by_evidence_time(user: User) -> None:
+    await user.candidate(times=2)
+    await user.rebuild(T0)
+    assert (await user.facets())["style/verbosity"][1] == "active"
+    await user.rebuild(T0 + 14 * DAY)
+    assert (await user.facets())["style/verbosity"][1] == "provisional"
+    await user.rebuild(T0 + 28 * DAY)
+    stats = await user.call("cache_stats")
+    assert stats["candidate"] == 1 and stats["active"] == 0
+    await user.rebuild(T0 + 42 * DAY)
+    assert (await user.call("cache_stats"))["total"] == 0
+    with pytest.raises(RpcError) as err:
+        await user.call("get_facet", **{"class": "style", "key": "verbosity"})
+    assert err.value.code == "not_found"
+
+
+async def test_stronger_value_wins_a_conflict(user: User) -> None:
+    await user.candidate(value="terse", times=3)
+    await user.candidate(value="verbose", cue="behavioral")
+    await user.rebuild(T0)
+    assert await user.facets() == {"style/verbosity": ("terse", "active")}
+
+
+async def test_budgets_keep_nine_of_ten_style_keys_active(user: User) -> None:
+    for i in range(10):
+        await user.candidate(key=f"k{i}", value="v", times=5)
+    await user.rebuild(T0)
+    stats = await user.call("cache_stats")
+    assert (stats["active"], stats["provisional"]) == (9, 1)
+    event = (await user.rebuilt_events())[-1].payload
+    assert event.total_size == 9 and len(event.active) == 9
+
+
+async def test_pin_survives_decay_and_update_pins(user: User) -> None:
+    await user.candidate(times=2)
+    await user.rebuild(T0)
+    pinned = await user.call("pin_facet", **{"class": "style", "key": "verbosity"})
+    assert pinned["user_state"] == "pinned" and pinned["state"] == "active"
+    await user.rebuild(T0 + 3650 * DAY)
+    assert (await user.facets())["style/verbosity"] == ("terse", "active")
+
+    updated = await user.call("update_facet", **{"class": "identity", "key": "timezone",
+                                                 "value": "CET"})
+    assert (updated["value"], updated["user_state"], updated["state"]) == (
+        "CET", "pinned", "active")
+    events = await user.rebuilt_events()
+    assert events[-1].payload.active[0].user_state == "pinned"
+
+
+async def test_forgotten_stays_forgotten_after_new_evidence_and_rebuilds(user: User) -> None:
+    await user.candidate(times=5)
+    await user.rebuild(T0)
+    forgotten = await user.call("forget_facet", **{"class": "style", "key": "verbosity"})
+    assert forgotten["user_state"] == "forgotten"
+    assert await user.facets() == {}
+
+    await user.candidate(times=10, at=T0 + 100)
+    await user.rebuild(T0 + 200)
+    await user.rebuild(T0 + 300)
+    assert await user.facets() == {}
+    row = await user.call("get_facet", **{"class": "style", "key": "verbosity"})
+    assert row["user_state"] == "forgotten"  # the tombstone is kept
+
+    await user.call("unpin_facet", **{"class": "style", "key": "verbosity"})
+    assert (await user.facets())["style/verbosity"] == ("terse", "active")
+
+
+async def test_reset_keeps_pins_and_tombstones_and_nothing_else(user: User) -> None:
+    for key in ("verbosity", "preamble", "emoji"):
+        await user.candidate(key=key, value="x", times=5)
+    await user.rebuild(T0)
+    await user.call("pin_facet", **{"class": "style", "key": "verbosity"})
+    await user.call("forget_facet", **{"class": "style", "key": "preamble"})
+
+    await user.call("reset_cache")
+    stats = await user.call("cache_stats")
+    assert (stats["total"], stats["pinned"], stats["forgotten"]) == (1, 1, 1)
+    assert await user.facets() == {"style/verbosity": ("x", "active")}
+
+    await user.rebuild(T0 + 10)  # old evidence does not come back
+    assert await user.facets() == {"style/verbosity": ("x", "active")}
+
+
+async def test_list_facets_as_of_answers_the_past_and_explain_adds_up(user: User) -> None:
+    await user.candidate(times=2)
+    await user.rebuild(T0 + 30 * DAY)
+    assert await user.facets() == {}  # decayed to candidate by now
+    assert await user.facets(as_of=T0) == {"style/verbosity": ("terse", "active")}
+    assert await user.facets(as_of=T0 - 1) == {}  # before any evidence
+
+    explained = await user.call("explain_facet", **{"class": "style", "key": "verbosity",
+                                                    "as_of": T0 + 10 * DAY})
+    value = explained["values"][0]
+    assert value["base"] == pytest.approx(sum(f["contribution"] for f in value["families"]))
+    assert value["stability"] == pytest.approx(value["base"] * value["cue_multiplier"])
+    assert explained["stability"] == pytest.approx(value["stability"])
+    assert explained["state"] == "provisional"
+    assert explained["next_state"] == "candidate"
+    crossing = explained["next_change_at"]
+    # 2·ln(3)·2^(-Δ/14 d) reaches the Provisional floor 0.7 at Δ = 14 d · log2(2·ln 3 / 0.7)
+    assert crossing == pytest.approx(T0 + 14 * DAY * math.log2(2 * math.log(3) / 0.7))
+
+
+async def test_bad_requests_are_clear_errors_and_change_nothing(user: User) -> None:
+    await user.candidate(times=5)
+    await user.rebuild(T0)
+    cases = [
+        ("get_facet", {"class": "mood", "key": "x"}, "invalid_argument", "class"),
+        ("pin_facet", {"class": "style"}, "invalid_argument", "key"),
+        ("forget_facet", {"class": "style", "key": "nope"}, "not_found", "style/nope"),
+    ]
+    for method, params, code, needle in cases:
+        with pytest.raises(RpcError) as err:
+            await user.call(method, **params)
+        assert err.value.code == code
+        assert needle in err.value.message
+    with pytest.raises(RpcError) as err:
+        await user.rpc.call("learning.list_facets", user.tenant, {})
+    assert err.value.code == "invalid_argument" and "user_id" in err.value.message
+    assert await user.facets() == {"style/verbosity": ("terse", "active")}
+    assert len(await user.rebuilt_events()) == 1
+
+
+async def test_facets_keep_provenance(user: User) -> None:
+    await user.candidate(times=3)
+    await user.rebuild(T0)
+    facet = (await user.call("list_facets"))["facets"][0]
+    assert facet["evidence_count"] == 3
+    assert facet["cue_counts"] == {"explicit": 3}
+    assert {e["turn_id"] for e in facet["evidence"]} == {"t1", "t2", "t3"}
+    assert json.dumps(facet)  # JSON-safe (no infinities)
