@@ -55,6 +55,8 @@ class Command:
 class Control:
     user_state: str
     value: str | None = None
+    #: when the user gave it: a pin without a value holds the value winning at that moment
+    since: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,12 +185,16 @@ def fold_commands(commands: Iterable[Command], as_of: float
         fk = (cmd.facet_class, cmd.key)
         if cmd.kind in ("pin", "update"):
             previous = controls.get(fk)
-            value = cmd.value if cmd.value is not None else (previous.value if previous else None)
-            controls[fk] = Control(PINNED, value)
+            if cmd.value is not None:
+                controls[fk] = Control(PINNED, cmd.value, cmd.at)
+            elif previous is not None and previous.user_state == PINNED:
+                controls[fk] = previous  # pinning a pinned facet changes nothing
+            else:
+                controls[fk] = Control(PINNED, None, cmd.at)
         elif cmd.kind == "unpin":
             controls.pop(fk, None)
         elif cmd.kind == "forget":
-            controls[fk] = Control(FORGOTTEN)
+            controls[fk] = Control(FORGOTTEN, None, cmd.at)
     return controls, window_start
 
 
@@ -282,9 +288,21 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
     (only RebuildRequested does that); a question about the past passes nothing and sees only
     the commands given by then.
     """
+    commands = list(commands)
+    evidence = list(evidence)
     controls, window_start = fold_commands(
         commands, as_of if commands_as_of is None else commands_as_of)
     scored = score_keys(evidence, as_of, window_start, settings)
+
+    def value_when_given(fk: FacetKey, control: Control) -> str | None:
+        """The value winning when the user pinned or forgot without naming one."""
+        if control.value is not None:
+            return control.value
+        _, window = fold_commands(commands, control.since)
+        relevant = [e for e in evidence if (e.facet_class, e.key) == fk]
+        then = score_keys(relevant, control.since, window, settings).get(fk)
+        return then.winner.value if then and then.winner else None
+
     rows: dict[FacetKey, FacetRow] = {}
     for fk in sorted(set(scored) | set(controls)):
         facet_class, key = fk
@@ -292,20 +310,20 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         control = controls.get(fk)
         winner = scores.winner if scores else None
         if control is not None and control.user_state == FORGOTTEN:
-            value = winner.value if winner else ""
+            value = value_when_given(fk, control) or (winner.value if winner else "")
             rows[fk] = _row_for(scores, facet_class, key, value, DROPPED, 0.0, FORGOTTEN,
                                 as_of, settings)
         elif control is not None and control.user_state == PINNED:
-            value = control.value if control.value is not None else (winner.value if winner
-                                                                      else "")
-            rows[fk] = _row_for(scores, facet_class, key, value, ACTIVE, INF, PINNED, as_of,
-                                settings)
+            pinned_value = value_when_given(fk, control)
+            if pinned_value is not None:  # a pin of nothing holds nothing
+                rows[fk] = _row_for(scores, facet_class, key, pinned_value, ACTIVE, INF,
+                                    PINNED, as_of, settings)
         elif winner is not None:
             state = state_for(winner.stability, settings)
             if state != DROPPED:
                 rows[fk] = _row_for(scores, facet_class, key, winner.value, state,
                                     winner.stability, AUTO, as_of, settings)
-    return apply_budgets(rows, settings)
+    return apply_budgets(rows, settings, as_of)
 
 
 def _rank(row: FacetRow) -> tuple[float, float, str, str]:
@@ -313,10 +331,14 @@ def _rank(row: FacetRow) -> tuple[float, float, str, str]:
     return (-row.stability, -(row.last_evidence_at or 0.0), row.facet_class, row.key)
 
 
-def apply_budgets(rows: dict[FacetKey, FacetRow], settings: LearningSettings
-                  ) -> dict[FacetKey, FacetRow]:
+def apply_budgets(rows: dict[FacetKey, FacetRow], settings: LearningSettings,
+                  as_of: float | None = None) -> dict[FacetKey, FacetRow]:
     """Each class keeps its top-N Active; the rest compete for the shared overflow slots; what is
-    left is Provisional. Pinned rows count against the budget and are never demoted."""
+    left is Provisional. Pinned rows count against the budget and are never demoted.
+
+    Classes decay at different rates, so a row left out of the overflow can overtake an admitted
+    row of another class before either crosses a threshold; that moment is indexed too (given
+    `as_of`), so the periodic rebuild comes back for it."""
     by_class: dict[str, list[FacetRow]] = defaultdict(list)
     for row in rows.values():
         if row.state == ACTIVE:
@@ -332,11 +354,34 @@ def apply_budgets(rows: dict[FacetKey, FacetRow], settings: LearningSettings
             else:
                 overflow.append(row)
     overflow.sort(key=_rank)
+    admitted, left_out = overflow[: settings.overflow], overflow[settings.overflow :]
     result = dict(rows)
-    for row in overflow[settings.overflow:]:
+    for row in left_out:
         fk = (row.facet_class, row.key)
-        result[fk] = dataclasses.replace(row, state=PROVISIONAL)
+        swap = None if as_of is None else _overtakes_at(row, admitted, as_of, settings)
+        next_change = row.next_change_at
+        if swap is not None and (next_change is None or swap < next_change):
+            next_change = swap
+        result[fk] = dataclasses.replace(row, state=PROVISIONAL, next_change_at=next_change)
     return result
+
+
+def _overtakes_at(row: FacetRow, admitted: Sequence[FacetRow], as_of: float,
+                  settings: LearningSettings) -> float | None:
+    """Earliest time `row` outranks an admitted row of a faster-decaying class.
+
+    S_r·2^(-Δ/h_r) = S_a·2^(-Δ/h_a)  ⇒  Δ = log2(S_a/S_r) / (1/h_a − 1/h_r), when h_a < h_r.
+    """
+    h_r = settings.half_life(row.facet_class)
+    best: float | None = None
+    for other in admitted:
+        h_a = settings.half_life(other.facet_class)
+        if h_a >= h_r or not math.isfinite(other.stability) or row.stability <= 0:
+            continue
+        delta = math.log2(other.stability / row.stability) / (1.0 / h_a - 1.0 / h_r)
+        at = as_of + max(delta, 0.0)
+        best = at if best is None else min(best, at)
+    return best
 
 
 def active_list(rows: Mapping[FacetKey, FacetRow]) -> list[FacetRow]:

@@ -26,16 +26,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from nats.js.api import AckPolicy
+
 from habitus.bus.publisher import headers_for
 from habitus.db.checkpoints import checkpoint_table
 from habitus.events import CATALOG, Event
 from habitus.projection import ProjectionRunner
 from habitus.projection.replay import reset_projection
-from habitus.projection.runner import BatchOutcome, Fenced, lock_key
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-from nats.js.api import AckPolicy
-
+from habitus.projection.runner import BatchOutcome, Fenced
 from tests.integration.runner_support import FAST, new_tally
 from tests.support.factories import turn
 from tests.support.tally import TallyProjection, fold, read_counts, read_seen
@@ -440,11 +440,15 @@ async def test_a_stale_runner_cannot_change_the_view(
             for batch in draw_batches(data, range(1, k + 1), "old runner"):
                 await h.deliver(batch)
 
-            # The old runner loses its lock without noticing (its session stays usable), and
-            # the projection is claimed again: by a new runner, or by a replay's reset.
-            assert old._lock_conn is not None
-            await old._lock_conn.execute("SELECT pg_advisory_unlock(%s)",
-                                         (lock_key(projection.name),))
+            # The old runner loses its lock but has not noticed yet (its next lock check would
+            # still pass: the epoch is all that stops it), and the projection is claimed again:
+            # by a new runner, or by a replay's reset.
+            await old._release_lock()
+
+            async def still_believes_it_leads() -> None:
+                return None
+
+            old._check_lock = still_believes_it_leads  # type: ignore[method-assign]
             if fence_by == "claim":
                 new = ProjectionRunner(projection, nc, pool, config=FAST)
                 h.runners.append(new)

@@ -3,6 +3,7 @@ CacheRebuilt out, `learning.*` over RPC. Times are given as `as_of`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import AsyncIterator
@@ -16,8 +17,10 @@ from habitus.bus.streams import EVENTS
 from habitus.db.migrate import migrate
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
+from habitus.projection.replay import reset_projection
 from habitus.projection.wait import wait_applied
 from services.stability_detector.main import build
+from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
@@ -260,3 +263,54 @@ async def test_facets_keep_provenance(user: User) -> None:
     assert facet["cue_counts"] == {"explicit": 3}
     assert {e["turn_id"] for e in facet["evidence"]} == {"t1", "t2", "t3"}
     assert json.dumps(facet)  # JSON-safe (no infinities)
+
+
+async def learning_rows(pool: Any) -> dict[str, list[tuple[Any, ...]]]:
+    out = {}
+    async with pool.connection() as conn:
+        for table, order in (("evidence", "tenant_id, user_id, event_id"),
+                             ("commands", "tenant_id, user_id, event_id"),
+                             ("facets", "tenant_id, user_id, class, key"),
+                             ("users", "tenant_id, user_id")):
+            cur = await conn.execute(f"SELECT * FROM learning.{table} ORDER BY {order}")
+            out[table] = await cur.fetchall()
+    return out
+
+
+async def cache_rebuilt_count(nc: Any) -> int:
+    info = await nc.jetstream().stream_info(
+        EVENTS, subjects_filter="habitus.v1.event.CacheRebuilt.>")
+    return sum((info.state.subjects or {}).values())
+
+
+@pytest.mark.slow
+async def test_replay_from_sequence_one_gives_identical_rows_and_publishes_nothing(
+    learning: None, servers: ServerUrls, nc: Any, pool: Any
+) -> None:
+    # A second replica joins and stands by: two replicas, one cache.
+    async with running(build(SETTINGS), servers.settings()):
+        for n in range(3):
+            u = User(nc, pool)
+            await u.candidate(times=3 + n)
+            await u.candidate(key="timezone", value="PST", cue="structural",
+                              facet_class="identity", times=5)
+            await u.rebuild(T0)
+            await u.call("pin_facet", **{"class": "style", "key": "verbosity"})
+            await u.rebuild(T0 + 20 * DAY)
+    before = await learning_rows(pool)
+    published = await cache_rebuilt_count(nc)
+
+    projection = LearningProjection(SETTINGS)
+    await reset_projection(projection, pool)  # the live runner notices and rebuilds itself
+    await wait_until_rebuilt(pool, before)
+
+    assert await learning_rows(pool) == before
+    assert await cache_rebuilt_count(nc) == published  # consequences are not re-published
+
+
+async def wait_until_rebuilt(pool: Any, expected: dict[str, Any], timeout: float = 60) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await learning_rows(pool) != expected:
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("the projection did not rebuild to identical rows")
+        await asyncio.sleep(0.2)

@@ -65,8 +65,9 @@ class CandidateEmitted(Payload):
 
 class FacetPinned(FacetRef):
     #: the value pinned (the active value when the user pinned it), so the log alone says
-    #: what a pinned facet holds after later evidence or a reset
-    value: str | None = Field(default=None, max_length=2000)
+    #: what a pinned facet holds after later evidence or a reset; absent, the value winning
+    #: at the time of the pin is held
+    value: str | None = Field(default=None, min_length=1, max_length=2000)
 
 
 class FacetUnpinned(FacetRef):

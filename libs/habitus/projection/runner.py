@@ -314,6 +314,7 @@ class ProjectionRunner:
                 except NatsTimeoutError:
                     fetch = self._next_fetch()
                     await self._check_lock()
+                    await self._check_epoch()
                     await self._mark_caught_up()
                     continue
                 fetch = self._next_fetch()
@@ -338,6 +339,16 @@ class ProjectionRunner:
         for msg in fetch.result():
             with contextlib.suppress(Exception):
                 await msg.nak()
+
+    async def _check_epoch(self) -> None:
+        """While idle, notice a replay (or another claim) at once rather than at the next
+        commit, so a reset projection rebuilds without waiting for new events."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(f"SELECT epoch FROM {self._table} WHERE projection = %s",
+                                     (self._label,))
+            row = await cur.fetchone()
+        if row is None or int(row[0]) != self._epoch:
+            raise Fenced(f"epoch {self._epoch} is no longer current")
 
     async def _mark_caught_up(self) -> None:
         p = self.projection
@@ -501,6 +512,10 @@ class ProjectionRunner:
                         break
                     done.append(item)
                     applied += 1
+                if dead:
+                    # Hold the checkpoint row (and check the epoch) first: a runner fenced
+                    # since must not dead-letter an event its successor applies.
+                    await self._lock_epoch(cur)
                 for item, reason in dead:
                     await self._dead_letter(item, "apply_failed", reason)
                 if done:
@@ -516,6 +531,14 @@ class ProjectionRunner:
         if held:
             outcome.returned += len(held)
             await self._nak(held, self._delay_for(held[0].num_delivered))
+
+    async def _lock_epoch(self, cur: AsyncCursor[Any]) -> None:
+        await cur.execute(
+            f"SELECT 1 FROM {self._table} WHERE projection = %s AND epoch = %s FOR UPDATE",
+            (self._label, self._epoch),
+        )
+        if await cur.fetchone() is None:
+            raise Fenced(f"epoch {self._epoch} is no longer current")
 
     async def _commit_checkpoint(self, cur: AsyncCursor[Any], seq: int) -> None:
         await cur.execute(
