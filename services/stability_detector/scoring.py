@@ -370,7 +370,7 @@ def _overtakes_at(row: FacetRow, admitted: Sequence[FacetRow], as_of: float,
                   settings: LearningSettings) -> float | None:
     """Earliest time `row` outranks an admitted row of a faster-decaying class.
 
-    S_r·2^(-Δ/h_r) = S_a·2^(-Δ/h_a)  ⇒  Δ = log2(S_a/S_r) / (1/h_a − 1/h_r), when h_a < h_r.
+    S_r·2^(-Δ/h_r) = S_a·2^(-Δ/h_a)  ⇒  Δ = log2(S_a/S_r) / (1/h_a - 1/h_r), when h_a < h_r.
     """
     h_r = settings.half_life(row.facet_class)
     best: float | None = None
