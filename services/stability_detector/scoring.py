@@ -57,6 +57,8 @@ class Control:
     value: str | None = None
     #: when the user gave it: a pin without a value holds the value winning at that moment
     since: float = field(default=0.0, compare=False)
+    #: its place in the log: only the commands before it shape that moment
+    seq: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,15 +188,15 @@ def fold_commands(commands: Iterable[Command], as_of: float
         if cmd.kind in ("pin", "update"):
             previous = controls.get(fk)
             if cmd.value is not None:
-                controls[fk] = Control(PINNED, cmd.value, cmd.at)
+                controls[fk] = Control(PINNED, cmd.value, cmd.at, cmd.seq)
             elif previous is not None and previous.user_state == PINNED:
                 controls[fk] = previous  # pinning a pinned facet changes nothing
             else:
-                controls[fk] = Control(PINNED, None, cmd.at)
+                controls[fk] = Control(PINNED, None, cmd.at, cmd.seq)
         elif cmd.kind == "unpin":
             controls.pop(fk, None)
         elif cmd.kind == "forget":
-            controls[fk] = Control(FORGOTTEN, None, cmd.at)
+            controls[fk] = Control(FORGOTTEN, None, cmd.at, cmd.seq)
     return controls, window_start
 
 
@@ -298,7 +300,7 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         """The value winning when the user pinned or forgot without naming one."""
         if control.value is not None:
             return control.value
-        _, window = fold_commands(commands, control.since)
+        _, window = fold_commands([c for c in commands if c.seq < control.seq], control.since)
         relevant = [e for e in evidence if (e.facet_class, e.key) == fk]
         then = score_keys(relevant, control.since, window, settings).get(fk)
         return then.winner.value if then and then.winner else None
