@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from habitus.projection import RunnerConfig
 from habitus.service.context import ServiceContext
 from habitus.service.spec import ServiceSpec
 from services.stability_detector.projection import LearningProjection
@@ -29,6 +30,8 @@ def build(settings: LearningSettings | None = None) -> ServiceSpec:
 
     return ServiceSpec(
         name="stability_detector",
+        # Candidate intake is the hot path: 2,000-event batches (see docs/benchmarks.md).
+        runner_config=RunnerConfig(batch_size=2000),
         projections=lambda ctx: [projection],
         rpc=rpc.registry,
         on_start=[start],

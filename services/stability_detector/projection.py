@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncCursor
+from pydantic import TypeAdapter
 
 from habitus.bus.streams import EVENTS
 from habitus.events import CATALOG, Event
@@ -23,13 +24,13 @@ from habitus.events.domain import (
     CandidateEmitted,
     FacetChange,
 )
+from habitus.events.evidence import EvidenceRef
 from habitus.ids import derived_event_id
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.subjects import EVENT_ROOT
 from services.stability_detector import store
 from services.stability_detector.scoring import (
     Command,
-    Evidence,
     FacetRow,
     active_list,
     compute_cache,
@@ -49,25 +50,16 @@ COMMAND_KINDS = {
 CONSUMED = ("CandidateEmitted", *COMMAND_KINDS, "RebuildRequested")
 
 
+_REFS = TypeAdapter(list[EvidenceRef])
+
+
 def evidence_of(delivered: Delivered) -> store.EvidenceRow:
     event = delivered.event
     p: CandidateEmitted = event.payload
     return store.EvidenceRow(
-        tenant_id=event.tenant_id,
-        user_id=event.user_id,
-        evidence=Evidence(
-            event_id=event.event_id,
-            facet_class=p.class_.value,
-            key=p.key,
-            value=p.value,
-            cue=p.cue_family.value,
-            observed_at=p.observed_at,
-            confidence=p.initial_confidence,
-            seq=delivered.seq,
-            refs=tuple(r.model_dump(mode="json") for r in p.evidence),
-        ),
-        producer=p.producer,
-        occurred_at=event.occurred_at,
+        event.tenant_id, event.user_id, event.event_id, delivered.seq, p.class_.value, p.key,
+        p.value, p.cue_family.value, p.observed_at, p.initial_confidence, p.producer,
+        _REFS.dump_json(p.evidence).decode(), event.occurred_at,
     )
 
 

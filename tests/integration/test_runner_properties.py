@@ -70,6 +70,10 @@ class FakeMsg:
             num_delivered=consumer.deliveries[seq],
             num_pending=len(consumer.events) - seq,
         )
+        # the JetStream ack subject the runner parses: stream, consumer, delivered, stream seq,
+        # consumer seq, timestamp, pending
+        self.reply = (f"$JS.ACK.HABITUS_INGEST.fake.{self.metadata.num_delivered}.{seq}."
+                      f"{self.metadata.sequence.consumer}.0.{self.metadata.num_pending}")
 
     async def ack(self) -> None:
         self.answers.append("ack")

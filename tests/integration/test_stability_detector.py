@@ -255,6 +255,25 @@ async def test_bad_requests_are_clear_errors_and_change_nothing(user: User) -> N
     assert len(await user.rebuilt_events()) == 1
 
 
+async def test_a_candidate_seen_twice_counts_once(user: User) -> None:
+    """The same CandidateEmitted stored twice (re-published past the duplicate window, so with
+    two stream sequences) is one piece of evidence."""
+    event = CATALOG.new(CandidateEmitted.model_validate({
+        "class": "style", "key": "verbosity", "value": "terse", "cue_family": "explicit",
+        "evidence": [], "initial_confidence": 0.9, "observed_at": T0, "producer": "tests",
+    }), tenant_id=user.tenant, user_id=user.user, producer="tests", occurred_at=T0)
+    js = user.nc.jetstream()
+    subject = CATALOG.subject(event)
+    first = await js.publish(subject, event.to_json(), headers={"Nats-Msg-Id": f"a{user.tenant}"})
+    second = await js.publish(subject, event.to_json(), headers={"Nats-Msg-Id": f"b{user.tenant}"})
+    assert second.seq > first.seq
+    await wait_applied(user.pool, "learning", "learning.cache", second.seq)
+    await user.candidate()  # and the intake keeps going
+    await user.rebuild(T0)
+    facet = await user.call("get_facet", **{"class": "style", "key": "verbosity"})
+    assert facet["evidence_count"] == 2
+
+
 async def test_facets_keep_provenance(user: User) -> None:
     await user.candidate(times=3)
     await user.rebuild(T0)

@@ -16,6 +16,7 @@ import contextlib
 import json
 import time
 from collections import deque
+from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -26,6 +27,30 @@ STATUS = "Status"
 #: No messages (no_wait), request expired, request conflict (e.g. max_waiting exceeded).
 _END_OF_REQUEST = frozenset({"404", "408", "409"})
 _HEARTBEAT = "100"
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What the runner needs from a JetStream ack subject."""
+
+    stream_seq: int
+    num_delivered: int
+    num_pending: int
+
+
+def delivery_info(msg: Msg) -> Delivery:
+    """Parse `$JS.ACK.[<domain>.<account>.]<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.
+    <pending>[.<token>]` directly: nats-py's `msg.metadata` builds several objects per call and
+    cost more than decoding the event."""
+    tokens = (msg.reply or "").split(".")
+    if len(tokens) == 9:
+        offset = 4
+    elif len(tokens) >= 11:
+        offset = 6
+    else:
+        md = msg.metadata
+        return Delivery(md.sequence.stream, md.num_delivered, md.num_pending or 0)
+    return Delivery(int(tokens[offset + 1]), int(tokens[offset]), int(tokens[offset + 4]))
 
 
 class BatchPuller:

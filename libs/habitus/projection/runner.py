@@ -40,7 +40,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from habitus.bus.publisher import EventPublisher
-from habitus.bus.pull import BatchPuller
+from habitus.bus.pull import BatchPuller, Delivery, delivery_info
 from habitus.db.checkpoints import checkpoint_table
 from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.events import CATALOG, Catalog, EventValidationError
@@ -388,19 +388,18 @@ class ProjectionRunner:
     def _unique(self, msgs: Sequence[Msg]) -> list[_Item]:
         by_seq: dict[int, _Item] = {}
         for msg in msgs:
-            seq = msg.metadata.sequence.stream
-            if seq in by_seq:
-                by_seq[seq].copies.append(msg)
+            info = delivery_info(msg)
+            if info.stream_seq in by_seq:
+                by_seq[info.stream_seq].copies.append(msg)
             else:
-                by_seq[seq] = self._item(msg)
+                by_seq[info.stream_seq] = self._item(msg, info)
         return [by_seq[s] for s in sorted(by_seq)]
 
-    def _item(self, msg: Msg) -> _Item:
-        md = msg.metadata
-        item = _Item(msg, md.sequence.stream, md.num_delivered, md.num_pending)
+    def _item(self, msg: Msg, info: Delivery) -> _Item:
+        item = _Item(msg, info.stream_seq, info.num_delivered, info.num_pending)
         try:
             event = self._catalog.decode_message(msg.data, msg.headers)
-            item.delivered = Delivered(event, item.seq, msg.subject, md.num_delivered)
+            item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered)
         except EventValidationError as exc:
             item.invalid = str(exc)
         return item

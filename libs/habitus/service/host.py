@@ -31,6 +31,7 @@ from habitus.service.health import add_standard_routes
 from habitus.service.spec import ServiceSpec
 from habitus.subjects import rpc_subject
 from habitus.telemetry import metrics
+from habitus.telemetry.gc_tuning import tune_gc
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class ServiceHost:
             runner.start()
             ctx.runners.append(runner)
         await self._start_http(ctx)
+        tune_gc()
         log.info("service started", extra={"service": self.spec.name, "port": self.bound_port})
         return ctx
 

@@ -34,8 +34,7 @@ def upgrade() -> None:
             refs jsonb NOT NULL DEFAULT '[]',
             PRIMARY KEY (tenant_id, user_id, event_id)
         )""")
-    op.execute("CREATE INDEX evidence_user_facet ON learning.evidence "
-               "(tenant_id, user_id, class, key)")
+    # Reads are per user (the primary key's prefix); no other index slows the intake down.
     op.execute("""
         CREATE TABLE learning.commands (
             tenant_id text NOT NULL,
