@@ -9,9 +9,11 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 
+from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher, RpcClient, RpcError
 from habitus.bus.streams import EVENTS
 from habitus.db.migrate import migrate
@@ -19,6 +21,7 @@ from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
 from habitus.projection.wait import wait_applied
+from services.gateway.main import service as gateway
 from services.stability_detector.main import build
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
@@ -333,3 +336,29 @@ async def wait_until_rebuilt(pool: Any, expected: dict[str, Any], timeout: float
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("the projection did not rebuild to identical rows")
         await asyncio.sleep(0.2)
+
+
+async def test_learning_over_http_is_scoped_to_the_callers_tenant(
+    learning: None, servers: ServerUrls, pool: Any
+) -> None:
+    tenant_a, tenant_b = unique("ta"), unique("tb")
+    key_a, key_b = await create_key(pool, tenant_a), await create_key(pool, tenant_b)
+    async with running(gateway, servers.settings()) as host, httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{host.bound_port}", timeout=15
+    ) as client:
+        set_a = await client.post(
+            "/v1/rpc/learning.update_facet",
+            json={"user_id": "alice", "class": "identity", "key": "timezone", "value": "CET"},
+            headers={"Authorization": f"Bearer {key_a}"})
+        seen_by_a = await client.post("/v1/rpc/learning.list_facets", json={"user_id": "alice"},
+                                      headers={"Authorization": f"Bearer {key_a}"})
+        seen_by_b = await client.post("/v1/rpc/learning.list_facets", json={"user_id": "alice"},
+                                      headers={"Authorization": f"Bearer {key_b}"})
+        forget_by_b = await client.post(
+            "/v1/rpc/learning.forget_facet",
+            json={"user_id": "alice", "class": "identity", "key": "timezone"},
+            headers={"Authorization": f"Bearer {key_b}"})
+    assert set_a.status_code == 200, set_a.text
+    assert [f["value"] for f in seen_by_a.json()["result"]["facets"]] == ["CET"]
+    assert seen_by_b.json()["result"]["facets"] == []
+    assert forget_by_b.status_code == 404  # B cannot even see A's facet to forget it
