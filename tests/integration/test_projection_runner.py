@@ -15,22 +15,14 @@ from habitus.projection.replay import replay
 from habitus.subjects import ingest_subject
 from tests.integration.runner_support import FAST, eventually, new_tally, publish, run_to_end
 from tests.support.factories import turn
+from tests.support.streams import fetch_all
 from tests.support.tally import fold, read_counts, read_seen
 
 pytestmark = pytest.mark.asyncio
 
 
 async def dlq_messages(nc: Any, consumer: str) -> list[Any]:
-    js = nc.jetstream()
-    sub = await js.pull_subscribe(f"habitus.v1.dlq.{consumer}.>", stream=DLQ)
-    out = []
-    try:
-        while True:
-            out.extend(await sub.fetch(100, timeout=0.5))
-    except Exception:
-        pass
-    await sub.unsubscribe()
-    return out
+    return await fetch_all(nc, DLQ, f"habitus.v1.dlq.{consumer}.>", wait=0.5)
 
 
 async def test_each_event_applied_once_even_when_published_twice(nc: Any, pool: Any) -> None:

@@ -28,6 +28,7 @@ from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.services import running
+from tests.support.streams import events_on
 
 pytestmark = pytest.mark.asyncio
 T0 = 1_700_000_000.0  # in the past: commands carry wall-clock times
@@ -84,19 +85,8 @@ class User:
         return {f"{f['class']}/{f['key']}": (f["value"], f["state"]) for f in result["facets"]}
 
     async def rebuilt_events(self) -> list[Event[Any]]:
-        js = self.nc.jetstream()
-        sub = await js.pull_subscribe(
-            f"habitus.v1.event.CacheRebuilt.{self.tenant}.{self.user}", stream=EVENTS)
-        out: list[Event[Any]] = []
-        try:
-            while True:
-                for msg in await sub.fetch(100, timeout=0.5):
-                    out.append(CATALOG.decode(msg.data))
-                    await msg.ack()
-        except Exception:
-            pass
-        await sub.unsubscribe()
-        return out
+        return await events_on(
+            self.nc, EVENTS, f"habitus.v1.event.CacheRebuilt.{self.tenant}.{self.user}")
 
 
 @pytest_asyncio.fixture
