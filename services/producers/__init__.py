@@ -1,0 +1,1 @@
+"""The producers: deterministic rules that turn ingest events into learning candidates."""

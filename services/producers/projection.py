@@ -1,0 +1,93 @@
+"""The producers' projection: ingest events in, `CandidateEmitted` out.
+
+The deterministic producers are pure functions (provider, signature, heuristics, reflection);
+this projection feeds them in stream order, keeps the heuristics' per-session state in Postgres in
+the same transaction as the checkpoint, and emits each candidate with an id derived from the
+ingest event, the producer and the facet: a redelivered or replayed ingest event yields the same
+ids, which the stream and the learning projection drop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.bus.streams import INGEST
+from habitus.events import CATALOG, Event
+from habitus.events.domain import CandidateEmitted
+from habitus.ids import derived_event_id
+from habitus.projection import ApplyContext, Delivered, Projection
+from habitus.subjects import INGEST_ROOT
+from services.producers import store
+from services.producers.candidates import Candidate
+from services.producers.heuristics import SessionState, observe_turn
+from services.producers.provider import provider_candidates
+from services.producers.reflection import reflection_candidates
+from services.producers.signature import signature_candidates
+
+PRODUCER = "producers"
+KINDS = ("turn", "email", "provider_profile")
+
+
+def candidate_event(cause: Event[Any], candidate: Candidate) -> Event[Any]:
+    payload = CandidateEmitted.model_validate({
+        "class": candidate.facet_class,
+        "key": candidate.key,
+        "value": candidate.value,
+        "cue_family": candidate.cue_family,
+        "evidence": list(candidate.evidence),
+        "initial_confidence": candidate.confidence,
+        "observed_at": candidate.observed_at,
+        "producer": candidate.producer,
+    })
+    return CATALOG.new(
+        payload,
+        tenant_id=cause.tenant_id,
+        user_id=cause.user_id,
+        producer=PRODUCER,
+        occurred_at=cause.occurred_at,
+        event_id=derived_event_id(cause.event_id, candidate.producer, candidate.facet_class,
+                                  candidate.key, candidate.value),
+        causation_id=cause.event_id,
+        correlation_id=cause.correlation_id or cause.event_id,
+    )
+
+
+class ProducersProjection(Projection):
+    name = "producers.candidates"
+    schema = store.SCHEMA
+    stream = INGEST
+    filter_subjects = [f"{INGEST_ROOT}.{kind}.*.*" for kind in KINDS]
+    tables = store.TABLES
+
+    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        sessions = await store.load_sessions(cur, (
+            (d.event.tenant_id, d.event.user_id, d.event.payload.session_id)
+            for d in batch if d.event.type == "TurnRecorded"))
+        states: dict[store.SessionKey, SessionState] = {}
+        touched: dict[store.SessionKey, tuple[dict[str, Any], int]] = {}
+        for delivered in batch:
+            event = delivered.event
+            payload = event.payload
+            candidates: list[Candidate]
+            if event.type == "TurnRecorded":
+                key = (event.tenant_id, event.user_id, payload.session_id)
+                state = states.get(key) or SessionState.from_json(sessions.get(key))
+                state, candidates = observe_turn(state, payload)
+                candidates += reflection_candidates(
+                    payload.user_message, session_id=payload.session_id,
+                    turn_id=payload.turn_id, observed_at=payload.user_at)
+                states[key] = state
+                touched[key] = (state.to_json(), delivered.seq)
+            elif event.type == "EmailObserved":
+                candidates = signature_candidates(payload)
+            elif event.type == "ProviderProfileSynced":
+                candidates = provider_candidates(payload, event.occurred_at)
+            else:
+                continue
+            for candidate in candidates:
+                ctx.emit(candidate_event(event, candidate), delivered)
+        await store.save_sessions(cur, touched)
