@@ -68,7 +68,7 @@ class ProducersProjection(Projection):
             (d.event.tenant_id, d.event.user_id, d.event.payload.session_id)
             for d in batch if d.event.type == "TurnRecorded"))
         states: dict[store.SessionKey, SessionState] = {}
-        touched: dict[store.SessionKey, tuple[dict[str, Any], int]] = {}
+        last_seq: dict[store.SessionKey, int] = {}
         for delivered in batch:
             event = delivered.event
             payload = event.payload
@@ -81,7 +81,7 @@ class ProducersProjection(Projection):
                     payload.user_message, session_id=payload.session_id,
                     turn_id=payload.turn_id, observed_at=payload.user_at)
                 states[key] = state
-                touched[key] = (state.to_json(), delivered.seq)
+                last_seq[key] = delivered.seq
             elif event.type == "EmailObserved":
                 candidates = signature_candidates(payload)
             elif event.type == "ProviderProfileSynced":
@@ -90,4 +90,5 @@ class ProducersProjection(Projection):
                 continue
             for candidate in candidates:
                 ctx.emit(candidate_event(event, candidate), delivered)
-        await store.save_sessions(cur, touched)
+        await store.save_sessions(
+            cur, {key: (states[key].to_json(), seq) for key, seq in last_seq.items()})

@@ -249,12 +249,22 @@ def test_compose_defines_every_service(services: dict[str, dict[str, Any]]) -> N
     assert set(services) == INFRA_SERVICES | HABITUS_CONTAINERS
 
 
+def built_services() -> set[str]:
+    """Compose names of the bus services that exist in code (registered entry points)."""
+    from importlib.metadata import entry_points
+
+    installed = {ep.name for ep in entry_points(group="habitus.services")}
+    return {name for name, cli in BUS_SERVICES.items() if cli in installed}
+
+
 def test_only_unbuilt_services_are_behind_the_services_profile(
     services: dict[str, dict[str, Any]],
 ) -> None:
+    built = built_services()
+    assert {"producers", "stability-detector"} <= built
     for name, service in services.items():
         profiles = service.get("profiles") or []
-        if name in BUS_SERVICES:
+        if name in BUS_SERVICES and name not in built:
             assert profiles == [SERVICES_PROFILE], name
         else:
             assert not profiles, f"{name} must start with a plain `docker compose up`"
@@ -612,19 +622,41 @@ def test_dashboard_covers_the_required_views(dashboard: dict[str, Any]) -> None:
 
 # --- Kubernetes ---------------------------------------------------------------------------------
 
+GATEWAY_DEPLOYMENT = "habitus-gateway"
+MIGRATE_JOB = "habitus-migrate"
+
+
+def deployment_name(service: str) -> str:
+    """Kubernetes Deployment name of a bus service, from its compose name."""
+    return f"habitus-{service}"
+
 
 def kustomization(directory: Path) -> dict[str, Any]:
     return read_yaml(directory / "kustomization.yaml")
 
 
-def base_resources() -> dict[str, dict[str, Any]]:
-    """kind -> the resource, for the files listed in the base kustomization."""
-    out: dict[str, dict[str, Any]] = {}
+def base_resources() -> dict[tuple[str, str], dict[str, Any]]:
+    """(kind, name) -> the resource, for the files listed in the base kustomization."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for name in kustomization(K8S_BASE)["resources"]:
         for doc in load_yaml_all((K8S_BASE / name).read_text(encoding="utf-8")):
-            assert doc["kind"] not in out, f"one {doc['kind']} expected in base"
-            out[doc["kind"]] = doc
+            key = (doc["kind"], doc["metadata"]["name"])
+            assert key not in out, f"{key} defined twice in base"
+            out[key] = doc
     return out
+
+
+def of_kind(resources: dict[tuple[str, str], dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [doc for (k, _), doc in resources.items() if k == kind]
+
+
+def gateway_deployment() -> dict[str, Any]:
+    return base_resources()[("Deployment", GATEWAY_DEPLOYMENT)]
+
+
+def workloads() -> dict[tuple[str, str], dict[str, Any]]:
+    """Every Deployment and Job in base: everything that runs the Habitus image."""
+    return {key: doc for key, doc in base_resources().items() if key[0] in {"Deployment", "Job"}}
 
 
 def generator(directory: Path, key: str, name: str) -> dict[str, str]:
@@ -643,44 +675,79 @@ def env_sources(container: dict[str, Any]) -> tuple[set[str], set[str]]:
     return config_maps, secrets
 
 
-def test_base_lists_only_what_exists() -> None:
-    resources = base_resources()
-    assert set(resources) == {"Deployment", "Service", "Job"}
-    assert resources["Deployment"]["metadata"]["name"] == "habitus-gateway"
-
-
-def test_gateway_deployment() -> None:
-    deployment = base_resources()["Deployment"]
+def check_pod(deployment: dict[str, Any], port: int) -> None:
+    """What every long-running Habitus pod has: health probes, scrape annotations, a grace
+    period longer than the graceful shutdown, resources, non-root, a matching selector."""
+    name = deployment["metadata"]["name"]
     pod = deployment["spec"]["template"]
     container = container_of(deployment)
-    assert container["args"] == ["serve", "gateway"]
     ports = {p.get("name"): p["containerPort"] for p in container["ports"]}
-    assert GATEWAY_PORT in ports.values()
+    assert port in ports.values(), name
 
     def probe_path(kind: str) -> str:
         probe = container[kind]["httpGet"]
-        assert ports.get(probe["port"], probe["port"]) == GATEWAY_PORT, kind
+        assert ports.get(probe["port"], probe["port"]) == port, f"{name}: {kind} port"
         return probe["path"]
 
-    assert probe_path("readinessProbe") == "/readyz"
-    assert probe_path("livenessProbe") == "/healthz"
-    assert probe_path("startupProbe") in {"/healthz", "/readyz"}
-    assert pod["spec"]["terminationGracePeriodSeconds"] > GRACEFUL_TIMEOUT_SECONDS
+    assert probe_path("readinessProbe") == "/readyz", name
+    assert probe_path("livenessProbe") == "/healthz", name
+    assert probe_path("startupProbe") in {"/healthz", "/readyz"}, name
+    assert pod["spec"]["terminationGracePeriodSeconds"] > GRACEFUL_TIMEOUT_SECONDS, name
     for section in ("requests", "limits"):
-        assert {"cpu", "memory"} <= set(container["resources"][section]), section
+        assert {"cpu", "memory"} <= set(container["resources"][section]), f"{name}: {section}"
     annotations = pod["metadata"]["annotations"]
-    assert annotations["prometheus.io/scrape"] == "true"
-    assert annotations["prometheus.io/port"] == str(GATEWAY_PORT)
-    assert annotations.get("prometheus.io/path", "/metrics") == "/metrics"
-    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-    assert pod["spec"]["securityContext"]["runAsUser"] == dockerfile_uid()
+    assert annotations["prometheus.io/scrape"] == "true", name
+    assert annotations["prometheus.io/port"] == str(port), name
+    assert annotations.get("prometheus.io/path", "/metrics") == "/metrics", name
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True, name
+    assert pod["spec"]["securityContext"]["runAsUser"] == dockerfile_uid(), name
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
     selector = deployment["spec"]["selector"]["matchLabels"]
-    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert selector.items() <= pod["metadata"]["labels"].items(), name
+
+
+def test_base_lists_only_what_exists() -> None:
+    expected = {
+        ("Deployment", GATEWAY_DEPLOYMENT),
+        ("Service", GATEWAY_DEPLOYMENT),
+        ("Job", MIGRATE_JOB),
+    } | {("Deployment", deployment_name(name)) for name in built_services()}
+    assert set(base_resources()) == expected
+
+
+def test_gateway_deployment() -> None:
+    deployment = gateway_deployment()
+    assert container_of(deployment)["args"] == ["serve", "gateway"]
+    check_pod(deployment, GATEWAY_PORT)
+
+
+@pytest.mark.parametrize("service", sorted(built_services()))
+def test_bus_service_deployment(service: str) -> None:
+    resources = base_resources()
+    deployment = resources[("Deployment", deployment_name(service))]
+    container = container_of(deployment)
+    assert container["args"] == ["serve", BUS_SERVICES[service]]
+    assert container["image"] == container_of(gateway_deployment())["image"]
+    ports = {p.get("name"): p["containerPort"] for p in container["ports"]}
+    assert ports.get("metrics") == METRICS_PORT
+    check_pod(deployment, METRICS_PORT)
+    # One active consumer per projection (advisory lock); more replicas are standbys only.
+    assert deployment["spec"]["replicas"] == 1
+    # No other workload's selector, nor the gateway Service's, picks up these pods.
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    for (kind, name), doc in resources.items():
+        if name == deployment_name(service):
+            continue
+        if kind == "Deployment":
+            assert not doc["spec"]["selector"]["matchLabels"].items() <= labels.items(), name
+        elif kind == "Service":
+            assert not doc["spec"]["selector"].items() <= labels.items(), name
 
 
 def test_gateway_service_routes_to_the_pods() -> None:
     resources = base_resources()
-    service, deployment = resources["Service"], resources["Deployment"]
+    service = resources[("Service", GATEWAY_DEPLOYMENT)]
+    deployment = resources[("Deployment", GATEWAY_DEPLOYMENT)]
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     ports = {p.get("name"): p["containerPort"] for p in container_of(deployment)["ports"]}
@@ -692,11 +759,12 @@ def test_config_comes_from_the_configmap_and_secret() -> None:
     base = kustomization(K8S_BASE)
     [config_name] = [g["name"] for g in base["configMapGenerator"]]
     [secret_name] = [g["name"] for g in kustomization(K8S_DEV)["secretGenerator"]]
-    resources = base_resources()
-    for kind in ("Deployment", "Job"):
-        config_maps, secrets = env_sources(container_of(resources[kind]))
-        assert config_maps == {config_name}, kind
-        assert secrets == {secret_name}, kind
+    running = workloads()
+    assert len(running) == 2 + len(built_services())
+    for key, resource in running.items():
+        config_maps, secrets = env_sources(container_of(resource))
+        assert config_maps == {config_name}, key
+        assert secrets == {secret_name}, key
 
     config = generator(K8S_BASE, "configMapGenerator", config_name)
     assert config["HABITUS_HTTP_HOST"] == "0.0.0.0"
@@ -705,23 +773,34 @@ def test_config_comes_from_the_configmap_and_secret() -> None:
     assert config["HABITUS_NATS_URL"].startswith("nats://")
     assert config["HABITUS_REDIS_URL"].startswith("redis://")
     assert not SECRET_SETTINGS & set(config), "secrets belong in the Secret"
-    for kind in ("Deployment", "Job"):
-        mounts = {m["mountPath"] for m in container_of(resources[kind]).get("volumeMounts", [])}
-        assert config["HABITUS_DATA_DIR"] in mounts, f"{kind}: data dir must be writable"
+    for key, resource in running.items():
+        mounts = {m["mountPath"] for m in container_of(resource).get("volumeMounts", [])}
+        assert config["HABITUS_DATA_DIR"] in mounts, f"{key}: data dir must be writable"
 
     secret = generator(K8S_DEV, "secretGenerator", secret_name)
     assert {"HABITUS_DATABASE_URL", "HABITUS_BOOTSTRAP_KEYS"} <= set(secret)
     assert set(secret) <= SECRET_SETTINGS
-    for key, value in secret.items():
-        assert "change-me" in value, f"{key}: only placeholders are committed"
+    for setting, value in secret.items():
+        assert "change-me" in value, f"{setting}: only placeholders are committed"
+
+
+def test_gateway_readiness_waits_for_the_deployed_services(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    [config_name] = [g["name"] for g in kustomization(K8S_BASE)["configMapGenerator"]]
+    config = generator(K8S_BASE, "configMapGenerator", config_name)
+    expected = {s.strip() for s in config.get("HABITUS_EXPECTED_SERVICES", "").split(",")}
+    # The gateway pings `<cli name>.ping`: exactly the bus services that have a Deployment.
+    assert expected == {BUS_SERVICES[name] for name in built_services()}
+    compose = env_of(services["gateway"])["HABITUS_EXPECTED_SERVICES"]
+    assert {s.strip() for s in compose.split(",")} == expected
 
 
 def test_migrate_job() -> None:
-    resources = base_resources()
-    job = resources["Job"]
+    job = base_resources()[("Job", MIGRATE_JOB)]
     container = container_of(job)
     assert container["args"] == ["migrate"]
-    assert container["image"] == container_of(resources["Deployment"])["image"]
+    assert container["image"] == container_of(gateway_deployment())["image"]
     assert job["spec"]["template"]["spec"]["restartPolicy"] in {"Never", "OnFailure"}
 
 
@@ -729,7 +808,7 @@ def test_dev_overlay() -> None:
     overlay = kustomization(K8S_DEV)
     assert overlay["namespace"] == "habitus-dev"
     assert "../../base" in overlay["resources"]
-    image = container_of(base_resources()["Deployment"])["image"]
+    image = container_of(gateway_deployment())["image"]
     [entry] = [i for i in overlay["images"] if i["name"] == image.split(":")[0]]
     assert entry.get("newTag")
 
@@ -750,15 +829,20 @@ def test_kubectl_kustomize_builds_the_dev_overlay() -> None:
     [secret] = by_kind["Secret"]
     assert config_map["metadata"]["name"].startswith("habitus-config-")
     assert secret["metadata"]["name"].startswith("habitus-secrets-")
-    for kind in ("Deployment", "Job"):
-        [resource] = by_kind[kind]
+    deployments = {d["metadata"]["name"]: d for d in by_kind["Deployment"]}
+    assert set(deployments) == {GATEWAY_DEPLOYMENT} | {deployment_name(s) for s in built_services()}
+    assert [job["metadata"]["name"] for job in by_kind["Job"]] == [MIGRATE_JOB]
+    for resource in [*by_kind["Deployment"], *by_kind["Job"]]:
+        name = resource["metadata"]["name"]
         container = container_of(resource)
         # The generated (hash-suffixed) names are what the workloads refer to.
         assert env_sources(container) == (
             {config_map["metadata"]["name"]},
             {secret["metadata"]["name"]},
-        ), kind
-        assert container["image"].endswith(":dev"), kind
+        ), name
+        assert container["image"].endswith(":dev"), name
+    for name, deployment in deployments.items():
+        assert deployment["spec"]["replicas"] == 1, f"{name}: one replica in dev"
 
 
 # --- YAML reader --------------------------------------------------------------------------------

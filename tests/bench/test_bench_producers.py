@@ -1,0 +1,72 @@
+"""Producers throughput: TurnRecorded events processed by the producers' projection (heuristic
+state per session in Postgres, reflection cues, candidates published with their PubAcks before
+each batch commits), as a ratio to raw JetStream pull+ack of the same messages."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from habitus.db.migrate import migrate
+from habitus.events import CATALOG
+from habitus.events.ingest import TurnRecorded
+from habitus.projection import ProjectionRunner
+from habitus.telemetry.gc_tuning import tune_gc
+from services.producers.main import build
+from services.producers.projection import ProducersProjection
+from tests.bench.test_bench_runner import raw_pull_ack
+from tests.conftest import ServerUrls
+from tests.integration.runner_support import publish
+from tests.support.factories import unique
+
+pytestmark = pytest.mark.asyncio
+N = 20_000
+NOW = 1_790_000_000.0
+MESSAGES = [
+    "thanks, that works",
+    "can you look at the failing test in the parser module",
+    "shorter please",
+    "I realized I prefer terse answers. Going forward, skip the disclaimers.",
+    "ok",
+]
+
+
+def turn(tenant: str, i: int) -> Any:
+    user, session = f"u{i % 100}", f"s{(i // 100) % 20}"
+    t = NOW + i * 7.0
+    return CATALOG.new(TurnRecorded(
+        session_id=session, turn_id=f"t{i}", channel="web",
+        user_message=MESSAGES[i % len(MESSAGES)], assistant_message="x" * (50 + i % 200),
+        user_at=t, assistant_at=t + 3, previous_assistant_at=t - 12,
+    ), tenant_id=tenant, user_id=user, producer="bench", occurred_at=t)
+
+
+async def test_turns_processed_ratio(servers: ServerUrls, nc: Any, pool: Any, record: Any
+                                     ) -> None:
+    migrate(servers.database)
+    tenant = unique("bench")
+    events = [turn(tenant, i) for i in range(N)]
+    for i in range(0, N, 2000):
+        await publish(nc, events[i : i + 2000])
+    subject = f"habitus.v1.ingest.turn.{tenant}.*"
+    before = await raw_pull_ack(nc, subject, N)
+
+    projection = ProducersProjection()
+    projection.filter_subjects = [subject]  # this run's turns only (the shape of the service)
+    config = build().runner_config
+    runner = ProjectionRunner(projection, nc, pool, config=config)
+    tune_gc()
+    started = time.perf_counter()
+    await runner.run_until_caught_up(timeout=600)
+    rate = N / (time.perf_counter() - started)
+    baseline = (before + await raw_pull_ack(nc, subject, N)) / 2
+
+    info = await nc.jetstream().stream_info(
+        "HABITUS_EVENTS", subjects_filter=f"habitus.v1.event.CandidateEmitted.{tenant}.*")
+    emitted = sum((info.state.subjects or {}).values())
+    assert emitted > N // 10  # the producers really produced
+    record("producers_turns", turns=N, batch=config.batch_size, candidates=emitted,
+           raw_pull_ack_per_s=round(baseline), turns_per_s=round(rate),
+           ratio=round(rate / baseline, 3))
