@@ -21,6 +21,7 @@ from starlette.routing import Match
 
 from habitus.bus.publisher import PublishResult
 from habitus.bus.rpc import RpcError
+from habitus.events import CATALOG
 from habitus.service.context import ServiceContext
 from habitus.service.health import dependency_checks
 from habitus.telemetry import metrics
@@ -249,6 +250,6 @@ def _count(counted: Counter[tuple[str, str]]) -> None:
         metrics.INGEST_ITEMS.labels(type_name, result).inc(n)
 
 
-_TYPES = frozenset({"TurnRecorded", "EmailObserved", "DocumentIngested", "ProviderProfileSynced",
-                    "TraceCompleted", "FeedbackGiven"})
+# Metric labels stay bounded: a rejected item's made-up type counts as "unknown".
+_TYPES = frozenset(CATALOG.ingest_types())
 __all__ = ("create_app",)
