@@ -233,6 +233,21 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         metrics.RPC_REQUESTS.labels(method, "ok").inc()
         return JSONResponse({"result": reply["result"]})
 
+    @app.get("/v1/users/{user_id}/profile.md", summary="A user's PROFILE.md (text/markdown)",
+             response_class=Response,
+             responses={200: {"content": {"text/markdown": {}}}})
+    async def profile_markdown(user_id: str, request: Request) -> Response:
+        caller = await caller_for(request)
+        try:
+            result = await ctx.rpc.call("profile.get", caller.tenant_id, {"user_id": user_id})
+        except RpcError as exc:
+            metrics.RPC_REQUESTS.labels("profile.get", exc.code).inc()
+            raise
+        metrics.RPC_REQUESTS.labels("profile.get", "ok").inc()
+        return Response(result["markdown"], media_type="text/markdown; charset=utf-8",
+                        headers={"X-Habitus-Profile-Version": str(result["version"]),
+                                 "ETag": f'"{result["sha256"]}"'})
+
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
         pings = {f"service:{s}": ctx.rpc.call(f"{s}.ping", "system", timeout=2.0)

@@ -133,6 +133,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
                      "scores": {"small": 0.7, "large": 0.3}},
     "RoutingPolicyUpdated": {"policy": "bandit", "version": 2, "parameters": {"alpha": 0.1}},
     "UserErased": {"reason": "gdpr"},
+    "ConnectedAccountSynced": {"toolkit": "gmail", "connection_id": "c1", "label": "a@b.c"},
     "HabitSuggested": {"habit_id": "h1", "when": "mornings", "do": "summarise inbox",
                        "evidence": EVIDENCE},
     "HabitApproved": {"habit_id": "h1"},

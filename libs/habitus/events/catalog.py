@@ -253,6 +253,7 @@ CATALOG = Catalog(
         _domain(domain.ToolRuleDeleted, "A tool-scoped rule was removed."),
         _domain(domain.RouteDecided, "The router chose a model for a query."),
         _domain(domain.RoutingPolicyUpdated, "The learned routing policy changed."),
+        _domain(domain.ConnectedAccountSynced, "A connected account, for the profile."),
         _domain(domain.UserErased, "All of a user's data is to be erased."),
         _domain(domain.HabitSuggested, "A habit was proposed from evidence."),
         _domain(domain.HabitApproved, "The user approved a habit; it is active."),

@@ -166,6 +166,15 @@ class RoutingPolicyUpdated(Payload):
     parameters: dict[str, Any] = Field(default_factory=dict)
 
 
+class ConnectedAccountSynced(Payload):
+    """A provider sync seen on the ingest stream, restated as a domain event so the profile's
+    document is rendered from one stream, in one order."""
+
+    toolkit: str = Field(min_length=1, max_length=128)
+    connection_id: str = Field(min_length=1, max_length=256)
+    label: str = Field(default="", max_length=512)
+
+
 class UserErased(Payload):
     reason: str | None = Field(default=None, max_length=500)
 

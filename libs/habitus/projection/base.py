@@ -65,6 +65,13 @@ class Projection(abc.ABC):
                     ) -> None:
         raise NotImplementedError
 
+    async def after_commit(self, batch: Sequence[Delivered]) -> None:
+        """Best-effort work once `batch` is committed (cache invalidation and the like).
+
+        Never part of the fold: it may be skipped by a crash, so what it does must be
+        recoverable without it (a cache that can go stale only until its TTL, ...)."""
+        return None
+
     @property
     def durable(self) -> str:
         return "proj_" + self.name.replace(".", "_").replace("-", "_")

@@ -472,6 +472,7 @@ class ProjectionRunner:
         outcome.applied += len(valid)
         outcome.dead_lettered += len(invalid)
         await self._ack(items)
+        await self._after_commit([i.delivered for i in valid if i.delivered])
 
     async def _apply_one_by_one(self, items: list[_Item], outcome: BatchOutcome) -> None:
         """Slow path: a savepoint per event finds the one that fails; those before it commit."""
@@ -524,12 +525,22 @@ class ProjectionRunner:
             metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
             metrics.APPLIED.labels(self._label).inc(applied)
             await self._ack(done)
+            await self._after_commit([i.delivered for i in done
+                                      if i.delivered and i not in (d for d, _ in dead)])
         outcome.applied += applied
         outcome.dead_lettered += len(dead) + sum(1 for i in done if i.invalid is not None)
         self._blocked_from = held[0].seq if held else None
         if held:
             outcome.returned += len(held)
             await self._nak(held, self._delay_for(held[0].num_delivered))
+
+    async def _after_commit(self, delivered: list[Delivered]) -> None:
+        if not delivered:
+            return
+        try:
+            await self.projection.after_commit(delivered)
+        except Exception:
+            log.exception("after_commit failed", extra={"projection": self._label})
 
     async def _lock_epoch(self, cur: AsyncCursor[Any]) -> None:
         await cur.execute(

@@ -154,6 +154,7 @@ class Up:
             "HABITUS_DATA_DIR": str(self.data_dir),
             "HABITUS_BOOTSTRAP_KEYS": bootstrap,
             "HABITUS_EXPECTED_SERVICES": ",".join(others),
+            "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
         }
         logs = self.data_dir / "logs"
         for name in names:

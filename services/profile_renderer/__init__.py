@@ -1,0 +1,1 @@
+"""The profile renderer: PROFILE.md managed blocks and the `prompt.context` sections."""

@@ -1,0 +1,3 @@
+from habitus.db.alembic_env import run_migrations
+
+run_migrations("profile")

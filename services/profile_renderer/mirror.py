@@ -1,0 +1,91 @@
+"""The workspace mirror: each user's PROFILE.md as a file, for people and tools that edit files.
+
+Written atomically after the projection committed a new version. A file edited by hand since
+Habitus wrote it is imported first (as the user's `ProfileNotesSaved`, so it goes through the same
+compare-and-swap as any save) and overwritten only once that import is part of a newer version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from habitus.events import CATALOG
+from habitus.events.domain import ProfileNotesSaved
+from habitus.service.context import ServiceContext
+from services.profile_renderer import store
+
+log = logging.getLogger(__name__)
+
+
+def mirror_path(root: Path, tenant_id: str, user_id: str) -> Path:
+    return root / "workspaces" / tenant_id / user_id / "PROFILE.md"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".PROFILE.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class Mirror:
+    def __init__(self, ctx: ServiceContext, root: Path):
+        self._ctx = ctx
+        self._root = root
+
+    async def sync(self, users: Iterable[tuple[str, str]]) -> None:
+        for tenant_id, user_id in sorted(set(users)):
+            try:
+                await self._sync_user(tenant_id, user_id)
+            except OSError:
+                log.exception("mirror write failed", extra={"tenant": tenant_id})
+
+    async def _sync_user(self, tenant_id: str, user_id: str) -> None:
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            document = await store.latest(cur, tenant_id, user_id)
+            await cur.execute(
+                f"SELECT written_version, written_sha, pending_sha FROM {store.MIRROR} "
+                "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+            row = await cur.fetchone()
+        if document is None or (row is not None and row[0] >= document.version):
+            return
+        path = mirror_path(self._root, tenant_id, user_id)
+        if row is not None and path.exists():
+            on_disk = path.read_text(encoding="utf-8")
+            digest = store.sha256(on_disk)
+            if digest not in (row[1], row[2]):
+                await self._import(tenant_id, user_id, on_disk, int(row[0]), digest)
+                return  # written once the import is part of a newer version
+        write_atomically(path, document.markdown)
+        async with self._ctx.pool.connection() as conn:
+            await conn.execute(
+                f"""INSERT INTO {store.MIRROR} (tenant_id, user_id, written_version,
+                        written_sha) VALUES (%s, %s, %s, %s)
+                    ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+                      written_version = EXCLUDED.written_version,
+                      written_sha = EXCLUDED.written_sha, pending_sha = NULL""",
+                (tenant_id, user_id, document.version, document.sha256))
+            await conn.commit()
+
+    async def _import(self, tenant_id: str, user_id: str, text: str, base_version: int,
+                      digest: str) -> None:
+        log.info("importing a hand edit of the mirror", extra={"tenant": tenant_id})
+        event = CATALOG.new(ProfileNotesSaved(markdown=text, base_version=base_version),
+                            tenant_id=tenant_id, user_id=user_id, producer="profile.mirror")
+        await self._ctx.publisher.publish(event)
+        async with self._ctx.pool.connection() as conn:
+            await conn.execute(f"UPDATE {store.MIRROR} SET pending_sha = %s "
+                               "WHERE tenant_id = %s AND user_id = %s",
+                               (digest, tenant_id, user_id))
+            await conn.commit()

@@ -1,0 +1,146 @@
+"""`profile.*` and `prompt.context`.
+
+`prompt.context` is the hot path (every agent turn): a cache hit is one Redis read; a miss reads
+the user's facets, notes and tool rules in one Postgres connection and caches the result under
+the user's current cache generation.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.events import CATALOG
+from habitus.events.domain import ProfileNotesSaved
+from habitus.ids import ID_RE
+from habitus.projection.wait import NotAppliedYet, wait_applied
+from habitus.service.context import ServiceContext
+from services.profile_renderer import store
+from services.profile_renderer.cache import ContextCache, field_for
+from services.profile_renderer.context import build_context
+from services.profile_renderer.document import (
+    Account,
+    accounts_body,
+    apply_edit,
+    facet_bodies,
+    notes,
+    render,
+)
+from services.profile_renderer.projection import RenderProjection
+
+UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_id: UserId
+
+
+class GetProfile(_Params):
+    pass
+
+
+class SaveNotes(_Params):
+    markdown: str = Field(max_length=1_000_000)
+    base_version: int = Field(ge=0)
+
+
+class PromptContextParams(_Params):
+    tools: list[ToolName] | None = Field(default=None, max_length=512)
+    budget_chars: int | None = Field(default=None, ge=0, le=1_000_000)
+
+
+class ProfileRpc:
+    def __init__(self, projection: RenderProjection):
+        self.projection = projection
+        self.ctx: ServiceContext | None = None
+        self.cache: ContextCache | None = None
+        self.registry = RpcRegistry()
+        self.registry.method("profile.get", GetProfile)(self.get)
+        self.registry.method("profile.save_notes", SaveNotes)(self.save_notes)
+        self.registry.method("prompt.context", PromptContextParams)(self.prompt_context)
+
+    def bind(self, ctx: ServiceContext, cache: ContextCache) -> None:
+        self.ctx, self.cache = ctx, cache
+
+    @property
+    def _ctx(self) -> ServiceContext:
+        if self.ctx is None:
+            raise RpcError("unavailable", "the profile service is starting")
+        return self.ctx
+
+    async def _document(self, tenant_id: str, user_id: str) -> tuple[int, str]:
+        """The latest version, or (0, the document as it would be rendered now)."""
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            document = await store.latest(cur, tenant_id, user_id)
+            if document is not None:
+                return document.version, document.markdown
+            bodies = facet_bodies(await store.load_facets(cur, tenant_id, user_id))
+            accounts = await store.load_accounts(cur, tenant_id, user_id)
+        bodies["connected-accounts"] = accounts_body([Account(k, v) for k, v in accounts])
+        return 0, render(None, bodies).text
+
+    async def get(self, p: GetProfile, rc: RpcContext) -> dict[str, Any]:
+        version, markdown = await self._document(rc.tenant_id, p.user_id)
+        return {"user_id": p.user_id, "version": version, "markdown": markdown,
+                "sha256": store.sha256(markdown)}
+
+    async def save_notes(self, p: SaveNotes, rc: RpcContext) -> dict[str, Any]:
+        ctx = self._ctx
+        version, current = await self._document(rc.tenant_id, p.user_id)
+        if p.base_version > version:
+            raise RpcError("invalid_argument",
+                           f"base_version {p.base_version} is ahead of version {version}")
+        async with ctx.pool.connection() as conn, conn.cursor() as cur:
+            if await store.saved_since(cur, rc.tenant_id, p.user_id, p.base_version):
+                raise RpcError("conflict", f"the notes changed since version {p.base_version}; "
+                                           f"load version {version} and apply the edit again")
+        ignored = apply_edit(current, p.markdown).ignored
+        event = CATALOG.new(ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
+                            tenant_id=rc.tenant_id, user_id=p.user_id, producer="profile.rpc",
+                            correlation_id=rc.correlation_id)
+        result = await ctx.publisher.publish(event)
+        try:
+            await wait_applied(ctx.pool, self.projection.schema, self.projection.name,
+                               result.seq, timeout=ctx.settings.rpc_timeout_seconds)
+        except NotAppliedYet as exc:
+            raise RpcError("deadline_exceeded", str(exc)) from None
+        async with ctx.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                f"SELECT version FROM {store.DOCUMENTS} WHERE tenant_id = %s AND user_id = %s "
+                "AND cause_event_id = %s", (rc.tenant_id, p.user_id, event.event_id))
+            row = await cur.fetchone()
+            latest = await store.latest(cur, rc.tenant_id, p.user_id)
+        if row is None and latest is not None and latest.version > version and \
+                latest.origin == "notes":
+            raise RpcError("conflict", "another save of the notes won; reload and retry")
+        saved = int(row[0]) if row else (latest.version if latest else 0)
+        return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
+
+    async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
+        cache = self.cache
+        field = field_for(p.tools, p.budget_chars)
+        if cache is not None:
+            hit = await cache.get(rc.tenant_id, p.user_id, field)
+            if hit is not None:
+                return hit
+        generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
+            document = await store.latest(cur, rc.tenant_id, p.user_id)
+            rules = await store.load_rules(cur, rc.tenant_id, p.user_id)
+        built = build_context(facets=facets, notes=notes(document.markdown) if document else "",
+                              rules=rules, tools=p.tools, budget_chars=p.budget_chars)
+        result = {
+            "user_id": p.user_id,
+            "version": document.version if document else 0,
+            "sections": [{"name": s.name, "content": s.content} for s in built.sections],
+            "text": built.text,
+        }
+        if cache is not None:
+            await cache.put(rc.tenant_id, p.user_id, field, result, generation)
+        return result
+

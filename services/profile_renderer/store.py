@@ -1,0 +1,122 @@
+"""The `profile` schema: what PROFILE.md is rendered from, its versions, the mirror's state."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.prompt import ProfileFacet, ToolRule
+
+SCHEMA = "profile"
+FACETS = f"{SCHEMA}.facets"
+ACCOUNTS = f"{SCHEMA}.accounts"
+RULES = f"{SCHEMA}.tool_rules"
+DOCUMENTS = f"{SCHEMA}.documents"
+MIRROR = f"{SCHEMA}.mirror"
+TABLES = (FACETS, ACCOUNTS, RULES, DOCUMENTS)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    version: int
+    markdown: str
+    sha256: str
+    origin: str
+    cause_event_id: str
+
+
+async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                         facets: Sequence[ProfileFacet]) -> None:
+    await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))
+    if facets:
+        await cur.executemany(
+            f"INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.pinned, f.stability)
+             for f in facets],
+        )
+
+
+async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                      ) -> list[ProfileFacet]:
+    await cur.execute(f"SELECT class, key, value, pinned, stability FROM {FACETS} "
+                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+    return [ProfileFacet(r[0], r[1], r[2], bool(r[3]), r[4]) for r in await cur.fetchall()]
+
+
+async def upsert_account(cur: AsyncCursor[Any], tenant_id: str, user_id: str, toolkit: str,
+                         connection_id: str, label: str) -> None:
+    await cur.execute(
+        f"""INSERT INTO {ACCOUNTS} (tenant_id, user_id, toolkit, connection_id, label)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, toolkit, connection_id)
+            DO UPDATE SET label = EXCLUDED.label""",
+        (tenant_id, user_id, toolkit, connection_id, label))
+
+
+async def load_accounts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                        ) -> list[tuple[str, str]]:
+    """(toolkit, label) pairs."""
+    await cur.execute(f"SELECT toolkit, label FROM {ACCOUNTS} WHERE tenant_id = %s AND "
+                      "user_id = %s ORDER BY toolkit, label", (tenant_id, user_id))
+    return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule: ToolRule
+                      ) -> None:
+    await cur.execute(
+        f"""INSERT INTO {RULES} (tenant_id, user_id, rule_id, tool_name, rule, priority)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET tool_name =
+              EXCLUDED.tool_name, rule = EXCLUDED.rule, priority = EXCLUDED.priority""",
+        (tenant_id, user_id, rule.rule_id, rule.tool_name, rule.rule, rule.priority))
+
+
+async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
+                      ) -> None:
+    await cur.execute(f"DELETE FROM {RULES} WHERE tenant_id = %s AND user_id = %s AND "
+                      "rule_id = %s", (tenant_id, user_id, rule_id))
+
+
+async def load_rules(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[ToolRule]:
+    await cur.execute(f"SELECT rule_id, tool_name, rule, priority FROM {RULES} "
+                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+    return [ToolRule(r[0], r[1], r[2], r[3]) for r in await cur.fetchall()]
+
+
+async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Document | None:
+    await cur.execute(
+        f"SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS} "
+        "WHERE tenant_id = %s AND user_id = %s ORDER BY version DESC LIMIT 1",
+        (tenant_id, user_id))
+    row = await cur.fetchone()
+    return None if row is None else Document(int(row[0]), row[1], row[2], row[3], row[4])
+
+
+async def saved_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int
+                      ) -> bool:
+    """Did a user's save create a version after `version`? (compare-and-swap on notes)"""
+    await cur.execute(f"SELECT 1 FROM {DOCUMENTS} WHERE tenant_id = %s AND user_id = %s AND "
+                      "version > %s AND origin = 'notes' LIMIT 1", (tenant_id, user_id, version))
+    return await cur.fetchone() is not None
+
+
+async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
+                      markdown: str, origin: str, cause_event_id: str,
+                      blocks_changed: Sequence[str]) -> str:
+    digest = sha256(markdown)
+    await cur.execute(
+        f"""INSERT INTO {DOCUMENTS} (tenant_id, user_id, version, markdown, sha256, origin,
+                cause_event_id, blocks_changed) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+        (tenant_id, user_id, version, markdown, digest, origin, cause_event_id,
+         list(blocks_changed)))
+    return digest
