@@ -226,3 +226,30 @@ async def test_profile_md_over_http(person: Person) -> None:
     assert response.headers["content-type"].startswith("text/markdown")
     assert "- **verbosity**: terse" in response.text
     assert "terse" not in other.text  # another tenant's alice is another person
+
+
+async def test_a_save_based_on_a_version_a_render_replaced_keeps_both(person: Person) -> None:
+    await person.learn("verbosity", "terse")
+    v1 = await person.settled(lambda md: "terse" in md)
+    await person.learn("emoji", "skip")  # a render lands between the read and the save
+    await person.settled(lambda md: "emoji" in md)
+    saved = await person.call("profile.save_notes", markdown=v1["markdown"] + "\nMy note.\n",
+                              base_version=v1["version"])
+    doc = await person.profile()
+    assert doc["version"] == saved["version"]
+    assert "My note." in doc["markdown"]  # the user's save
+    assert "- **emoji**: skip" in doc["markdown"]  # and the render it raced with
+
+
+async def test_prompt_context_cache_follows_the_changes(person: Person) -> None:
+    await person.learn("verbosity", "terse")
+    await person.settled(lambda md: "terse" in md)
+    first = await person.call("prompt.context")
+    assert first == await person.call("prompt.context")  # served from the cache
+    await person.learn("emoji", "skip")
+    await person.settled(lambda md: "emoji" in md)
+
+    async def fresh() -> bool:
+        return "style/emoji" in (await person.call("prompt.context"))["text"]
+
+    await until(fresh, timeout=5)
