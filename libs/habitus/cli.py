@@ -85,7 +85,7 @@ def serve(service: str) -> None:
     configure_logging(service, settings.log_level, settings.log_json)
     loaded = specs[service].load()
     spec = loaded if isinstance(loaded, ServiceSpec) else loaded()
-    asyncio.run(ServiceHost(spec, settings).serve_forever())
+    run_event_loop(ServiceHost(spec, settings).serve_forever())
 
 
 @app.command()
@@ -136,6 +136,16 @@ def asyncapi(
         with open(output, "w") as fh:
             fh.write(text + "\n")
         console.print(f"wrote {output}")
+
+
+def run_event_loop(main: Any) -> Any:
+    """Services run on uvloop where it is installed (it is a dependency on Linux): the bus
+    client, the HTTP server and the database driver all spend their time in the event loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 def _with_pool(fn: Any) -> Any:

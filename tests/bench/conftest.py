@@ -4,7 +4,9 @@ to var/bench/results.jsonl; docs/benchmarks.md records the figures."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,17 @@ from typing import Any
 import pytest
 
 RESULTS = Path(__file__).resolve().parents[2] / "var" / "bench" / "results.jsonl"
+
+
+@pytest.fixture(scope="session")
+def event_loop_policy() -> Any:
+    """The in-process side of every ratio runs on asyncio's default loop unless
+    HABITUS_BENCH_LOOP=uvloop (what `habitus serve` uses); both sides always share the loop."""
+    if os.environ.get("HABITUS_BENCH_LOOP") == "uvloop":
+        import uvloop
+
+        return uvloop.EventLoopPolicy()
+    return asyncio.DefaultEventLoopPolicy()
 
 
 @pytest.fixture
