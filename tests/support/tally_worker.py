@@ -92,7 +92,7 @@ async def main(args: argparse.Namespace) -> None:
         fetch_timeout=0.5,
         ack_wait=args.ack_wait,
         max_deliver=3,
-        nak_delays=(0.1, 0.2, 0.5),
+        retry_delays=(0.1, 0.2, 0.5),
         transient_attempts=3,
         transient_max_wait=0.5,
         standby_poll=0.2,

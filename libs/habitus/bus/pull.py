@@ -36,6 +36,7 @@ class Delivery:
     stream_seq: int
     num_delivered: int
     num_pending: int
+    consumer_seq: int
 
 
 def delivery_info(msg: Msg) -> Delivery:
@@ -49,8 +50,10 @@ def delivery_info(msg: Msg) -> Delivery:
         offset = 6
     else:
         md = msg.metadata
-        return Delivery(md.sequence.stream, md.num_delivered, md.num_pending or 0)
-    return Delivery(int(tokens[offset + 1]), int(tokens[offset]), int(tokens[offset + 4]))
+        return Delivery(md.sequence.stream, md.num_delivered, md.num_pending or 0,
+                        md.sequence.consumer)
+    return Delivery(int(tokens[offset + 1]), int(tokens[offset]), int(tokens[offset + 4]),
+                    int(tokens[offset + 2]))
 
 
 class BatchPuller:

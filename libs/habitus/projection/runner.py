@@ -7,14 +7,16 @@ Guarantees, and how:
   acknowledged without being applied, so a redelivery after a crash between commit and ack
   changes nothing.
 * **Order.** One active runner per projection (a Postgres advisory lock elects it; an epoch on the
-  checkpoint row fences a runner that lost the lock), the consumer holds at most one batch
-  unacknowledged, and a batch is applied sequentially, sorted by stream sequence.
+  checkpoint row fences a runner that lost the lock); batches are applied one after the other,
+  each sorted by stream sequence; nothing is ever given back one message at a time: a failure
+  recreates the consumer at checkpoint + 1 (a rewind), so deliveries always arrive in order and
+  acknowledging a batch's latest delivery acknowledges everything before it.
 * **No loss.** Nothing is acknowledged before its transaction committed. Transient faults
-  (Postgres or NATS unavailable) are retried with backoff and then returned to the stream with a
-  delay, never dropped and never counted as poison.
+  (Postgres or NATS unavailable) are retried with backoff; if they persist the runner pauses
+  and starts again from its checkpoint (a rewind). Nothing is dropped or counted as poison.
 * **Poison is isolated.** An event that fails validation goes to HABITUS_DLQ at once; one whose
-  apply keeps raising is retried until `max_deliver` deliveries and then goes to the DLQ. Events
-  before it in the batch commit; events after it wait, so a user's order is kept.
+  apply keeps raising is retried until it failed `max_deliver` times and then goes to the DLQ.
+  Events before it in the batch commit; events after it wait, so a user's order is kept.
 """
 
 from __future__ import annotations
@@ -62,6 +64,18 @@ class Fenced(Exception):
     """Another runner (or a replay) claimed the projection since this one started."""
 
 
+class Rewind(Exception):
+    """Events of this batch were not applied: start again from the checkpoint after `delay`.
+
+    Nothing is ever given back to the stream one message at a time (nak): the consumer is
+    recreated at checkpoint + 1, so deliveries restart in stream order and an acknowledgement of
+    the latest delivery can safely acknowledge everything delivered before it."""
+
+    def __init__(self, delay: float, reason: str):
+        super().__init__(reason)
+        self.delay = delay
+
+
 @dataclass
 class RunnerConfig:
     batch_size: int = 500
@@ -69,8 +83,8 @@ class RunnerConfig:
     ack_wait: float = 30.0
     #: deliveries of an event whose apply keeps failing before it goes to the DLQ
     max_deliver: int = 5
-    #: nak delay by delivery count (the last repeats)
-    nak_delays: Sequence[float] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+    #: pause before starting again from the checkpoint, by failed attempts (the last repeats)
+    retry_delays: Sequence[float] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
     transient_attempts: int = 5
     transient_max_wait: float = 4.0
     standby_poll: float = 2.0
@@ -83,6 +97,7 @@ class _Item:
     seq: int
     num_delivered: int
     num_pending: int
+    consumer_seq: int
     delivered: Delivered | None = None
     invalid: str | None = None
     #: other deliveries of the same stream sequence in this batch (a redelivery that arrived
@@ -127,11 +142,11 @@ class ProjectionRunner:
         self._checkpoint = 0
         self._sub: BatchPuller | None = None
         self._stopping = asyncio.Event()
+        # failed apply attempts per stream sequence (poison detection survives rewinds)
+        self._attempts: dict[int, int] = {}
         self._task: asyncio.Task[None] | None = None
         self._table = checkpoint_table(projection.schema)
-        # Stream sequence of the first event of a batch given back to the stream (nak): until
-        # it is delivered again, later events are given back too, so order survives redelivery.
-        self._blocked_from: int | None = None
+
         self.leader = asyncio.Event()
         self.caught_up = asyncio.Event()
         self._label = projection.name
@@ -166,6 +181,12 @@ class ProjectionRunner:
             except Fenced:
                 log.warning("projection fenced; re-claiming", extra={"projection": self._label})
                 await self._drop_subscription()
+            except Rewind as rewind:
+                log.warning("projection rewinding to its checkpoint",
+                            extra={"projection": self._label, "reason": str(rewind),
+                                   "in_seconds": rewind.delay})
+                await self._drop_subscription()
+                await self._sleep(rewind.delay)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -244,7 +265,6 @@ class ProjectionRunner:
             assert row is not None
             self._epoch, self._checkpoint = int(row[0]), int(row[1])
             self._emitted_seq = int(row[2])
-            self._blocked_from = None  # the consumer restarts at checkpoint + 1 (in order)
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         return self._checkpoint
 
@@ -256,9 +276,9 @@ class ProjectionRunner:
         cfg = ConsumerConfig(
             durable_name=p.durable,
             description=f"projection {p.name}",
-            # Explicit, per event: an ack-all would also acknowledge events that were given
-            # back (nak) and are waiting to be delivered again.
-            ack_policy=AckPolicy.EXPLICIT,
+            # Acknowledging the latest delivery acknowledges all before it: safe because events
+            # are never given back one by one (a failure rewinds the whole consumer).
+            ack_policy=AckPolicy.ALL,
             ack_wait=self.config.ack_wait,
             max_deliver=-1,
             # Room for the batch being applied and the next one being fetched.
@@ -297,15 +317,13 @@ class ProjectionRunner:
         sub, self._sub = self._sub, None
         if sub is not None:
             await sub.stop()
-            for msg in sub.drain_buffer():  # delivered, never handed out: give them back now
-                with contextlib.suppress(Exception):
-                    await msg.nak()
+            sub.drain_buffer()  # never handed out; the next claim starts from the checkpoint
 
     # ------------------------------------------------------------------ consuming
 
     async def _consume(self) -> None:
         """Fetch the next batch while the current one is applied: the network wait overlaps
-        the database work. Order is still one batch after the other (see `_blocked_from`)."""
+        the database work. Batches are still applied one after the other, in order."""
         fetch = self._next_fetch()
         try:
             while not self._stopping.is_set():
@@ -329,16 +347,11 @@ class ProjectionRunner:
         )
 
     async def _return_prefetched(self, fetch: asyncio.Task[list[Msg]]) -> None:
+        """Drop the batch fetched ahead: the next claim starts again from the checkpoint."""
         if not fetch.done():
             fetch.cancel()
-            with contextlib.suppress(BaseException):
-                await fetch
-            return
-        if fetch.cancelled() or fetch.exception() is not None:
-            return
-        for msg in fetch.result():
-            with contextlib.suppress(Exception):
-                await msg.nak()
+        with contextlib.suppress(BaseException):
+            await fetch
 
     async def _check_epoch(self) -> None:
         """While idle, notice a replay (or another claim) at once rather than at the next
@@ -366,19 +379,12 @@ class ProjectionRunner:
         if stale:
             metrics.REDELIVERED.labels(self._label).inc(len(stale))
             outcome.skipped = len(stale)
-            await self._ack(stale)
-        if fresh and self._blocked_from is not None:
-            if fresh[0].seq != self._blocked_from:
-                # An earlier event was given back and has not come round again yet: nothing
-                # after it may be applied first.
-                outcome.returned = len(fresh)
-                await self._nak(fresh, self.config.nak_delays[0])
-                metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
-                return outcome
         if fresh:
-            await self._apply_with_retries(fresh, outcome)
+            await self._apply_with_retries(fresh, outcome)  # raises unless all are applied
+        await self._ack(items)
+        if fresh:
             metrics.PENDING.labels(self._label).set(fresh[-1].num_pending)
-            if fresh[-1].num_pending == 0 and outcome.returned == 0:
+            if fresh[-1].num_pending == 0:
                 self.caught_up.set()
             else:
                 self.caught_up.clear()
@@ -396,7 +402,8 @@ class ProjectionRunner:
         return [by_seq[s] for s in sorted(by_seq)]
 
     def _item(self, msg: Msg, info: Delivery) -> _Item:
-        item = _Item(msg, info.stream_seq, info.num_delivered, info.num_pending)
+        item = _Item(msg, info.stream_seq, info.num_delivered, info.num_pending,
+                     info.consumer_seq)
         try:
             event = self._catalog.decode_message(msg.data, msg.headers)
             item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered)
@@ -416,20 +423,13 @@ class ProjectionRunner:
             ):
                 with attempt:
                     await self._apply(items, outcome)
-        except Fenced:
-            await self._nak(items, 0)
-            raise
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            # Still unavailable: give the batch back; it is redelivered after a delay.
-            log.warning(
-                "batch returned after transient faults",
-                extra={"projection": self._label, "error": repr(exc), "events": len(items)},
-            )
+            # Still unavailable: nothing of this batch is applied; start again from the
+            # checkpoint after a pause.
             outcome.returned = len(items)
-            self._blocked_from = items[0].seq
-            await self._nak(items, self.config.nak_delays[-1])
+            raise Rewind(self.config.retry_delays[-1], f"transient faults: {exc!r}") from exc
 
     def _before_retry(self, items: list[_Item]) -> Any:
         async def hook(_: Any) -> None:
@@ -466,16 +466,19 @@ class ProjectionRunner:
             await self._apply_one_by_one(items, outcome)
             return
         self._checkpoint = items[-1].seq
-        self._blocked_from = None
+        self._forget_attempts()
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         metrics.APPLIED.labels(self._label).inc(len(valid))
         outcome.applied += len(valid)
         outcome.dead_lettered += len(invalid)
-        await self._ack(items)
+
         await self._after_commit([i.delivered for i in valid if i.delivered])
 
     async def _apply_one_by_one(self, items: list[_Item], outcome: BatchOutcome) -> None:
-        """Slow path: a savepoint per event finds the one that fails; those before it commit."""
+        """Slow path: a savepoint per event finds the one that fails; those before it commit.
+
+        The failing event is retried from the checkpoint (a rewind) until it has failed
+        `max_deliver` times; then it goes to the DLQ and the events after it go on."""
         done: list[_Item] = []
         held: list[_Item] = []
         dead: list[tuple[_Item, str]] = []
@@ -494,18 +497,16 @@ class ProjectionRunner:
                     except Exception as exc:
                         if is_transient(exc):
                             raise
-                        if item.num_delivered >= self.config.max_deliver:
+                        attempts = self._attempts.get(item.seq, 0) + 1
+                        self._attempts[item.seq] = attempts
+                        if attempts >= self.config.max_deliver:
                             dead.append((item, f"{type(exc).__name__}: {exc}"))
                             done.append(item)
                             continue
                         log.warning(
                             "event apply failed; will retry",
-                            extra={
-                                "projection": self._label,
-                                "seq": item.seq,
-                                "deliveries": item.num_delivered,
-                                "error": repr(exc),
-                            },
+                            extra={"projection": self._label, "seq": item.seq,
+                                   "attempts": attempts, "error": repr(exc)},
                         )
                         outcome.errors.append(repr(exc))
                         held = items[index:]
@@ -524,15 +525,20 @@ class ProjectionRunner:
             self._checkpoint = done[-1].seq
             metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
             metrics.APPLIED.labels(self._label).inc(applied)
-            await self._ack(done)
+            dead_items = {id(d) for d, _ in dead}
             await self._after_commit([i.delivered for i in done
-                                      if i.delivered and i not in (d for d, _ in dead)])
+                                      if i.delivered and id(i) not in dead_items])
         outcome.applied += applied
         outcome.dead_lettered += len(dead) + sum(1 for i in done if i.invalid is not None)
-        self._blocked_from = held[0].seq if held else None
+        self._forget_attempts()
         if held:
             outcome.returned += len(held)
-            await self._nak(held, self._delay_for(held[0].num_delivered))
+            attempts = self._attempts[held[0].seq]
+            raise Rewind(self._delay_for(attempts), f"event {held[0].seq} failed")
+
+    def _forget_attempts(self) -> None:
+        for seq in [s for s in self._attempts if s <= self._checkpoint]:
+            del self._attempts[seq]
 
     async def _after_commit(self, delivered: list[Delivered]) -> None:
         if not delivered:
@@ -577,7 +583,7 @@ class ProjectionRunner:
                 stream=self.projection.stream,
                 seq=item.seq,
                 subject=item.msg.subject,
-                deliveries=item.num_delivered,
+                deliveries=max(item.num_delivered, self._attempts.get(item.seq, 0)),
                 data=item.msg.data,
             ),
         )
@@ -588,18 +594,18 @@ class ProjectionRunner:
                    "detail": detail[:500]},
         )
 
-    def _delay_for(self, num_delivered: int) -> float:
-        delays = self.config.nak_delays
-        return delays[min(max(num_delivered - 1, 0), len(delays) - 1)]
+    def _delay_for(self, attempts: int) -> float:
+        delays = self.config.retry_delays
+        return delays[min(max(attempts - 1, 0), len(delays) - 1)]
 
     async def _ack(self, items: Sequence[_Item]) -> None:
-        for item in items:
-            for msg in (item.msg, *item.copies):
-                with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
-                    await msg.ack()
-
-    async def _nak(self, items: Sequence[_Item], delay: float) -> None:
-        for item in items:
-            for msg in (item.msg, *item.copies):
-                with contextlib.suppress(Exception):  # a lost nak is an ack_wait redelivery
-                    await msg.nak(delay=delay or None)
+        """Ack-all: the latest delivery of the batch acknowledges every delivery before it
+        (all of them applied, or at or below the checkpoint)."""
+        latest = max(((item.consumer_seq, item.msg) for item in items), default=None,
+                     key=lambda pair: pair[0])
+        copies = [(delivery_info(m).consumer_seq, m) for item in items for m in item.copies]
+        if copies:
+            latest = max([*([latest] if latest else []), *copies], key=lambda pair: pair[0])
+        if latest is not None:
+            with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
+                await latest[1].ack()
