@@ -68,7 +68,9 @@ class BatchPuller:
         self._request_id = 0
         # request id -> messages still to come for it, oldest first; absent once it ended
         self._open: dict[str, int] = {}
-        self.conflicts = 0
+        # request id -> when it surely ended (its expiry plus a grace): a status message lost
+        # in a reconnect or a server restart must not leave a request "open" forever
+        self._deadlines: dict[str, float] = {}
 
     async def start(self) -> None:
         self._prefix = self._nc.new_inbox()
@@ -84,24 +86,32 @@ class BatchPuller:
             if status == _HEARTBEAT:
                 return
             if status in _END_OF_REQUEST:
-                if status == "409":
-                    self.conflicts += 1
-                self._open.pop(request, None)
+                self._end(request)
                 self._arrived.set()  # wake the waiter: this request will bring nothing more
             return
         self._buffer.append(msg)
         if self._open:
             oldest = next(iter(self._open))
             if self._open[oldest] <= 1:
-                del self._open[oldest]
+                self._end(oldest)
             else:
                 self._open[oldest] -= 1
         self._arrived.set()
+
+    def _end(self, request: str) -> None:
+        self._open.pop(request, None)
+        self._deadlines.pop(request, None)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for request in [r for r, deadline in self._deadlines.items() if deadline < now]:
+            self._end(request)
 
     async def _request(self, batch: int, expires: float) -> None:
         self._request_id += 1
         rid = str(self._request_id)
         self._open[rid] = batch
+        self._deadlines[rid] = time.monotonic() + expires + 1.0
         body = {"batch": batch, "expires": int(expires * 1e9)}
         await self._nc.publish(self._api, json.dumps(body).encode(), reply=f"{self._prefix}.{rid}")
 
@@ -119,6 +129,7 @@ class BatchPuller:
         if self._sub is None:
             raise RuntimeError("BatchPuller.start() first")
         deadline = time.monotonic() + timeout
+        self._expire()
         if len(self._buffer) < batch and self._outstanding() < batch:
             await self._request(batch - len(self._buffer), timeout)
         while not self._buffer:
@@ -126,6 +137,7 @@ class BatchPuller:
             if left <= 0:
                 raise NatsTimeoutError
             self._arrived.clear()
+            self._expire()
             if not self._open:
                 await self._request(batch, left)
             with contextlib.suppress(TimeoutError):
@@ -136,7 +148,8 @@ class BatchPuller:
         return self._take(batch)
 
     def drain_buffer(self) -> list[Msg]:
-        """Deliveries received but not handed out (to give back on stop)."""
+        """Deliveries received but not handed out; the caller discards them (its next claim
+        starts again from the checkpoint)."""
         out = list(self._buffer)
         self._buffer.clear()
         return out
@@ -147,6 +160,7 @@ class BatchPuller:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
         self._open.clear()
+        self._deadlines.clear()
 
     def __repr__(self) -> str:
         return f"BatchPuller({self._api!r}, buffered={len(self._buffer)})"

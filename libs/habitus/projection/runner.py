@@ -33,9 +33,11 @@ import psycopg
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+from nats.js.errors import Error as NatsJsError
 from nats.js.errors import NotFoundError
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -57,7 +59,20 @@ TRANSIENT_BUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, asy
 
 
 def is_transient(exc: BaseException) -> bool:
+    """Worth retrying at once: the database or the bus is briefly unavailable."""
     return isinstance(exc, TRANSIENT_DB + TRANSIENT_BUS)
+
+
+def is_about_the_event(exc: BaseException) -> bool:
+    """Could this failure be the event's fault (and so, repeated, make it poison)?
+
+    Data and integrity errors and the projection's own exceptions can be; anything else from
+    the database (a read-only failover, a missing table) or the bus (a full stream, no JetStream
+    leader) is the system's, and counting it would dead-letter healthy events during an outage.
+    """
+    if isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
+        return True
+    return not isinstance(exc, psycopg.Error | NatsError | NatsJsError)
 
 
 class Fenced(Exception):
@@ -144,6 +159,9 @@ class ProjectionRunner:
         self._stopping = asyncio.Event()
         # failed apply attempts per stream sequence (poison detection survives rewinds)
         self._attempts: dict[int, int] = {}
+        # The consumer is created afresh on every claim, so its deliveries are numbered 1, 2, ...
+        # without gaps (redeliveries included): a gap means deliveries this runner never saw.
+        self._next_delivery = 1
         self._task: asyncio.Task[None] | None = None
         self._table = checkpoint_table(projection.schema)
 
@@ -223,6 +241,11 @@ class ProjectionRunner:
     # ------------------------------------------------------------------ leadership
 
     async def _acquire_leadership(self) -> bool:
+        if self._lock.held:
+            try:
+                await self._lock.check()  # a dead lock connection is only noticed by using it
+            except LostLeadership:
+                self.leader.clear()
         if await self._lock.try_acquire():
             self.leader.set()
             return True
@@ -264,6 +287,7 @@ class ProjectionRunner:
             row = await cur.fetchone()
             assert row is not None
             self._epoch, self._checkpoint = int(row[0]), int(row[1])
+            self._next_delivery = 1
             self._emitted_seq = int(row[2])
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
         return self._checkpoint
@@ -330,15 +354,16 @@ class ProjectionRunner:
                 try:
                     msgs = await fetch
                 except NatsTimeoutError:
-                    fetch = self._next_fetch()
                     await self._check_lock()
                     await self._check_epoch()
                     await self._mark_caught_up()
+                    fetch = self._next_fetch()
                     continue
+                self._check_contiguous(msgs)
                 fetch = self._next_fetch()
                 await self.handle_batch(msgs)
         finally:
-            await self._return_prefetched(fetch)
+            await self._discard_prefetched(fetch)
 
     def _next_fetch(self) -> asyncio.Task[list[Msg]]:
         assert self._sub is not None
@@ -346,7 +371,7 @@ class ProjectionRunner:
             self._sub.fetch(self.config.batch_size, timeout=self.config.fetch_timeout)
         )
 
-    async def _return_prefetched(self, fetch: asyncio.Task[list[Msg]]) -> None:
+    async def _discard_prefetched(self, fetch: asyncio.Task[list[Msg]]) -> None:
         """Drop the batch fetched ahead: the next claim starts again from the checkpoint."""
         if not fetch.done():
             fetch.cancel()
@@ -391,6 +416,17 @@ class ProjectionRunner:
         metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
         return outcome
 
+    def _check_contiguous(self, msgs: Sequence[Msg]) -> None:
+        """Every delivery since the claim must reach this runner, in order; otherwise acking
+        (ack-all) and checkpointing past a missing one would lose it."""
+        numbers = sorted(delivery_info(m).consumer_seq for m in msgs)
+        if not numbers:
+            return
+        if numbers[0] != self._next_delivery or numbers[-1] - numbers[0] + 1 != len(numbers):
+            raise Rewind(0.0, f"deliveries {self._next_delivery}.. expected, got "
+                              f"{numbers[0]}..{numbers[-1]} ({len(numbers)})")
+        self._next_delivery = numbers[-1] + 1
+
     def _unique(self, msgs: Sequence[Msg]) -> list[_Item]:
         by_seq: dict[int, _Item] = {}
         for msg in msgs:
@@ -409,6 +445,8 @@ class ProjectionRunner:
             item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered)
         except EventValidationError as exc:
             item.invalid = str(exc)
+        except Exception as exc:  # an upcaster's bug must not stall the consumer
+            item.invalid = f"{type(exc).__name__}: {exc}"
         return item
 
     async def _apply_with_retries(self, items: list[_Item], outcome: BatchOutcome) -> None:
@@ -497,6 +535,9 @@ class ProjectionRunner:
                     except Exception as exc:
                         if is_transient(exc):
                             raise
+                        if not is_about_the_event(exc):
+                            raise Rewind(self.config.retry_delays[-1],
+                                         f"system fault at event {item.seq}: {exc!r}") from exc
                         attempts = self._attempts.get(item.seq, 0) + 1
                         self._attempts[item.seq] = attempts
                         if attempts >= self.config.max_deliver:
