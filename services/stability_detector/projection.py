@@ -9,10 +9,12 @@ publish a second one.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from psycopg import AsyncCursor
 from pydantic import TypeAdapter
 
@@ -39,6 +41,7 @@ from services.stability_detector.scoring import (
 )
 from services.stability_detector.settings import LearningSettings, get_learning_settings
 
+log = logging.getLogger(__name__)
 PRODUCER = "stability_detector"
 COMMAND_KINDS = {
     "FacetPinned": "pin",
@@ -159,13 +162,27 @@ class LearningProjection(Projection):
         as_of = event.payload.as_of
         if event.payload.scope == "periodic":
             for tenant_id, user_id in await store.due_users(cur, as_of):
-                await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx)
+                try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
+                    await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx)
+                except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
+                    log.error("periodic rebuild of a user failed; it stays due",
+                              extra={"tenant": tenant_id, "error": repr(exc)})
             return
         await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
 
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         await store.lock_user(cur, tenant_id, user_id)
+        try:
+            # A savepoint, so that after a failure the transaction is usable again and the lock
+            # can be released before the error goes on.
+            async with cur.connection.transaction():
+                await self._rebuild_locked(cur, tenant_id, user_id, as_of, cause, ctx)
+        finally:
+            await store.unlock_user(cur, tenant_id, user_id)
+
+    async def _rebuild_locked(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                              as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         last_as_of, _ = await store.user_state(cur, tenant_id, user_id)
         as_of = max(as_of, last_as_of or as_of)  # the cache's clock never runs backwards
         evidence = await store.load_evidence(cur, tenant_id, user_id)

@@ -6,9 +6,8 @@ facets and the checkpoint commit together.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from psycopg import AsyncCursor
@@ -43,8 +42,7 @@ class EvidenceRow(NamedTuple):
     refs_json: str
     occurred_at: float
 
-    def copy_row(self) -> tuple[Any, ...]:
-        return self[:12]
+
 
 
 _EVIDENCE_COLUMNS = ("tenant_id, user_id, event_id, seq, class, key, value, cue_family, "
@@ -101,10 +99,23 @@ async def insert_command(cur: AsyncCursor[Any], tenant_id: str, user_id: str, ev
     return cur.rowcount == 1
 
 
+def _user_lock_key(tenant_id: str, user_id: str) -> str:
+    return f"learning/{tenant_id}/{user_id}"
+
+
 async def lock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-    """Per-user transaction lock: two replicas never rebuild the same user at once."""
-    await cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
-                      (f"learning/{tenant_id}/{user_id}",))
+    """Per-user lock: two replicas never rebuild the same user at once.
+
+    A session lock released right after the user's rebuild (`unlock_user`), not a transaction
+    lock: a periodic rebuild of thousands of users in one transaction would otherwise hold
+    thousands of locks and exhaust the server's lock table."""
+    await cur.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))",
+                      (_user_lock_key(tenant_id, user_id),))
+
+
+async def unlock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+    await cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))",
+                      (_user_lock_key(tenant_id, user_id),))
 
 
 async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
@@ -215,6 +226,3 @@ async def due_users(cur: AsyncCursor[Any], as_of: float) -> list[tuple[str, str]
     )
     return [(r[0], r[1]) for r in await cur.fetchall()]
 
-
-def refs_json(refs: Iterable[Mapping[str, Any]]) -> str:
-    return json.dumps(list(refs), sort_keys=True)
