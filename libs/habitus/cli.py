@@ -92,6 +92,8 @@ def serve(service: str) -> None:
 def replay(
     projection: str,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the rebuild")] = 600.0,
+    force: Annotated[bool, typer.Option(help="rebuild even if the stream lost old events")
+                     ] = False,
 ) -> None:
     """Drop a projection's tables and rebuild them from stream sequence 1."""
     from habitus.bus import connect
@@ -110,12 +112,18 @@ def replay(
         nc = await connect(_need(settings.nats_url, "NATS_URL"), "habitus-replay")
         pool = await open_pool(_need(settings.database_url, "DATABASE_URL"), name="replay")
         try:
-            return await run_replay(proj, nc, pool, timeout=timeout)
+            return await run_replay(proj, nc, pool, timeout=timeout, force=force)
         finally:
             await pool.close()
             await nc.drain()
 
-    result = asyncio.run(go())
+    from habitus.projection.replay import IncompleteHistory
+
+    try:
+        result = asyncio.run(go())
+    except IncompleteHistory as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
     if result.rebuilt_here:
         console.print(f"{proj.name}: rebuilt up to stream sequence {result.checkpoint}")
     else:
@@ -198,9 +206,13 @@ def keys_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
 @keys_app.command("revoke")
 def keys_revoke(key_or_prefix: str) -> None:
     """Revoke a key by its value or its printed prefix."""
-    from habitus.auth.keys import revoke
+    from habitus.auth.keys import AmbiguousKey, revoke
 
-    count = _with_pool(lambda pool: revoke(pool, key_or_prefix))
+    try:
+        count = _with_pool(lambda pool: revoke(pool, key_or_prefix))
+    except AmbiguousKey as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
     console.print(f"revoked {count} key(s)")
     if not count:
         raise typer.Exit(1)

@@ -113,7 +113,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
 
     async def caller_for(request: Request, cost: int = 1) -> Caller:
         caller = await authenticate(request, keys)
-        allowed, retry_after = await limiter.allow(caller.principal.key_prefix, cost)
+        allowed, retry_after = await limiter.allow(caller.principal.key_hash, cost)
         if not allowed:
             raise RpcError("rate_limited", f"rate limit exceeded; retry in {retry_after}s")
         return caller
@@ -224,7 +224,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             metrics.RPC_REQUESTS.labels("invalid", "invalid_argument").inc()
             raise RpcError("invalid_argument", str(exc)) from None
         except RpcError as exc:
-            metrics.RPC_REQUESTS.labels(method, exc.code).inc()
+            # No service answered: the name is the caller's, so it must not become a label.
+            label = "unknown" if exc.code == "unavailable" else method
+            metrics.RPC_REQUESTS.labels(label, exc.code).inc()
             raise
         if "error" in reply:
             err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))

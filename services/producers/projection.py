@@ -17,7 +17,6 @@ from psycopg import AsyncCursor
 from habitus.bus.streams import INGEST
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted
-from habitus.ids import derived_event_id
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.subjects import INGEST_ROOT
 from services.producers import store
@@ -32,24 +31,13 @@ KINDS = ("turn", "email", "provider_profile")
 
 
 def candidate_event(cause: Event[Any], candidate: Candidate) -> Event[Any]:
-    payload = CandidateEmitted.model_validate({
-        "class": candidate.facet_class,
-        "key": candidate.key,
-        "value": candidate.value,
-        "cue_family": candidate.cue_family,
-        "evidence": list(candidate.evidence),
-        "initial_confidence": candidate.confidence,
-        "observed_at": candidate.observed_at,
-        "producer": candidate.producer,
-    })
     return CATALOG.new(
-        payload,
+        CandidateEmitted.model_validate(candidate.as_payload()),
         tenant_id=cause.tenant_id,
         user_id=cause.user_id,
         producer=PRODUCER,
         occurred_at=cause.occurred_at,
-        event_id=derived_event_id(cause.event_id, candidate.producer, candidate.facet_class,
-                                  candidate.key, candidate.value),
+        event_id=candidate.event_id(cause.event_id),
         causation_id=cause.event_id,
         correlation_id=cause.correlation_id or cause.event_id,
     )

@@ -7,6 +7,7 @@ compare-and-swap as any save) and overwritten only once that import is part of a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -39,6 +40,13 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+
+
 class Mirror:
     def __init__(self, ctx: ServiceContext, root: Path):
         self._ctx = ctx
@@ -48,7 +56,7 @@ class Mirror:
         for tenant_id, user_id in sorted(set(users)):
             try:
                 await self._sync_user(tenant_id, user_id)
-            except OSError:
+            except Exception:  # one user's mirror must not stop the others'
                 log.exception("mirror write failed", extra={"tenant": tenant_id})
 
     async def _sync_user(self, tenant_id: str, user_id: str) -> None:
@@ -61,13 +69,13 @@ class Mirror:
         if document is None or (row is not None and row[0] >= document.version):
             return
         path = mirror_path(self._root, tenant_id, user_id)
-        if row is not None and path.exists():
-            on_disk = path.read_text(encoding="utf-8")
+        on_disk = await asyncio.to_thread(_read, path) if row is not None else None
+        if on_disk is not None:
             digest = store.sha256(on_disk)
             if digest not in (row[1], row[2]):
                 await self._import(tenant_id, user_id, on_disk, int(row[0]), digest)
                 return  # written once the import is part of a newer version
-        write_atomically(path, document.markdown)
+        await asyncio.to_thread(write_atomically, path, document.markdown)
         async with self._ctx.pool.connection() as conn:
             await conn.execute(
                 f"""INSERT INTO {store.MIRROR} (tenant_id, user_id, written_version,

@@ -74,7 +74,20 @@ async def test_accepted_turn_is_stored_in_ingest_stream(gateway: str, tenant: An
     assert stored["tenant_id"] == name
     assert stored["event_id"] == result["event_id"]
     assert stored["payload"]["user_message"] == "Shorter please"
-    assert msg.headers["Nats-Msg-Id"] == result["event_id"]
+    assert msg.headers["Nats-Msg-Id"] == f"{name}.alice.{result['event_id']}"
+
+
+async def test_another_tenants_event_id_is_not_a_duplicate(gateway: str, tenant: Any,
+                                                           pool: Any, nc: Any) -> None:
+    name, key = tenant
+    other = unique("tn")
+    other_key = await create_key(pool, other)
+    item = turn_item("bob", event_id=new_event_id())
+    mine = await post(gateway, key, [item])
+    theirs = await post(gateway, other_key, [item])
+    assert mine.json()["results"][0]["status"] == "accepted"
+    assert theirs.json()["results"][0]["status"] == "accepted"
+    assert await subject_count(nc, other) == 1
 
 
 async def test_same_event_id_twice_is_reported_duplicate(gateway: str, tenant: Any, nc: Any

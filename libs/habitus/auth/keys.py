@@ -25,6 +25,8 @@ class Principal:
     tenant_id: str
     is_admin: bool
     key_prefix: str
+    #: the key's identity (rate limits, audit): prefixes can be shared by chosen keys
+    key_hash: str
 
 
 def generate_key() -> str:
@@ -72,16 +74,30 @@ async def lookup(pool: AsyncConnectionPool, key: str) -> Principal | None:
             (hash_key(key),),
         )
         row: Any = await cur.fetchone()
-    return Principal(row[0], bool(row[1]), row[2]) if row else None
+    return Principal(row[0], bool(row[1]), row[2], hash_key(key)) if row else None
+
+
+class AmbiguousKey(ValueError):
+    pass
 
 
 async def revoke(pool: AsyncConnectionPool, key_prefix_or_key: str) -> int:
+    """Revoke a key given whole, or by its printed prefix when exactly one live key has it
+    (chosen keys, like bootstrap ones, can share a prefix)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            f"UPDATE {TABLE} SET revoked_at = now() WHERE revoked_at IS NULL AND "
+            f"SELECT key_hash FROM {TABLE} WHERE revoked_at IS NULL AND "
             "(key_hash = %s OR key_prefix = %s)",
             (hash_key(key_prefix_or_key), key_prefix_or_key),
         )
+        hashes = [r[0] for r in await cur.fetchall()]
+        if len(hashes) > 1:
+            raise AmbiguousKey(f"{len(hashes)} keys start with {key_prefix_or_key!r}; "
+                               "give the whole key")
+        if not hashes:
+            return 0
+        cur = await conn.execute(
+            f"UPDATE {TABLE} SET revoked_at = now() WHERE key_hash = %s", (hashes[0],))
         await conn.commit()
         return cur.rowcount
 

@@ -1,8 +1,8 @@
 """Publishing events with deduplication and a storage acknowledgement.
 
-An event is only "published" once JetStream stored it (PubAck). The event id doubles as the
-`Nats-Msg-Id`, so a retry after a lost ack (or a client re-sending a batch) is dropped by the
-stream and reported as a duplicate instead of stored twice.
+An event is only "published" once JetStream stored it (PubAck). The event id (scoped to its
+tenant and user) is the `Nats-Msg-Id`, so a retry after a lost ack (or a client re-sending a
+batch) is dropped by the stream and reported as a duplicate instead of stored twice.
 """
 
 from __future__ import annotations
@@ -43,9 +43,15 @@ class PublishResult:
     duplicate: bool
 
 
+def msg_id(event: Event[Any]) -> str:
+    """The stream's deduplication key: the event id within its tenant and user, so an id one
+    tenant chose (or derived) can never make another tenant's event a "duplicate"."""
+    return f"{event.tenant_id}.{event.user_id}.{event.event_id}"
+
+
 def headers_for(event: Event[Any]) -> dict[str, str]:
     return {
-        MSG_ID: event.event_id,
+        MSG_ID: msg_id(event),
         TYPE_HEADER: event.type,
         VERSION_HEADER: str(event.schema_version),
     }

@@ -16,8 +16,9 @@ from typing import Any, Generic, TypeVar
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from habitus.events.catalog import EventValidationError
 from habitus.ids import check_id
 from habitus.subjects import rpc_subject
 
@@ -59,7 +60,7 @@ class RpcRequest(BaseModel):
 
     tenant_id: str
     params: dict[str, Any] = {}
-    correlation_id: str | None = None
+    correlation_id: str | None = Field(default=None, max_length=64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,8 @@ class RpcRegistry:
             return _encode({"result": result})
         except RpcError as exc:
             return _encode(exc.as_reply())
+        except EventValidationError as exc:  # an event built from the caller's input
+            return _encode(RpcError("invalid_argument", str(exc)).as_reply())
         except Exception:
             log.exception("rpc handler failed", extra={"method": name})
             return _encode(RpcError("internal", f"{name} failed").as_reply())

@@ -29,7 +29,10 @@ class Delivered:
 
 @dataclass
 class ApplyContext:
-    """Per-batch scratch space handed to the projection."""
+    """What a projection hands back besides its writes: the events its batch causes. They are
+    collected, not published on the spot, because the runner publishes them (and waits for the
+    stream's acks) just before the batch commits, so a crash can lose neither the view's change
+    nor its consequences, and a replay can skip consequences already published."""
 
     emitted: list[Event[Any]] = field(default_factory=list)
     #: consequences of events at or below this sequence were published before (replay)

@@ -1,9 +1,13 @@
 """Rebuild a projection from sequence 1.
 
 Reset is one transaction: the projection's tables are emptied and its checkpoint returns to 0 with
-a new epoch. The epoch fences a runner that is live elsewhere: its next commit fails, it re-claims,
-sees its consumer ahead of the checkpoint, and recreates it from the start. If no runner is live,
+a new epoch. The epoch fences a runner that is live elsewhere: it notices at its next commit or
+idle check, claims again, and its consumer starts again from sequence 1. If no runner is live,
 the caller rebuilds in-process until caught up.
+
+A replay is only a rebuild if the stream still holds everything from sequence 1: the ingest
+stream expires raw text, so a projection of it would come back different. That is refused
+unless forced.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ async def reset_projection(projection: Projection, pool: AsyncConnectionPool) ->
         )
 
 
+class IncompleteHistory(RuntimeError):
+    pass
+
+
 async def replay(
     projection: Projection,
     nc: Client,
@@ -51,7 +59,14 @@ async def replay(
     *,
     config: RunnerConfig | None = None,
     timeout: float = 600.0,
+    force: bool = False,
 ) -> ReplayResult:
+    info = await nc.jetstream().stream_info(projection.stream)
+    if (info.state.first_seq or 1) > 1 and not force:
+        raise IncompleteHistory(
+            f"{projection.stream} starts at sequence {info.state.first_seq} (older events "
+            f"expired): a replay of {projection.name} would not rebuild the same view; "
+            "force it to rebuild from what is left")
     await reset_projection(projection, pool)
     runner = ProjectionRunner(projection, nc, pool, config=config)
     if not await runner._acquire_leadership():

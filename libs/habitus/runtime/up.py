@@ -133,9 +133,11 @@ class Up:
     async def run(self, ready_timeout: float = 120.0, demo: bool = False) -> int:
         s = self.settings
         _say("Habitus: starting")
-        urls = self.start_infrastructure()
+        # Blocking work (server start-up, migrations) runs off the event loop, so Ctrl-C is
+        # handled at once even while Postgres initialises.
+        urls = await asyncio.to_thread(self.start_infrastructure)
         _say("  migrating")
-        for result in migrate(urls["database"]):
+        for result in await asyncio.to_thread(migrate, urls["database"]):
             _say(f"    {result.schema}: {result.before or 'empty'} -> {result.after}")
         nc = await connect(urls["nats"], "habitus-up")
         for r in await ensure_streams(nc.jetstream(), s):

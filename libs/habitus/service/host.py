@@ -2,7 +2,8 @@
 
 Start order: bus (streams ensured) → database pool → cache → RPC subscribers → projection runners
 → HTTP. Stop order is the reverse, and every step is bounded, so SIGTERM inside Kubernetes'
-grace period finishes or returns the batch in flight and never drops it.
+grace period finishes the batch in flight (or, past the timeout, abandons it uncommitted: the
+next claim starts again from the checkpoint).
 """
 
 from __future__ import annotations
