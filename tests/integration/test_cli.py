@@ -95,3 +95,20 @@ def test_unknown_projection_and_service_are_clear_errors(servers: ServerUrls) ->
     serve = habitus(servers, "serve", "no_such_service")
     assert serve.returncode == 2
     assert "unknown service" in serve.stdout
+
+
+@pytest.mark.asyncio
+async def test_revoking_by_a_shared_prefix_is_refused(servers: ServerUrls, pool: Any) -> None:
+    from habitus.auth.keys import store_key
+
+    habitus(servers, "migrate")
+    shared = "shared-" + unique("p")[:5]
+    await store_key(pool, unique("tn"), shared + "-aaaaaaaa")
+    await store_key(pool, unique("tn"), shared + "-bbbbbbbb")
+    refused = habitus(servers, "keys", "revoke", shared[:12])
+    assert refused.returncode == 2
+    assert "give the whole key" in refused.stdout
+    assert await lookup(pool, shared + "-aaaaaaaa") is not None
+    assert habitus(servers, "keys", "revoke", shared + "-aaaaaaaa").returncode == 0
+    assert await lookup(pool, shared + "-aaaaaaaa") is None
+    assert await lookup(pool, shared + "-bbbbbbbb") is not None

@@ -81,6 +81,7 @@ async def test_another_tenants_event_id_is_not_a_duplicate(gateway: str, tenant:
                                                            pool: Any, nc: Any) -> None:
     name, key = tenant
     other = unique("tn")
+    assert other != name
     other_key = await create_key(pool, other)
     item = turn_item("bob", event_id=new_event_id())
     mine = await post(gateway, key, [item])
