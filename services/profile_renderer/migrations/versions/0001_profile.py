@@ -45,7 +45,7 @@ def upgrade() -> None:
         CREATE TABLE profile.mirror (
             tenant_id text NOT NULL, user_id text NOT NULL,
             written_version integer NOT NULL, written_sha text NOT NULL,
-            pending_sha text, pending_seq bigint,
+            pending_sha text,
             PRIMARY KEY (tenant_id, user_id))""")
 
 
