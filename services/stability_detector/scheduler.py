@@ -74,7 +74,7 @@ class RebuildScheduler:
         settings = self._settings
         async with self._ctx.pool.connection() as conn:
             cur = await conn.execute(
-                f"SELECT tenant_id, user_id, last_candidate_at FROM {store.USERS} "
+                f"SELECT tenant_id, user_id, last_candidate_seq FROM {store.USERS} "
                 "WHERE dirty AND last_candidate_at <= %s",
                 (now - settings.debounce_seconds,),
             )
@@ -84,9 +84,11 @@ class RebuildScheduler:
                 RebuildRequested(as_of=now, scope="user", reason="new evidence settled"),
                 tenant_id=tenant, user_id=user, producer="stability_detector.scheduler",
                 occurred_at=now,
-                event_id=derived_event_id("debounce", tenant, user, repr(float(last))),
+                # the stream sequence of the user's latest candidate: a new candidate (whatever
+                # time it claims) means a new request
+                event_id=derived_event_id("debounce", tenant, user, str(seq)),
             )
-            for tenant, user, last in settled
+            for tenant, user, seq in settled
         ]
         periodic = (self._last_periodic is None
                     or now - self._last_periodic >= settings.periodic_seconds)

@@ -72,18 +72,23 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
                 INSERT INTO {EVIDENCE} ({_EVIDENCE_COLUMNS})
                 SELECT {_EVIDENCE_COLUMNS} FROM moved
                 ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""")
-    latest: dict[tuple[str, str], float] = {}
+    latest: dict[tuple[str, str], tuple[float, int]] = {}
     for r in rows:
         user = (r.tenant_id, r.user_id)
-        latest[user] = max(latest.get(user, r.occurred_at), r.occurred_at)
+        at, seq = latest.get(user, (r.occurred_at, r.seq))
+        latest[user] = (max(at, r.occurred_at), max(seq, r.seq))
     users = sorted(latest.items())
     await cur.execute(  # one statement for the whole batch's users (arrays, not N rows)
-        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at)
-            SELECT t, u, true, at FROM unnest(%s::text[], %s::text[], %s::float8[]) AS x(t, u, at)
+        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,
+                last_candidate_seq)
+            SELECT t, u, true, at, seq
+            FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[]) AS x(t, u, at, seq)
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = true,
-              last_candidate_at = GREATEST({USERS}.last_candidate_at, EXCLUDED.last_candidate_at)
+              last_candidate_at = GREATEST({USERS}.last_candidate_at, EXCLUDED.last_candidate_at),
+              last_candidate_seq = EXCLUDED.last_candidate_seq
         """,
-        ([t for (t, _), _ in users], [u for (_, u), _ in users], [at for _, at in users]),
+        ([t for (t, _), _ in users], [u for (_, u), _ in users],
+         [at for _, (at, _) in users], [seq for _, (_, seq) in users]),
     )
 
 

@@ -352,3 +352,33 @@ async def test_learning_over_http_is_scoped_to_the_callers_tenant(
     assert [f["value"] for f in seen_by_a.json()["result"]["facets"]] == ["CET"]
     assert seen_by_b.json()["result"]["facets"] == []
     assert forget_by_b.status_code == 404  # B cannot even see A's facet to forget it
+
+
+async def test_the_scheduler_rebuilds_a_user_once_new_evidence_settled(user: User) -> None:
+    from types import SimpleNamespace
+
+    from services.stability_detector.scheduler import RebuildScheduler
+
+    ctx = SimpleNamespace(pool=user.pool, publisher=user.publisher)
+    scheduler = RebuildScheduler(ctx, SETTINGS)  # type: ignore[arg-type]
+    await user.candidate(times=5, at=T0)
+
+    early = await scheduler.tick(T0 + 30)  # still settling
+    assert early.periodic  # the first tick also schedules a periodic rebuild
+
+    settled = await scheduler.tick(T0 + 61)
+    assert settled.debounced >= 1 and not settled.periodic  # (other tests' users may settle too)
+
+    async def active() -> bool:
+        return await user.facets() == {"style/verbosity": ("terse", "active")}
+
+    deadline = asyncio.get_running_loop().time() + 20
+    while not await active():
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+    async with user.pool.connection() as conn:
+        cur = await conn.execute("SELECT dirty FROM learning.users WHERE tenant_id = %s "
+                                 "AND user_id = %s", (user.tenant, user.user))
+        row = await cur.fetchone()
+    assert row is not None and row[0] is False  # rebuilt: nothing left to schedule for this user
+    await scheduler.stop()
