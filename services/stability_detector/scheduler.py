@@ -40,11 +40,13 @@ class TickResult:
 
 class RebuildScheduler:
     def __init__(self, ctx: ServiceContext, settings: LearningSettings,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, last_periodic: float | None = None):
+        """`last_periodic`: when the last periodic rebuild was requested (None: request one at
+        the first tick)."""
         self._ctx = ctx
         self._settings = settings
         self._clock = clock
-        self._last_periodic: float | None = None
+        self._last_periodic = last_periodic
         self._task: asyncio.Task[None] | None = None
         self._lock = LeaderLock(str(ctx.pool.conninfo), "learning.scheduler")
 

@@ -213,7 +213,9 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
     await cur.execute(
         f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at)
             VALUES (%s, %s, false, %s, %s)
-            ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = false,
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+              -- evidence newer than this rebuild's as_of still waits for one
+              dirty = coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false),
               last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at""",
         (tenant_id, user_id, as_of, next_due_at),
     )
