@@ -7,14 +7,13 @@ the user's current cache generation.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
+from habitus.contract.rpc import METHODS
 from habitus.events import CATALOG
 from habitus.events.domain import ProfileNotesSaved
-from habitus.ids import ID_RE
 from habitus.projection.wait import NotAppliedYet, wait_applied
 from habitus.service.context import ServiceContext
 from services.profile_renderer import store
@@ -30,28 +29,6 @@ from services.profile_renderer.document import (
 )
 from services.profile_renderer.projection import RenderProjection
 
-UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
-ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    user_id: UserId
-
-
-class GetProfile(_Params):
-    pass
-
-
-class SaveNotes(_Params):
-    markdown: str = Field(max_length=1_000_000)
-    base_version: int = Field(ge=0)
-
-
-class PromptContextParams(_Params):
-    tools: list[ToolName] | None = Field(default=None, max_length=512)
-    budget_chars: int | None = Field(default=None, ge=0, le=1_000_000)
-
 
 class ProfileRpc:
     def __init__(self, projection: RenderProjection):
@@ -59,9 +36,9 @@ class ProfileRpc:
         self.ctx: ServiceContext | None = None
         self.cache: ContextCache | None = None
         self.registry = RpcRegistry()
-        self.registry.method("profile.get", GetProfile)(self.get)
-        self.registry.method("profile.save_notes", SaveNotes)(self.save_notes)
-        self.registry.method("prompt.context", PromptContextParams)(self.prompt_context)
+        self.registry.implement(METHODS["profile.get"])(self.get)
+        self.registry.implement(METHODS["profile.save_notes"])(self.save_notes)
+        self.registry.implement(METHODS["prompt.context"])(self.prompt_context)
 
     def bind(self, ctx: ServiceContext, cache: ContextCache) -> None:
         self.ctx, self.cache = ctx, cache

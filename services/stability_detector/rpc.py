@@ -10,15 +10,14 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.contract.learning import ExplainFacet, FacetParams, ListFacets, UpdateFacet, UserOnly
+from habitus.contract.rpc import METHODS
 from habitus.events import CATALOG
 from habitus.events.domain import (
     CacheResetRequested,
-    FacetClass,
     FacetForgotten,
     FacetPinned,
     FacetUnpinned,
@@ -26,7 +25,6 @@ from habitus.events.domain import (
     RebuildRequested,
 )
 from habitus.events.envelope import Payload
-from habitus.ids import ID_RE
 from habitus.projection.wait import NotAppliedYet, wait_applied
 from habitus.service.context import ServiceContext
 from services.stability_detector import store
@@ -45,36 +43,6 @@ from services.stability_detector.scoring import (
     state_for,
 )
 from services.stability_detector.settings import LearningSettings
-
-UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
-Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s/][^\s]*$")]
-
-
-class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    user_id: UserId
-
-
-class ListFacets(_Params):
-    class_: FacetClass | None = Field(default=None, alias="class")
-    as_of: float | None = Field(default=None, ge=0)
-
-
-class FacetParams(_Params):
-    class_: FacetClass = Field(alias="class")
-    key: Key
-
-
-class ExplainFacet(FacetParams):
-    as_of: float | None = Field(default=None, ge=0)
-
-
-class UpdateFacet(FacetParams):
-    value: str = Field(min_length=1, max_length=2000)
-
-
-class UserOnly(_Params):
-    pass
 
 
 def facet_doc(row: FacetRow) -> dict[str, Any]:
@@ -104,16 +72,16 @@ class LearningRpc:
         self.ctx: ServiceContext | None = None
         self.registry = RpcRegistry()
         r = self.registry
-        r.method("learning.list_facets", ListFacets)(self.list_facets)
-        r.method("learning.get_facet", FacetParams)(self.get_facet)
-        r.method("learning.update_facet", UpdateFacet)(self.update_facet)
-        r.method("learning.pin_facet", FacetParams)(self.pin_facet)
-        r.method("learning.unpin_facet", FacetParams)(self.unpin_facet)
-        r.method("learning.forget_facet", FacetParams)(self.forget_facet)
-        r.method("learning.reset_cache", UserOnly)(self.reset_cache)
-        r.method("learning.rebuild_cache", UserOnly)(self.rebuild_cache)
-        r.method("learning.cache_stats", UserOnly)(self.cache_stats)
-        r.method("learning.explain_facet", ExplainFacet)(self.explain_facet)
+        r.implement(METHODS["learning.list_facets"])(self.list_facets)
+        r.implement(METHODS["learning.get_facet"])(self.get_facet)
+        r.implement(METHODS["learning.update_facet"])(self.update_facet)
+        r.implement(METHODS["learning.pin_facet"])(self.pin_facet)
+        r.implement(METHODS["learning.unpin_facet"])(self.unpin_facet)
+        r.implement(METHODS["learning.forget_facet"])(self.forget_facet)
+        r.implement(METHODS["learning.reset_cache"])(self.reset_cache)
+        r.implement(METHODS["learning.rebuild_cache"])(self.rebuild_cache)
+        r.implement(METHODS["learning.cache_stats"])(self.cache_stats)
+        r.implement(METHODS["learning.explain_facet"])(self.explain_facet)
 
     async def bind(self, ctx: ServiceContext) -> None:
         self.ctx = ctx

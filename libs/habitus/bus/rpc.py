@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from nats.aio.client import Client
 from nats.errors import NoRespondersError
@@ -21,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from habitus.events.catalog import EventValidationError
 from habitus.ids import check_id
 from habitus.subjects import rpc_subject
+
+if TYPE_CHECKING:
+    from habitus.contract.rpc import MethodSpec
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,11 @@ class RpcRegistry:
             return fn
 
         return register
+
+    def implement(self, spec: MethodSpec) -> Callable[[Handler], Handler]:
+        """Register a handler for a method of the RPC table, with the table's parameters, so
+        what a service validates is what the gateway documents."""
+        return self.method(spec.name, spec.params)
 
     async def dispatch(self, name: str, data: bytes) -> bytes:
         """Validate, run, and encode; never raises, so a bad request cannot kill a service."""

@@ -1,0 +1,70 @@
+"""Parameters and results of `profile.*` and `prompt.context` (the profile renderer)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from habitus.ids import ID_RE
+
+UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+
+_USER = "The user, within the caller's tenant."
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    user_id: UserId = Field(description=_USER)
+
+
+class GetProfile(_Params):
+    pass
+
+
+class SaveNotes(_Params):
+    markdown: str = Field(max_length=1_000_000,
+                          description="The whole PROFILE.md as edited: only the notes outside "
+                                      "the managed blocks are taken.")
+    base_version: int = Field(ge=0, description="The version the edit was made on; a save on a "
+                                                "stale version is a conflict (409).")
+
+
+class PromptContextParams(_Params):
+    tools: list[ToolName] | None = Field(
+        default=None, max_length=512,
+        description="The tools the next turn may call: their rules are included; absent: all.")
+    budget_chars: int | None = Field(default=None, ge=0, le=1_000_000,
+                                     description="The most characters of text to return.")
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Profile(_Result):
+    user_id: str = Field(description=_USER)
+    version: int = Field(ge=0, description="The document version; 0: none saved yet, this is "
+                                           "what would be rendered now.")
+    markdown: str = Field(description="The PROFILE.md text.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the markdown.")
+
+
+class NotesSaved(_Result):
+    user_id: str = Field(description=_USER)
+    version: int = Field(ge=0, description="The version holding the saved notes.")
+    ignored_blocks: list[str] = Field(description="Managed blocks the edit changed; Habitus "
+                                                  "owns them, so those changes were dropped.")
+
+
+class Section(_Result):
+    name: str = Field(description="The section (facets, notes, tool rules, ...).")
+    content: str = Field(description="Its text.")
+
+
+class PromptContext(_Result):
+    user_id: str = Field(description=_USER)
+    version: int = Field(ge=0, description="The PROFILE.md version the notes came from.")
+    sections: list[Section] = Field(description="The context, section by section.")
+    text: str = Field(description="The sections joined, ready for a system prompt.")

@@ -1,0 +1,108 @@
+"""The one table of RPC methods.
+
+A service implements the methods it owns against these specs (`RpcRegistry.implement`); the
+gateway answers only for names in this table and generates its OpenAPI paths from it. Adding a
+method therefore means one entry here, one handler in the owning service, and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from pydantic import BaseModel
+
+from habitus.contract import learning, profile
+from habitus.subjects import rpc_subject
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    #: the `habitus.services` entry point whose registry implements it
+    service: str
+    params: type[BaseModel]
+    result: type[BaseModel]
+    summary: str
+    #: a command: it publishes an event and answers once its projection applied it
+    changes_state: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        rpc_subject(self.name)  # a name that cannot be a subject is a bug in this table
+
+
+_LEARNING = "stability_detector"
+_PROFILE = "profile_renderer"
+
+_TABLE = (
+    MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
+               "List a user's active and provisional facets"),
+    MethodSpec("learning.get_facet", _LEARNING, learning.FacetParams, learning.Facet,
+               "Read one facet, whatever its state"),
+    MethodSpec("learning.explain_facet", _LEARNING, learning.ExplainFacet, learning.Explanation,
+               "Explain a facet's state from its evidence, score by score"),
+    MethodSpec("learning.cache_stats", _LEARNING, learning.UserOnly, learning.CacheStats,
+               "Count a user's facets by state and class"),
+    MethodSpec("learning.update_facet", _LEARNING, learning.UpdateFacet, learning.Facet,
+               "Set a facet's value (and pin it)", changes_state=True),
+    MethodSpec("learning.pin_facet", _LEARNING, learning.FacetParams, learning.Facet,
+               "Pin a facet to its current value", changes_state=True,
+               description="Conflict (409) when the facet has no value to pin."),
+    MethodSpec("learning.unpin_facet", _LEARNING, learning.FacetParams, learning.UnpinResult,
+               "Return a pinned or forgotten facet to automatic", changes_state=True,
+               description="Conflict (409) when the facet is already automatic."),
+    MethodSpec("learning.forget_facet", _LEARNING, learning.FacetParams, learning.Facet,
+               "Forget a facet: it stays out of prompts whatever the evidence",
+               changes_state=True),
+    MethodSpec("learning.reset_cache", _LEARNING, learning.UserOnly, learning.CacheStats,
+               "Clear what was learned: evidence before now is ignored", changes_state=True),
+    MethodSpec("learning.rebuild_cache", _LEARNING, learning.UserOnly, learning.RebuildStats,
+               "Recompute a user's cache as of now", changes_state=True),
+    MethodSpec("profile.get", _PROFILE, profile.GetProfile, profile.Profile,
+               "Read a user's PROFILE.md"),
+    MethodSpec("profile.save_notes", _PROFILE, profile.SaveNotes, profile.NotesSaved,
+               "Save the user's own notes in PROFILE.md", changes_state=True,
+               description="Conflict (409) when the notes changed since `base_version`."),
+    MethodSpec("prompt.context", _PROFILE, profile.PromptContextParams, profile.PromptContext,
+               "What the next prompt should carry for a user",
+               description="The hot path: answered from a cache invalidated by every change."),
+)
+
+METHODS: Mapping[str, MethodSpec] = MappingProxyType({m.name: m for m in _TABLE})
+if len(METHODS) != len(_TABLE):
+    raise ValueError("a method is listed twice in the RPC table")
+
+
+def method_names() -> list[str]:
+    return sorted(METHODS)
+
+
+def conformance_problems(
+    implemented: Mapping[str, Mapping[str, type[BaseModel]]],
+    table: Mapping[str, MethodSpec] = METHODS,
+) -> list[str]:
+    """What keeps the services' registries from matching the table, given each service's
+    registered methods and their parameter models. Empty when they match."""
+    problems = []
+    owners: Counter[str] = Counter()
+    for service, methods in sorted(implemented.items()):
+        for name, params in sorted(methods.items()):
+            spec = table.get(name)
+            if spec is None:
+                problems.append(f"{service} registers {name}, which is not in the RPC table")
+                continue
+            owners[name] += 1
+            if spec.service != service:
+                problems.append(f"{name} belongs to {spec.service} but {service} implements it")
+            if params is not spec.params:
+                problems.append(f"{service} validates {name} with {params.__name__}, "
+                                f"not the table's {spec.params.__name__}")
+    for name in sorted(table):
+        if owners[name] == 0:
+            problems.append(f"{name} is implemented by no service")
+        elif owners[name] > 1:
+            problems.append(f"{name} is implemented by {owners[name]} services")
+    return problems
