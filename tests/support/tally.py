@@ -32,10 +32,11 @@ class TallyProjection(Projection):
         self.tables = [f"{schema}.counts", f"{schema}.seen"]
 
     def ddl(self) -> list[str]:
-        from habitus.db.checkpoints import checkpoint_ddl
+        from habitus.db.checkpoints import checkpoint_ddl, tracking_ddl
 
         return [
             *checkpoint_ddl(self.schema),
+            *tracking_ddl(self.schema),
             f"""CREATE TABLE IF NOT EXISTS {self.schema}.counts (
                 tenant_id text NOT NULL, user_id text NOT NULL, n bigint NOT NULL,
                 PRIMARY KEY (tenant_id, user_id))""",

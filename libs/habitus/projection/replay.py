@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from psycopg_pool import AsyncConnectionPool
 
-from habitus.db.checkpoints import checkpoint_table
+from habitus.db.checkpoints import checkpoint_table, forget_tracking
 from habitus.projection.base import Projection
 from habitus.projection.runner import ProjectionRunner, RunnerConfig
 
@@ -37,6 +37,8 @@ async def reset_projection(projection: Projection, pool: AsyncConnectionPool) ->
     async with pool.connection() as conn, conn.transaction():
         if projection.tables:
             await conn.execute(f"TRUNCATE {', '.join(projection.tables)}")
+        async with conn.cursor() as cur:
+            await forget_tracking(cur, projection.schema, projection.name)
         await conn.execute(
             f"INSERT INTO {table} (projection) VALUES (%s) ON CONFLICT DO NOTHING",
             (projection.name,),

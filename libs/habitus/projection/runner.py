@@ -14,9 +14,15 @@ Guarantees, and how:
 * **No loss.** Nothing is acknowledged before its transaction committed. Transient faults
   (Postgres or NATS unavailable) are retried with backoff; if they persist the runner pauses
   and starts again from its checkpoint (a rewind). Nothing is dropped or counted as poison.
-* **Poison is isolated.** An event that fails validation goes to HABITUS_DLQ at once; one whose
-  apply keeps raising is retried until it failed `max_deliver` times and then goes to the DLQ.
-  Events before it in the batch commit; events after it wait, so a user's order is kept.
+* **Poison is isolated.** An event that fails validation, or whose data the database can never
+  store (a `DataError`), goes to HABITUS_DLQ at once, without retries, so one tenant's bad data
+  never holds up another tenant's events; one whose apply keeps raising otherwise is retried
+  until it failed `max_deliver` times and then goes to the DLQ. Events before it in the batch
+  commit; events after it wait, so a user's order is kept. Every dead letter is also recorded
+  beside the checkpoint, so a command waiting on its event learns that it was given up on.
+* **An event id applies once, ever.** The ids a projection applied are recorded in the batch
+  transaction; a copy re-published past the stream's duplicate window is acknowledged and
+  skipped.
 """
 
 from __future__ import annotations
@@ -41,11 +47,17 @@ from nats.js.errors import Error as NatsJsError
 from nats.js.errors import NotFoundError
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from pydantic import ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.pull import BatchPuller, Delivery, delivery_info
-from habitus.db.checkpoints import checkpoint_table
+from habitus.db.checkpoints import (
+    AppliedKey,
+    checkpoint_table,
+    claim_unapplied,
+    record_dead_letter,
+)
 from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.events import CATALOG, Catalog, EventValidationError
 from habitus.projection.base import ApplyContext, Delivered, Projection
@@ -73,6 +85,14 @@ def is_about_the_event(exc: BaseException) -> bool:
     if isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
         return True
     return not isinstance(exc, psycopg.Error | NatsError | NatsJsError)
+
+
+def is_permanent(exc: BaseException) -> bool:
+    """Can never succeed however often it is retried: the event carries data the database
+    cannot store (a NUL byte, a number out of range, ...) or that builds no valid consequence.
+    Such an event is dead-lettered at once instead of after `max_deliver` paced attempts."""
+    return isinstance(exc, psycopg.DataError | EventValidationError | ValidationError
+                      | UnicodeError)
 
 
 class Fenced(Exception):
@@ -488,9 +508,13 @@ class ProjectionRunner:
         try:
             async with self._pool.connection() as conn, conn.transaction():
                 async with conn.cursor() as cur:
+                    for item in invalid:
+                        await self._record_dead_letter(cur, item, "invalid_event",
+                                                       item.invalid or "")
+                    first = await self._first_applications(cur, valid)
                     ctx = ApplyContext(suppress_through=self._emitted_seq)
                     await self.projection.apply_batch(
-                        cur, [i.delivered for i in valid if i.delivered], ctx
+                        cur, [i.delivered for i in first if i.delivered], ctx
                     )
                     await self._publish(ctx)
                     await self._commit_checkpoint(cur, items[-1].seq)
@@ -506,30 +530,61 @@ class ProjectionRunner:
         self._checkpoint = items[-1].seq
         self._forget_attempts()
         metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
-        metrics.APPLIED.labels(self._label).inc(len(valid))
-        outcome.applied += len(valid)
+        metrics.APPLIED.labels(self._label).inc(len(first))
+        if len(first) < len(valid):
+            metrics.REPUBLISHED.labels(self._label).inc(len(valid) - len(first))
+        outcome.applied += len(first)
+        outcome.skipped += len(valid) - len(first)
         outcome.dead_lettered += len(invalid)
 
-        await self._after_commit([i.delivered for i in valid if i.delivered])
+        await self._after_commit([i.delivered for i in first if i.delivered])
+
+    async def _first_applications(self, cur: AsyncCursor[Any], items: list[_Item]
+                                  ) -> list[_Item]:
+        """The items whose event id this projection never applied: the others are copies
+        re-published after the stream's duplicate window (or twice in this batch)."""
+        keys: dict[tuple[str, str, str], AppliedKey] = {}
+        for item in items:
+            assert item.delivered is not None
+            event = item.delivered.event
+            ident = (event.tenant_id, event.user_id, event.event_id)
+            if ident not in keys:
+                keys[ident] = AppliedKey(*ident, item.seq)
+        fresh = await claim_unapplied(cur, self.projection.schema, self._label,
+                                      list(keys.values()))
+        return [i for i in items if i.seq in fresh]
+
+    async def _record_dead_letter(self, cur: AsyncCursor[Any], item: _Item, reason: str,
+                                  detail: str) -> None:
+        event_id = item.delivered.event.event_id if item.delivered else None
+        await record_dead_letter(cur, self.projection.schema, self._label, item.seq, event_id,
+                                 reason, detail)
 
     async def _apply_one_by_one(self, items: list[_Item], outcome: BatchOutcome) -> None:
         """Slow path: a savepoint per event finds the one that fails; those before it commit.
 
-        The failing event is retried from the checkpoint (a rewind) until it has failed
-        `max_deliver` times; then it goes to the DLQ and the events after it go on."""
+        An event whose data can never be stored goes to the DLQ at once. Any other failing
+        event is retried from the checkpoint (a rewind) until it has failed `max_deliver`
+        times; then it goes to the DLQ and the events after it go on."""
         done: list[_Item] = []
         held: list[_Item] = []
         dead: list[tuple[_Item, str]] = []
-        applied = 0
+        applied: list[_Item] = []
         async with self._pool.connection() as conn, conn.transaction():
             async with conn.cursor() as cur:
                 for index, item in enumerate(items):
                     if item.delivered is None:
+                        await self._record_dead_letter(cur, item, "invalid_event",
+                                                       item.invalid or "")
                         done.append(item)  # already dead-lettered as invalid
                         continue
                     ctx = ApplyContext(suppress_through=self._emitted_seq)
                     try:
                         async with conn.transaction():  # SAVEPOINT
+                            if not await self._first_applications(cur, [item]):
+                                done.append(item)  # a re-published copy
+                                outcome.skipped += 1
+                                continue
                             await self.projection.apply_batch(cur, [item.delivered], ctx)
                             await self._publish(ctx)
                     except Exception as exc:
@@ -540,7 +595,7 @@ class ProjectionRunner:
                                          f"system fault at event {item.seq}: {exc!r}") from exc
                         attempts = self._attempts.get(item.seq, 0) + 1
                         self._attempts[item.seq] = attempts
-                        if attempts >= self.config.max_deliver:
+                        if is_permanent(exc) or attempts >= self.config.max_deliver:
                             dead.append((item, f"{type(exc).__name__}: {exc}"))
                             done.append(item)
                             continue
@@ -553,23 +608,22 @@ class ProjectionRunner:
                         held = items[index:]
                         break
                     done.append(item)
-                    applied += 1
+                    applied.append(item)
                 if dead:
                     # Hold the checkpoint row (and check the epoch) first: a runner fenced
                     # since must not dead-letter an event its successor applies.
                     await self._lock_epoch(cur)
                 for item, reason in dead:
                     await self._dead_letter(item, "apply_failed", reason)
+                    await self._record_dead_letter(cur, item, "apply_failed", reason)
                 if done:
                     await self._commit_checkpoint(cur, done[-1].seq)
         if done:
             self._checkpoint = done[-1].seq
             metrics.CHECKPOINT.labels(self._label).set(self._checkpoint)
-            metrics.APPLIED.labels(self._label).inc(applied)
-            dead_items = {id(d) for d, _ in dead}
-            await self._after_commit([i.delivered for i in done
-                                      if i.delivered and id(i) not in dead_items])
-        outcome.applied += applied
+            metrics.APPLIED.labels(self._label).inc(len(applied))
+            await self._after_commit([i.delivered for i in applied if i.delivered])
+        outcome.applied += len(applied)
         outcome.dead_lettered += len(dead) + sum(1 for i in done if i.invalid is not None)
         self._forget_attempts()
         if held:

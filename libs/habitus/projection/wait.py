@@ -2,6 +2,8 @@
 
 An RPC that changes state publishes its event, then waits here before answering, so the caller's
 next read sees the change. It reads the checkpoint row, so it works whichever replica applies.
+A checkpoint also moves past an event that was dead-lettered; the dead-letter record beside it
+tells the two apart, so a command never answers success for a change that was given up on.
 """
 
 from __future__ import annotations
@@ -11,11 +13,20 @@ import time
 
 from psycopg_pool import AsyncConnectionPool
 
-from habitus.db.checkpoints import checkpoint_table
+from habitus.db.checkpoints import DeadLetterRecord, checkpoint_table, dead_letter_at
 
 
 class NotAppliedYet(TimeoutError):
     pass
+
+
+class DeadLettered(Exception):
+    """The projection gave up on the event: it is in HABITUS_DLQ, with this reason."""
+
+    def __init__(self, projection: str, record: DeadLetterRecord):
+        self.projection = projection
+        self.record = record
+        super().__init__(f"{projection} could not apply it ({record.reason}): {record.detail}")
 
 
 async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
@@ -28,8 +39,11 @@ async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, 
             cur = await conn.execute(f"SELECT last_seq FROM {table} WHERE projection = %s",
                                      (projection,))
             row = await cur.fetchone()
-        if row is not None and int(row[0]) >= seq:
-            return
+            if row is not None and int(row[0]) >= seq:
+                dead = await dead_letter_at(conn, schema, projection, seq)
+                if dead is not None:
+                    raise DeadLettered(projection, dead)
+                return
         if time.monotonic() > deadline:
             raise NotAppliedYet(f"{projection} has not applied sequence {seq} in {timeout}s")
         await asyncio.sleep(delay)

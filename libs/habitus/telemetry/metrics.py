@@ -30,6 +30,12 @@ REDELIVERED = Counter(
     "Deliveries at or below the checkpoint, acknowledged without applying.",
     ["projection"],
 )
+REPUBLISHED = Counter(
+    "habitus_projection_republished_events_total",
+    "Events whose id the projection had already applied (re-published past the stream's "
+    "duplicate window), acknowledged without applying.",
+    ["projection"],
+)
 BATCH_SECONDS = Histogram(
     "habitus_projection_batch_duration_seconds",
     "Time to apply one batch and commit its checkpoint.",
