@@ -45,6 +45,18 @@ class Settings(BaseSettings):
     max_batch_items: int = 1000
     rpc_timeout_seconds: float = 10.0
     rate_limit_per_minute: int = 12_000
+    # Deeper JSON cannot be stored and read back by every consumer (serialisers and Postgres
+    # jsonb recurse), so the gateway refuses it before parsing.
+    max_json_depth: int = Field(default=64, ge=2, le=512)
+    # How far in the future a reported time may be: clocks drift, but an event "from next
+    # year" would sort after everything real and pin decisions that depend on time.
+    max_clock_skew_seconds: float = Field(default=300.0, ge=0)
+    # API keys answered from memory for this long; revocation takes effect within it.
+    key_cache_seconds: float = Field(default=30.0, ge=0)
+    # Keys remembered as valid for a database outage (least recently used dropped first).
+    key_last_known_max: int = Field(default=10_000, ge=0)
+    # What a 503 tells the client to wait before retrying.
+    retry_after_seconds: int = Field(default=5, ge=1, le=3600)
     # Services the gateway's /readyz requires to answer (habitus up and compose set it).
     expected_services: str = ""
 

@@ -2,16 +2,29 @@
 
 The tenant never comes from the item: it comes from the API key. An item may repeat it, but a
 different one is rejected rather than silently rewritten.
+
+Validation is strict (no coercion: `true` or `"1764460800"` is not a number; an int is still
+fine for a float), because a coerced value is a guess about what the agent meant, and a wrong
+guess becomes a learned belief. Text that cannot be stored and times too far in the future are
+refused here too, each naming the field.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import types
+import typing
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
+from habitus.events.ingest import TIMESTAMP, natural_event_id
 from habitus.ids import check_event_id, new_event_id
+from services.gateway.body import format_path, unstorable
 
 ITEM_KEYS = frozenset(
     {
@@ -27,6 +40,7 @@ ITEM_KEYS = frozenset(
         "tenant_id",
     }
 )
+MAX_REPORTED = 10
 
 
 @dataclass
@@ -53,13 +67,22 @@ def build_event(
     tenant_id: str,
     now: float,
     max_item_bytes: int | None,
+    max_clock_skew: float | None = None,
     default_producer: str = "gateway",
     catalog: Catalog = CATALOG,
 ) -> ItemOutcome:
     """One item → an event or its errors. `max_item_bytes=None` means the caller already knows
-    the item fits (its whole body is under the limit), so it is not re-encoded to measure it."""
+    the item fits (its whole body is under the limit), so it is not re-encoded to measure it.
+    `max_clock_skew`: how many seconds after `now` a reported time may be (None: no limit).
+
+    Without an event_id the item gets one derived from its type's natural key (see
+    `habitus.events.ingest.NATURAL_KEYS`), so a client's retry is the same event."""
     if not isinstance(item, dict):
         return ItemOutcome(index, None, errors=[FieldError("item", "must be a JSON object")])
+    bad_text = [FieldError(path, reason) for path, reason in unstorable(item)]
+    if bad_text:
+        # Nothing of this item is echoed back: it may not even be encodable in the answer.
+        return ItemOutcome(index, None, errors=bad_text[:MAX_REPORTED])
     type_name = item.get("type") if isinstance(item.get("type"), str) else None
     size = 0 if max_item_bytes is None else _encoded_size(item)
     if max_item_bytes is not None and size > max_item_bytes:
@@ -88,17 +111,100 @@ def build_event(
         return ItemOutcome(index, type_name, errors=[FieldError("user_id", "field required")])
     body = dict(item)
     body["tenant_id"] = tenant_id
-    if "event_id" in body:
+    given_id = "event_id" in body
+    if given_id:
         try:
             body["event_id"] = check_event_id(body["event_id"])
         except ValueError as exc:
             return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))])
     else:
-        body["event_id"] = new_event_id()
+        body["event_id"] = new_event_id()  # replaced by the natural key's below, if any
     body.setdefault("occurred_at", now)
     body.setdefault("producer", default_producer)
     body.setdefault("schema_version", 1)
     try:
-        return ItemOutcome(index, type_name, event=catalog.decode(body))
+        event = _decode_strict(catalog, body)
     except EventValidationError as exc:
         return ItemOutcome(index, type_name, errors=exc.errors)
+    if max_clock_skew is not None:
+        limit = now + max_clock_skew
+        future = [FieldError(path, f"is {value - now:.0f}s in the future; clocks may differ "
+                                   f"by at most {max_clock_skew:g}s")
+                  for path, value in _timestamps(event) if value > limit]
+        if future:
+            return ItemOutcome(index, type_name, errors=future)
+    if not given_id:
+        derived = natural_event_id(event.payload, event.tenant_id, event.user_id)
+        if derived is not None:
+            event = event.model_copy(update={"event_id": derived})
+    return ItemOutcome(index, type_name, event=event)
+
+
+def _decode_strict(catalog: Catalog, body: dict[str, Any]) -> Event[Any]:
+    """`Catalog.decode`, validating in strict mode (the edge coerces nothing)."""
+    spec = catalog.spec(body["type"])
+    version = body["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise EventValidationError.single("schema_version", "must be a positive integer")
+    if version > spec.version:
+        raise EventValidationError.single(
+            "schema_version", f"{spec.type} v{version} is newer than this reader (v{spec.version})")
+    payload = body.get("payload")
+    if not isinstance(payload, dict):
+        raise EventValidationError.single("payload", "field required (an object)")
+    if version < spec.version:
+        body["payload"] = spec.upcast(dict(payload), version)
+        body["schema_version"] = spec.version
+    try:
+        return spec.model.model_validate(body, strict=True)
+    except ValidationError as exc:
+        raise EventValidationError.from_pydantic(exc) from exc
+
+
+def _timestamps(event: Event[Any]) -> Iterator[tuple[str, float]]:
+    """(field path, value) of the envelope's occurred_at and every field of the payload marked
+    `Timestamp`, at any depth."""
+    yield "occurred_at", event.occurred_at
+    todo: list[tuple[tuple[str, ...], BaseModel]] = [(("payload",), event.payload)]
+    while todo:
+        path, model = todo.pop()
+        stamps, nested = _fields_of(type(model))
+        for name, alias in stamps:
+            value = getattr(model, name)
+            if value is not None:
+                yield format_path((*path, alias)), float(value)
+        for name, alias in nested:
+            value = getattr(model, name)
+            if isinstance(value, BaseModel):
+                todo.append(((*path, alias), value))
+            elif isinstance(value, list | tuple):
+                todo.extend(((*path, alias, str(i)), v) for i, v in enumerate(value)
+                            if isinstance(v, BaseModel))
+
+
+@functools.cache
+def _fields_of(model: type[BaseModel]) -> tuple[tuple[tuple[str, str], ...],
+                                                tuple[tuple[str, str], ...]]:
+    """A model's timestamp fields and the fields that may hold models, as (name, wire name)."""
+    stamps, nested = [], []
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        if TIMESTAMP in info.metadata or _marked(info.annotation):
+            stamps.append((name, wire))
+        elif _holds_model(info.annotation):
+            nested.append((name, wire))
+    return tuple(stamps), tuple(nested)
+
+
+def _marked(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is typing.Annotated:
+        return TIMESTAMP in typing.get_args(annotation)[1:]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return any(_marked(a) for a in typing.get_args(annotation))
+    return False
+
+
+def _holds_model(annotation: Any) -> bool:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_model(a) for a in typing.get_args(annotation))

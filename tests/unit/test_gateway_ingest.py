@@ -61,13 +61,17 @@ def test_accepted_item_gets_tenant_from_key_and_fills_envelope() -> None:
     assert ev.occurred_at == NOW
     assert ev.producer == "gateway"
     assert ev.schema_version == 1
-    assert uuid.UUID(ev.event_id).version == 7
+    assert uuid.UUID(ev.event_id).version == 5  # derived from the natural key
     assert ev.payload.user_message == TURN["user_message"]
     assert CATALOG.subject(ev) == "habitus.v1.ingest.turn.acme.u1"
 
 
-def test_each_item_gets_its_own_event_id() -> None:
-    ids = {build(item()).event.event_id for _ in range(20)}  # type: ignore[union-attr]
+def test_each_turn_gets_its_own_event_id() -> None:
+    ids = set()
+    for n in range(20):
+        it = item()
+        it["payload"]["turn_id"] = f"t{n}"
+        ids.add(build(it).event.event_id)  # type: ignore[union-attr]
     assert len(ids) == 20
 
 
@@ -266,3 +270,237 @@ def test_infinity_in_a_float_field_is_rejected() -> None:
     assert it["payload"]["user_at"] == float("inf")
     out = build(it)
     assert rejected(out) == ["payload.user_at"]
+
+
+# --------------------------------------------------------------------------- strict types
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("user_at", True), ("user_at", "1764460800"), ("user_at", None), ("session_id", 5),
+     ("channel", ["chat"])],
+)
+def test_coerced_types_are_rejected(field: str, value: Any) -> None:
+    it = item()
+    it["payload"][field] = value
+    assert rejected(build(it)) == [f"payload.{field}"]
+
+
+def test_coerced_envelope_fields_are_rejected() -> None:
+    assert rejected(build(item(occurred_at="1700000000"))) == ["occurred_at"]
+    assert rejected(build(item(occurred_at=False))) == ["occurred_at"]
+    assert rejected(build(item(producer=7))) == ["producer"]
+
+
+def test_an_int_is_still_a_float() -> None:
+    it = item()
+    it["payload"]["user_at"] = 1_700_000_000
+    out = build(it)
+    assert out.ok, out.errors
+    assert out.event is not None and out.event.payload.user_at == 1_700_000_000.0
+
+
+def test_nested_coercion_is_rejected() -> None:
+    it = item()
+    it["payload"]["tool_calls"] = [{"tool_name": "search", "ok": "yes"}]
+    assert rejected(build(it)) == ["payload.tool_calls.0.ok"]
+
+
+# --------------------------------------------------------------------------- unstorable text
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [("user_message", "a\x00b"), ("user_message", "half \ud83d of an emoji"),
+     ("assistant_message", "\udc00"), ("channel", "\x00")],
+)
+def test_text_that_cannot_be_stored_is_rejected_naming_the_field(where: str, text: str
+                                                                 ) -> None:
+    it = item()
+    it["payload"][where] = text
+    out = build(it)
+    assert rejected(out) == [f"payload.{where}"]
+    reason = out.errors[0].reason
+    assert "NUL" in reason or "surrogate" in reason
+    json.dumps(out.errors[0].as_dict(), ensure_ascii=False).encode()  # the answer encodes
+
+
+def test_unstorable_text_deep_in_free_form_data_is_named() -> None:
+    it = {"type": "TraceCompleted", "user_id": "u1", "payload": {
+        "trace_id": "tr", "query": "q", "agent": "a", "model": "m", "engine": "e",
+        "result": "r", "started_at": 1, "ended_at": 2, "total_tokens": 3,
+        "total_latency_seconds": 1,
+        "steps": [{"step_type": "tool", "timestamp": 1, "duration_seconds": 0,
+                   "output": {"rows": ["ok", "bad\x00"]}}]}}
+    assert rejected(build(it)) == ["payload.steps.0.output.rows.1"]
+
+
+def test_a_key_that_cannot_be_stored_is_rejected_escaped() -> None:
+    it = {"type": "ProviderProfileSynced", "user_id": "u1",
+          "payload": {"toolkit": "gmail", "connection_id": "c",
+                      "fields": {"email": "a@b", "nick\x00name": "x"}}}
+    out = build(it)
+    assert rejected(out) == ["payload.fields.nick\\u0000name"]
+    assert "key" in out.errors[0].reason
+
+
+def test_a_valid_surrogate_pair_is_fine() -> None:
+    it = json.loads(json.dumps(item()).replace("Keep it short please", "ok \\ud83d\\ude00"))
+    out = build(it)
+    assert out.ok, out.errors
+    assert out.event is not None and out.event.payload.user_message == "ok \U0001f600"
+
+
+def test_an_unstorable_type_name_is_not_echoed() -> None:
+    out = build(item(type="Turn\ud800"))
+    assert rejected(out) == ["type"]
+    assert out.type is None
+
+
+# --------------------------------------------------------------------------- future times
+
+SKEW = 300.0
+
+
+def trace(**over: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "trace_id": "tr", "query": "q", "agent": "a", "model": "m", "engine": "e",
+        "result": "r", "started_at": NOW - 10, "ended_at": NOW - 5, "total_tokens": 3,
+        "total_latency_seconds": 1,
+        "steps": [{"step_type": "llm", "timestamp": NOW - 9, "duration_seconds": 1},
+                  {"step_type": "tool", "timestamp": NOW - 8, "duration_seconds": 1}]}
+    payload.update(over)
+    return {"type": "TraceCompleted", "user_id": "u1", "payload": payload}
+
+
+def skewed(it: Any) -> ItemOutcome:
+    return build(it, max_clock_skew=SKEW)
+
+
+def test_times_within_the_skew_are_accepted() -> None:
+    it = trace(ended_at=NOW + SKEW)
+    assert skewed(it).ok
+    assert skewed(item(occurred_at=NOW + SKEW)).ok
+
+
+@pytest.mark.parametrize(
+    ("it", "path"),
+    [
+        (item(occurred_at=NOW + SKEW + 1), "occurred_at"),
+        (trace(ended_at=NOW + 86_400 * 365), "payload.ended_at"),
+        (trace(steps=[{"step_type": "llm", "timestamp": NOW, "duration_seconds": 1},
+                      {"step_type": "llm", "timestamp": NOW + 3600, "duration_seconds": 1}]),
+         "payload.steps.1.timestamp"),
+    ],
+    ids=["occurred_at", "payload", "nested"],
+)
+def test_a_time_far_in_the_future_is_rejected_naming_its_path(it: dict[str, Any], path: str
+                                                              ) -> None:
+    out = skewed(it)
+    assert rejected(out) == [path]
+    assert "future" in out.errors[0].reason
+
+
+def test_every_timestamp_field_of_every_ingest_type_is_checked() -> None:
+    """Optional and required ones alike, so a new Timestamp field is covered without a list."""
+    far = NOW + 10 * SKEW
+    cases = {
+        "payload.user_at": item(payload={**TURN, "user_at": far}),
+        "payload.assistant_at": item(payload={**TURN, "assistant_at": far}),
+        "payload.previous_assistant_at": item(payload={**TURN, "previous_assistant_at": far}),
+        "payload.sent_at": {"type": "EmailObserved", "user_id": "u1", "payload": {
+            "message_id": "m", "direction": "sent", "from": "a@b", "body": "b",
+            "sent_at": far}},
+        "payload.synced_at": {"type": "ProviderProfileSynced", "user_id": "u1", "payload": {
+            "toolkit": "gmail", "connection_id": "c", "fields": {}, "synced_at": far}},
+        "payload.started_at": trace(started_at=far, ended_at=far),
+    }
+    for path, it in cases.items():
+        assert path in rejected(skewed(it)), path
+    # without a limit (the default) nothing is checked
+    assert build(cases["payload.user_at"]).ok
+
+
+# --------------------------------------------------------------------------- natural keys
+
+
+def test_the_same_item_without_event_id_gets_the_same_id_on_retry() -> None:
+    a, b = build(item()), build(item())
+    assert a.event is not None and b.event is not None
+    assert a.event.event_id == b.event.event_id
+
+
+def test_natural_key_ids_are_scoped_to_tenant_and_user() -> None:
+    mine = build(item()).event
+    other_tenant = build(item(), tenant="beta").event
+    other_user = build(item(user_id="u2")).event
+    assert mine is not None and other_tenant is not None and other_user is not None
+    assert len({mine.event_id, other_tenant.event_id, other_user.event_id}) == 3
+
+
+@pytest.mark.parametrize(
+    ("type_name", "payload", "key_field", "other"),
+    [
+        ("EmailObserved", {"message_id": "m1", "direction": "received", "from": "a@b",
+                           "body": "hi", "sent_at": 1.0}, "message_id", "m2"),
+        ("DocumentIngested", {"source_id": "s", "chunk_id": "c1", "text": "t"}, "chunk_id",
+         "c2"),
+        ("TraceCompleted", {"trace_id": "tr1", "query": "q", "agent": "a", "model": "m",
+                            "engine": "e", "result": "r", "started_at": 1, "ended_at": 2,
+                            "total_tokens": 3, "total_latency_seconds": 1}, "trace_id", "tr2"),
+        ("ProviderProfileSynced", {"toolkit": "gmail", "connection_id": "c",
+                                   "fields": {"email": "a@b"}, "synced_at": 10.0},
+         "synced_at", 11.0),
+    ],
+)
+def test_each_ingest_type_derives_its_id_from_its_natural_key(
+    type_name: str, payload: dict[str, Any], key_field: str, other: Any
+) -> None:
+    def event_id(p: dict[str, Any]) -> str:
+        out = build({"type": type_name, "user_id": "u1", "payload": p})
+        assert out.event is not None, out.errors
+        return out.event.event_id
+
+    first = event_id(payload)
+    assert event_id(copy.deepcopy(payload)) == first
+    assert event_id({**payload, key_field: other}) != first
+    assert uuid.UUID(first).version == 5
+
+
+def test_a_turn_retried_with_a_different_text_keeps_its_id() -> None:
+    """The key is the occurrence, not the content: a changed retry is a conflict, not news."""
+    changed = item()
+    changed["payload"]["user_message"] = "something else"
+    assert build(item()).event.event_id == build(changed).event.event_id  # type: ignore[union-attr]
+
+
+def test_a_sync_without_synced_at_is_keyed_by_its_fields() -> None:
+    def sync(fields: dict[str, Any]) -> str:
+        out = build({"type": "ProviderProfileSynced", "user_id": "u1",
+                     "payload": {"toolkit": "gmail", "connection_id": "c", "fields": fields}})
+        assert out.event is not None, out.errors
+        return out.event.event_id
+
+    assert sync({"timezone": "UTC"}) == sync({"timezone": "UTC"})
+    assert sync({"timezone": "UTC"}) != sync({"timezone": "Europe/Paris"})
+
+
+def test_feedback_gets_a_fresh_id_each_time() -> None:
+    it = {"type": "FeedbackGiven", "user_id": "u1", "payload": {"turn_id": "t1", "score": 1}}
+    ids = {build(copy.deepcopy(it)).event.event_id for _ in range(5)}  # type: ignore[union-attr]
+    assert len(ids) == 5
+
+
+def test_a_given_event_id_wins_over_the_natural_key() -> None:
+    eid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+    out = build(item(event_id=eid))
+    assert out.event is not None and out.event.event_id == eid
+
+
+def test_every_ingest_type_but_feedback_has_a_natural_key() -> None:
+    from habitus.events.ingest import NATURAL_KEYS
+
+    keyed = {t.__name__ for t in NATURAL_KEYS}
+    assert keyed == set(CATALOG.ingest_types()) - {"FeedbackGiven"}
+    for payload, fields in NATURAL_KEYS.items():
+        assert set(fields) <= set(payload.model_fields), payload

@@ -7,13 +7,25 @@ later.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import hashlib
+import json
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from habitus.events.envelope import Payload
+from habitus.ids import derived_event_id
 
 Text = str
+
+
+class TimestampMark:
+    """Marks a field as a point in time (epoch seconds), so the gateway can refuse one far in
+    the future for every field of every type without a list to keep in sync."""
+
+
+TIMESTAMP = TimestampMark()
+Timestamp = Annotated[float, TIMESTAMP]
 
 
 class ToolCall(Payload):
@@ -29,9 +41,9 @@ class TurnRecorded(Payload):
     channel: str = Field(min_length=1, max_length=64)
     user_message: Text
     assistant_message: Text
-    user_at: float = Field(ge=0)
-    assistant_at: float = Field(ge=0)
-    previous_assistant_at: float | None = Field(default=None, ge=0)
+    user_at: Timestamp = Field(ge=0)
+    assistant_at: Timestamp = Field(ge=0)
+    previous_assistant_at: Timestamp | None = Field(default=None, ge=0)
     tool_calls: list[ToolCall] = Field(default_factory=list, max_length=256)
 
 
@@ -42,7 +54,7 @@ class EmailObserved(Payload):
     to: list[str] = Field(default_factory=list, max_length=512)
     subject: str = Field(default="", max_length=2000)
     body: Text
-    sent_at: float = Field(ge=0)
+    sent_at: Timestamp = Field(ge=0)
 
     @field_validator("to", mode="before")
     @classmethod
@@ -73,11 +85,13 @@ class ProviderProfileSynced(Payload):
     toolkit: str = Field(min_length=1, max_length=128)
     connection_id: str = Field(min_length=1, max_length=256)
     fields: ProviderFields
+    # When the provider was read: with it, each sync is its own event (see NATURAL_KEYS).
+    synced_at: Timestamp | None = Field(default=None, ge=0)
 
 
 class TraceStep(Payload):
     step_type: str = Field(min_length=1, max_length=64)
-    timestamp: float = Field(ge=0)
+    timestamp: Timestamp = Field(ge=0)
     duration_seconds: float = Field(ge=0)
     input: Any = None
     output: Any = None
@@ -94,8 +108,8 @@ class TraceCompleted(Payload):
     result: Text
     outcome: Literal["success", "failure", "partial", "unknown"] | None = None
     feedback: float | None = Field(default=None, ge=0, le=1)
-    started_at: float = Field(ge=0)
-    ended_at: float = Field(ge=0)
+    started_at: Timestamp = Field(ge=0)
+    ended_at: Timestamp = Field(ge=0)
     total_tokens: int = Field(ge=0)
     total_latency_seconds: float = Field(ge=0)
     cost_usd: float | None = Field(default=None, ge=0)
@@ -118,3 +132,33 @@ class FeedbackGiven(Payload):
         if self.trace_id is None and self.turn_id is None:
             raise ValueError("one of trace_id or turn_id is required")
         return self
+
+
+#: Each ingest type's natural key: the payload fields naming one occurrence, so an item sent
+#: without an event_id gets the same id when the client retries it (and is stored once).
+#: FeedbackGiven has none: two scores for one trace are two events.
+#: ProviderProfileSynced without `synced_at` is keyed by a hash of its fields, so re-sending
+#: values already reported is dropped as a duplicate, including a later sync that returns to
+#: earlier values (A, B, then A again stays B): agents that can should send `synced_at`.
+NATURAL_KEYS: dict[type[Payload], tuple[str, ...]] = {
+    TurnRecorded: ("session_id", "turn_id"),
+    EmailObserved: ("message_id",),
+    DocumentIngested: ("source_id", "chunk_id"),
+    ProviderProfileSynced: ("connection_id", "synced_at"),
+    TraceCompleted: ("trace_id",),
+}
+
+
+def natural_event_id(payload: Payload, tenant_id: str, user_id: str) -> str | None:
+    """The event id derived from the payload's natural key (None: the type has none)."""
+    fields = NATURAL_KEYS.get(type(payload))
+    if fields is None:
+        return None
+    parts = [type(payload).__name__, tenant_id, user_id]
+    for name in fields:
+        value = getattr(payload, name)
+        if value is None:  # ProviderProfileSynced without synced_at
+            doc = payload.model_dump(mode="json", by_alias=True)
+            value = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        parts.append(repr(value) if isinstance(value, float) else str(value))
+    return derived_event_id("ingest", *parts)

@@ -1,0 +1,152 @@
+"""Reading a JSON request body: everything the system could not store is refused here.
+
+Why at the edge: an item the gateway accepts is published and answered "accepted"; if a consumer
+or Postgres then cannot store it (a NUL byte in text, a lone surrogate, nesting that overflows a
+serialiser's recursion limit), the event is silently lost after the client was told it is safe.
+So the body is checked before anything is published, and the error names the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from services.gateway.errors import GatewayError
+
+# A JSON string token: quotes around non-quote, non-backslash runs and escapes (unrolled loop).
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRINGS = re.compile(_STRING, re.DOTALL)
+_TOKENS = re.compile(rb"(" + _STRING + rb")|([\[\]{},:])", re.DOTALL)
+_EMPTY_PAIR = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# Postgres text cannot hold NUL; a code point in the surrogate range is left only by a lone
+# surrogate (json.loads joins valid pairs) and cannot be encoded as UTF-8 at all.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+MAX_PATH_SEGMENTS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class TooDeep(Exception):
+    """The body nests deeper than the limit; `path` leads to the container where it does."""
+
+    path: tuple[str, ...]
+    limit: int
+
+
+def check_media_type(request: Request) -> None:
+    """415 unless the body is declared JSON: a form post or text/plain body is a client bug
+    that would otherwise surface as a confusing parse error."""
+    declared = request.headers.get("content-type", "")
+    media, _, params = declared.partition(";")
+    media = media.strip().lower()
+    charset = next((p.split("=", 1)[1].strip().strip('"').lower()
+                    for p in params.split(";") if p.strip().lower().startswith("charset=")),
+                   "utf-8")
+    if (media == "application/json" or media.endswith("+json")) and charset in ("utf-8",
+                                                                                  "utf8"):
+        return
+    raise GatewayError("unsupported_media_type",
+                       f"Content-Type: send application/json (UTF-8), got {declared or 'none'!r}",
+                       415)
+
+
+def depth_exceeds(raw: bytes, limit: int) -> bool:
+    """Does the JSON text nest containers deeper than `limit`? Measured on the bytes, before
+    parsing, so no parser recursion can overflow: each pass removes the innermost empty pairs
+    (C-speed), and a pair still removed by pass `limit + 1` had `limit` levels around it."""
+    shape = _STRINGS.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        shape, removed = _EMPTY_PAIR.subn(b"", shape)
+        if not removed:
+            return False
+    return _EMPTY_PAIR.search(shape) is not None
+
+
+def locate_depth(raw: bytes, limit: int) -> tuple[str, ...]:
+    """The path to the first container nested deeper than `limit` (only run on a body already
+    known to be too deep, so its cost is paid by bad requests alone)."""
+    stack: list[list[Any]] = []  # [kind, index or key, expecting_key]
+    for match in _TOKENS.finditer(raw):
+        string, punct = match.group(1), match.group(2)
+        top = stack[-1] if stack else None
+        if string is not None:
+            if top is not None and top[0] == "{" and top[2]:
+                try:
+                    top[1] = json.loads(string)
+                except ValueError:
+                    top[1] = "?"
+                top[2] = False
+            continue
+        if punct in (b"[", b"{"):
+            if len(stack) >= limit:
+                return tuple(_segment(f) for f in stack)
+            stack.append([punct.decode(), 0 if punct == b"[" else None, punct == b"{"])
+        elif punct in (b"]", b"}"):
+            if stack:
+                stack.pop()
+        elif punct == b"," and top is not None:
+            if top[0] == "[":
+                top[1] += 1
+            else:
+                top[2] = True
+    return ()
+
+
+def _segment(frame: list[Any]) -> str:
+    return escape(str(frame[1])) if frame[1] is not None else "?"
+
+
+def escape(text: str) -> str:
+    """A name safe to echo in an error: unstorable characters as \\u escapes."""
+    if _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def format_path(path: tuple[str, ...] | list[str]) -> str:
+    if len(path) > MAX_PATH_SEGMENTS:
+        path = [*path[:MAX_PATH_SEGMENTS], "..."]
+    return ".".join(path) or "body"
+
+
+def parse_json(raw: bytes, max_depth: int) -> Any:
+    """Strict JSON: UTF-8, no deeper than `max_depth`. Raises TooDeep or ValueError."""
+    if depth_exceeds(raw, max_depth):
+        raise TooDeep(locate_depth(raw, max_depth), max_depth)
+    return json.loads(raw)
+
+
+def unstorable(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    """(field path, reason) for every string or object key that cannot be stored. Iterative,
+    and bounded anyway by the depth check that ran first."""
+    todo: list[tuple[tuple[str, ...], Any]] = [(path, value)]
+    while todo:
+        where, node = todo.pop()
+        if isinstance(node, str):
+            reason = _reason(node)
+            if reason:
+                yield format_path(where), reason
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                reason = _reason(key)
+                if reason:
+                    yield format_path((*where, escape(key))), f"the key {reason}"
+                todo.append(((*where, escape(key)), child))
+        elif isinstance(node, list):
+            todo.extend(((*where, str(i)), child) for i, child in enumerate(node))
+
+
+def _reason(text: str) -> str | None:
+    bad = _UNSTORABLE.search(text)
+    if bad is None:
+        return None
+    if bad.group() == "\x00":
+        return "contains a NUL character (\\u0000), which cannot be stored"
+    return (f"contains a lone surrogate (\\u{ord(bad.group()):04x}); "
+            "text must be valid Unicode")
