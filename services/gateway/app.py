@@ -21,12 +21,14 @@ from starlette.routing import Match
 
 from habitus.bus.publisher import PublishResult
 from habitus.bus.rpc import RpcError
+from habitus.contract import METHODS, method_names
 from habitus.events import CATALOG
 from habitus.service.context import ServiceContext
 from habitus.service.health import dependency_checks
 from habitus.telemetry import metrics
 from services.gateway.auth import Caller, KeyCache, authenticate
 from services.gateway.ingest import ItemOutcome, build_event
+from services.gateway.openapi import install as install_openapi
 from services.gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -110,6 +112,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         "prompt should carry. Authenticate with `Authorization: Bearer <key>`.",
     )
     app.add_middleware(MetricsMiddleware)
+    install_openapi(app, settings)
 
     async def caller_for(request: Request, cost: int = 1) -> Caller:
         caller = await authenticate(request, keys)
@@ -226,8 +229,12 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         except RpcError as exc:
             # No service answered: the name is the caller's, so it must not become a label.
             label = "unknown" if exc.code == "unavailable" else method
+            if exc.code == "unavailable" and method not in METHODS:
+                # Nobody answers a name the RPC table lacks: the caller's mistake, not an outage.
+                exc = RpcError("not_found", f"unknown method {method!r}; the methods are "
+                                            + ", ".join(method_names()))
             metrics.RPC_REQUESTS.labels(label, exc.code).inc()
-            raise
+            raise exc from None
         if "error" in reply:
             err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))
             metrics.RPC_REQUESTS.labels(method, err.code).inc()

@@ -210,14 +210,21 @@ async def test_rpc_errors_keep_their_shape_and_status(gateway: str, tenant: Any)
                                      json={"user_id": "u", "fail": "conflict"}, headers=auth(key))
         bad = await client.post("/v1/rpc/echo.whoami", json={"nope": 1}, headers=auth(key))
         missing = await client.post("/v1/rpc/nobody.home", json={}, headers=auth(key))
+        down = await client.post("/v1/rpc/learning.cache_stats", json={"user_id": "u"},
+                                 headers=auth(key))
     assert conflict.status_code == 409
     assert conflict.json()["error"] == {
         "code": "conflict", "message": "asked to fail with conflict"
     }
     assert bad.status_code == 400
     assert "user_id" in bad.json()["error"]["message"]
-    assert missing.status_code == 503
-    assert missing.json()["error"]["code"] == "unavailable"
+    # a name outside the RPC table is the caller's mistake; a known method nobody serves is an
+    # outage (no learning service runs beside this gateway)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
+    assert "learning.pin_facet, " in missing.json()["error"]["message"]
+    assert down.status_code == 503
+    assert down.json()["error"]["code"] == "unavailable"
 
 
 async def test_health_ready_metrics_and_docs(gateway: str) -> None:

@@ -1,0 +1,360 @@
+"""The gateway's OpenAPI document, generated from the two contracts it serves.
+
+FastAPI would describe one catch-all `POST /v1/rpc/{method}` with an untyped body, and an ingest
+route whose body it never sees (the gateway parses it by hand, to answer per item). So the document
+is built here instead: every ingest type's item from the event catalog, every RPC method as its
+own path from the RPC table, one error shape for every failure, and the bearer scheme on every
+operation. Both sources are the ones the services validate against, so the document cannot drift
+from what is enforced, and a fuzzer can test the gateway from it alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from habitus.bus.rpc import HTTP_STATUS
+from habitus.config import Settings
+from habitus.contract import METHODS, MethodSpec
+from habitus.events import CATALOG, Catalog
+from habitus.ids import ID_RE
+
+REF = "#/components/schemas/{model}"
+SECURITY = [{"bearer": []}]
+
+# A UUID, or a ULID in either case: what `habitus.ids.check_event_id` accepts.
+EVENT_ID_PATTERN = (r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                    r"[0-9a-fA-F]{12}|[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25})$")
+
+ERROR_CODES = sorted(HTTP_STATUS)
+
+#: When each status is answered, for the responses' descriptions.
+STATUS_TEXT = {
+    400: "The request is malformed: not JSON, the wrong shape, or a parameter is invalid "
+         "(the message names it).",
+    401: "No API key, or an unknown or revoked one.",
+    403: "The key cannot act for the tenant named in X-Habitus-Tenant.",
+    404: "Not found: the method is not one Habitus has (the message lists them), or the "
+         "thing asked for does not exist.",
+    409: "The change conflicts with the current state (the message says how to proceed).",
+    413: "The body, the batch or an item is over the gateway's limits.",
+    415: "The body is not `application/json`.",
+    422: "An event built from the request is invalid.",
+    429: "The key's rate limit is used up; retry after Retry-After seconds.",
+    503: "A service Habitus needs is not answering; retrying later is safe.",
+    504: "The answer did not come in time. A command is recorded and will apply.",
+}
+RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504)
+INGEST_ERRORS = (400, 401, 403, 413, 415, 422, 429, 503)
+PROFILE_ERRORS = (400, 401, 403, 404, 429, 503, 504)
+
+RETRYABLE = (429, 503, 504)
+RETRY_AFTER = {
+    "description": "Seconds to wait before retrying.",
+    "schema": {"type": "integer", "minimum": 0},
+}
+
+
+def build_document(settings: Settings, *, title: str = "Habitus gateway", version: str = "1",
+                   description: str = "", catalog: Catalog = CATALOG,
+                   methods: dict[str, MethodSpec] | None = None) -> dict[str, Any]:
+    table = dict(METHODS if methods is None else methods)
+    ingest = [spec for spec in catalog if spec.stream == "ingest"]
+    models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (spec.payload, "validation") for spec in ingest]
+    for spec in table.values():
+        models += [(spec.params, "validation"), (spec.result, "serialization")]
+    refs, defs = models_json_schema(models, ref_template=REF)
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    own = _own_schemas(settings, [s.type for s in ingest])
+    clash = set(schemas) & set(own)
+    if clash:
+        raise ValueError(f"model names clash with the gateway's own schemas: {sorted(clash)}")
+    schemas.update(own)
+    for spec in ingest:
+        schemas[f"{spec.type}Item"] = _ingest_item(spec.type, spec.version, spec.description,
+                                                   refs[(spec.payload, "validation")])
+
+    paths: dict[str, Any] = {"/v1/events": {"post": _ingest_operation(settings, ingest)}}
+    for name in sorted(table):
+        spec = table[name]
+        paths[f"/v1/rpc/{name}"] = {"post": _rpc_operation(
+            spec, refs[(spec.params, "validation")], refs[(spec.result, "serialization")])}
+    paths["/v1/users/{user_id}/profile.md"] = {"get": _profile_operation()}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version, "description": description},
+        "paths": paths,
+        "components": {
+            "schemas": dict(sorted(schemas.items())),
+            "securitySchemes": {"bearer": {
+                "type": "http", "scheme": "bearer",
+                "description": "An API key: `Authorization: Bearer <key>`. The key decides "
+                               "the tenant; an admin key names it in X-Habitus-Tenant.",
+            }},
+        },
+        "security": SECURITY,
+        "tags": [{"name": "ingest", "description": "Report what happened."},
+                 *({"name": t, "description": f"`{t}.*` methods."}
+                   for t in sorted({n.split(".")[0] for n in table}))],
+    }
+
+
+def install(app: FastAPI, settings: Settings) -> None:
+    """Serve the generated document at the app's OpenAPI URL (and so in its docs UI)."""
+    document = build_document(settings, title=app.title, version=app.version,
+                              description=app.description)
+
+    def openapi() -> dict[str, Any]:
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------- schemas
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": REF.format(model=name)}
+
+
+def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
+    error = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "additionalProperties": False,
+            "properties": {
+                # Not an enum: the gateway adds codes of its own (415, 405), and a client
+                # must treat a code it does not know by its status.
+                "code": {"type": "string", "pattern": "^[a-z][a-z_]*$",
+                         "description": "Stable, for programs: "
+                                        + ", ".join(f"`{c}` ({HTTP_STATUS[c]})"
+                                                    for c in ERROR_CODES) + "."},
+                "message": {"type": "string", "description": "For people: what was wrong."},
+            },
+        }},
+        "description": "Every failure has this shape. Ingest failures add the per-item results.",
+    }
+    field_error = {
+        "type": "object",
+        "required": ["field", "reason"],
+        "additionalProperties": False,
+        "properties": {
+            "field": {"type": "string", "description": "The field at fault, dotted, e.g. "
+                                                       "`payload.user_message`."},
+            "reason": {"type": "string"},
+        },
+    }
+    item_result = {
+        "type": "object",
+        "required": ["index", "status"],
+        "additionalProperties": False,
+        "properties": {
+            "index": {"type": "integer", "minimum": 0,
+                      "description": "The item's position in the request."},
+            "status": {
+                "type": "string",
+                "enum": ["accepted", "duplicate", "rejected", "not_published", "failed"],
+                "description": "`duplicate`: an event with this id was stored before (nothing "
+                               "changed). `not_published`: valid, but the batch was refused "
+                               "because of another item. `failed`: valid but not stored; "
+                               "send it again.",
+            },
+            "type": {"type": "string", "description": "The item's type, as sent."},
+            "event_id": {"type": "string", "description": "The event's id (assigned when the "
+                                                          "item had none)."},
+            "seq": {"type": "integer", "minimum": 0,
+                    "description": "Its sequence in the ingest stream."},
+            "errors": {"type": "array", "items": _ref("FieldError"),
+                       "description": "Why the item was rejected."},
+            "error": {"type": "string", "description": "Why a valid item was not stored."},
+        },
+    }
+    counts = {
+        "accepted": {"type": "integer", "minimum": 0},
+        "duplicates": {"type": "integer", "minimum": 0},
+        "rejected": {"type": "integer", "minimum": 0},
+        "failed": {"type": "integer", "minimum": 0},
+        "results": {"type": "array", "items": _ref("IngestItemResult"),
+                    "description": "One per item, in request order."},
+    }
+    return {
+        "Error": error,
+        "FieldError": field_error,
+        "IngestItemResult": item_result,
+        "IngestResponse": {
+            "type": "object",
+            "required": ["accepted", "duplicates", "rejected", "failed", "results"],
+            "additionalProperties": False,
+            "properties": counts,
+        },
+        "IngestError": {
+            "allOf": [_ref("Error")],
+            "type": "object",
+            "properties": counts,
+            "description": "An ingest failure; when items were looked at, the per-item "
+                           "results and counts say which were at fault.",
+        },
+        "IngestItem": {
+            "oneOf": [_ref(f"{t}Item") for t in ingest_types],
+            "discriminator": {"propertyName": "type",
+                              "mapping": {t: REF.format(model=f"{t}Item")
+                                          for t in ingest_types}},
+        },
+    }
+
+
+def _ingest_item(type_name: str, version: int, description: str,
+                 payload_ref: dict[str, Any]) -> dict[str, Any]:
+    id_string = {"type": "string", "pattern": ID_RE.pattern}
+    optional_id = {"type": ["string", "null"], "maxLength": 64}
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["type", "user_id", "payload"],
+        "additionalProperties": False,
+        "properties": {
+            "type": {"const": type_name},
+            "user_id": {**id_string, "description": "The user it is about."},
+            "payload": payload_ref,
+            "event_id": {"type": "string", "pattern": EVENT_ID_PATTERN,
+                         "description": "A UUID or ULID; sending the same id again is answered "
+                                        "`duplicate`. Absent: one is assigned."},
+            "occurred_at": {"type": "number", "minimum": 0,
+                            "description": "When it happened (epoch seconds). Absent: now."},
+            "schema_version": {"type": "integer", "minimum": 1, "maximum": version,
+                               "description": "The payload's version; older ones are "
+                                              "upcast. Absent: 1."},
+            "producer": {"type": "string", "minLength": 1, "maxLength": 128,
+                         "description": "The client that reports it. Absent: `gateway`."},
+            "causation_id": {**optional_id, "description": "The event this one was caused by."},
+            "correlation_id": {**optional_id, "description": "The request it started from."},
+            "tenant_id": {**id_string, "description": "May repeat the key's tenant; any other "
+                                                      "is rejected."},
+        },
+    }
+
+
+# ---------------------------------------------------------------------------- operations
+
+
+def _errors(statuses: tuple[int, ...], schema: str = "Error",
+            overrides: dict[int, str] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for status in statuses:
+        response: dict[str, Any] = {
+            "description": STATUS_TEXT[status],
+            "content": {"application/json": {"schema": _ref((overrides or {}).get(status,
+                                                                                  schema))}},
+        }
+        if status in RETRYABLE:
+            response["headers"] = {"Retry-After": RETRY_AFTER}
+        out[str(status)] = response
+    return out
+
+
+def _tenant_header() -> dict[str, Any]:
+    return {"name": "X-Habitus-Tenant", "in": "header", "required": False,
+            "description": "The tenant an admin key acts for (required with one); a tenant "
+                           "key may only name its own.",
+            "schema": {"type": "string", "pattern": ID_RE.pattern}}
+
+
+def _ingest_operation(settings: Settings, ingest: list[Any]) -> dict[str, Any]:
+    accepted = {"application/json": {"schema": _ref("IngestResponse")}}
+    return {
+        "operationId": "ingest",
+        "tags": ["ingest"],
+        "summary": "Report events (a JSON list of ingest items)",
+        "description": "Each item is one of the ingest types ("
+                       + ", ".join(f"`{s.type}`" for s in ingest) + "), chosen by `type`. "
+                       "All-or-nothing by default: if any item is rejected nothing is "
+                       "published and the answer says, per item, what was wrong. With "
+                       f"`partial=true` the valid items are published. At most "
+                       f"{settings.max_batch_items} items, {settings.max_item_bytes} bytes an "
+                       f"item and {settings.max_body_bytes} bytes a body.",
+        "security": SECURITY,
+        "parameters": [
+            {"name": "partial", "in": "query", "required": False,
+             "description": "Publish the valid items even if some are rejected (answered 207).",
+             "schema": {"type": "boolean", "default": False}},
+            _tenant_header(),
+        ],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "array", "minItems": 1, "maxItems": settings.max_batch_items,
+            "items": _ref("IngestItem"),
+        }}}},
+        "responses": {
+            "200": {"description": "Every item was stored (or was a duplicate).",
+                    "content": accepted},
+            "207": {"description": "With `partial=true`: the valid items were stored, the "
+                                   "rejected ones are reported.", "content": accepted},
+            **_errors(INGEST_ERRORS, overrides={413: "IngestError", 422: "IngestError",
+                                                503: "IngestError"}),
+        },
+    }
+
+
+def _rpc_operation(spec: MethodSpec, params: dict[str, Any], result: dict[str, Any]
+                   ) -> dict[str, Any]:
+    kind = ("A command: it is recorded as an event and answered once applied, so the "
+            "caller's next read sees it." if spec.changes_state else "A read; it changes "
+                                                                     "nothing.")
+    return {
+        "operationId": spec.name.replace(".", "_"),
+        "tags": [spec.name.split(".")[0]],
+        "summary": spec.summary,
+        "description": " ".join(p for p in (kind, spec.description) if p),
+        "security": SECURITY,
+        "parameters": [
+            _tenant_header(),
+            {"name": "X-Correlation-Id", "in": "header", "required": False,
+             "description": "Carried onto the events the call causes.",
+             "schema": {"type": "string", "maxLength": 64}},
+        ],
+        "requestBody": {"required": True,
+                        "content": {"application/json": {"schema": params}}},
+        "responses": {
+            "200": {"description": "The method's result.", "content": {"application/json": {
+                "schema": {"type": "object", "required": ["result"],
+                           "additionalProperties": False, "properties": {"result": result}},
+            }}},
+            **_errors(RPC_ERRORS),
+        },
+        "x-habitus-service": spec.service,
+        "x-habitus-changes-state": spec.changes_state,
+    }
+
+
+def _profile_operation() -> dict[str, Any]:
+    return {
+        "operationId": "profile_markdown",
+        "tags": ["profile"],
+        "summary": "A user's PROFILE.md (text/markdown)",
+        "security": SECURITY,
+        "parameters": [
+            {"name": "user_id", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": ID_RE.pattern}},
+            _tenant_header(),
+        ],
+        "responses": {
+            "200": {
+                "description": "The latest version; version 0 is what would be rendered now.",
+                "headers": {
+                    "X-Habitus-Profile-Version": {"schema": {"type": "integer", "minimum": 0},
+                                                  "description": "The document version."},
+                    "ETag": {"schema": {"type": "string"},
+                             "description": "The quoted SHA-256 of the markdown."},
+                },
+                "content": {"text/markdown": {"schema": {"type": "string"}}},
+            },
+            **_errors(PROFILE_ERRORS),
+        },
+    }
