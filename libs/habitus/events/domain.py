@@ -7,7 +7,7 @@ services subscribe to. New fields must be optional (or a new schema_version with
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -44,30 +44,40 @@ class UserState(StrEnum):
     FORGOTTEN = "forgotten"
 
 
-FacetKey = Field(min_length=1, max_length=200, pattern=r"^[^\s/][^\s]*$")
+FacetKey = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\s/][^\s]*$")]
 
 
 class FacetRef(Payload):
-    class_: FacetClass = Field(alias="class")
-    key: str = FacetKey
+    class_: FacetClass = Field(
+        alias="class", description="The facet class: what kind of preference it is.")
+    key: FacetKey = Field(description="The facet key within its class, e.g. `verbosity`.")
 
 
 class CandidateEmitted(Payload):
-    class_: FacetClass = Field(alias="class")
-    key: str = FacetKey
-    value: str = Field(min_length=1, max_length=2000)
-    cue_family: CueFamily
-    evidence: list[EvidenceRef] = Field(default_factory=list, max_length=64)
-    initial_confidence: float = Field(ge=0, le=1)
-    observed_at: float = Field(ge=0)
-    producer: str = Field(min_length=1, max_length=128)
+    class_: FacetClass = Field(
+        alias="class", description="The facet class: what kind of preference it is.")
+    key: FacetKey = Field(description="The facet key within its class, e.g. `verbosity`.")
+    value: str = Field(
+        min_length=1, max_length=2000, description="The value the evidence supports, e.g. `terse`.")
+    cue_family: CueFamily = Field(
+        description="What kind of cue it was; families are weighted differently.")
+    evidence: list[EvidenceRef] = Field(
+        default_factory=list, max_length=64, description="The ingest events it was seen in.")
+    initial_confidence: float = Field(
+        ge=0, le=1, description="How sure the producer is, from 0 to 1.")
+    observed_at: float = Field(
+        ge=0, description="When the evidence happened (epoch seconds); decay runs from it.")
+    producer: str = Field(
+        min_length=1, max_length=128,
+        description="The producer that emitted it (a heuristic, the extractor, ...).")
 
 
 class FacetPinned(FacetRef):
-    #: the value pinned (the active value when the user pinned it), so the log alone says
-    #: what a pinned facet holds after later evidence or a reset; absent, the value winning
-    #: at the time of the pin is held
-    value: str | None = Field(default=None, min_length=1, max_length=2000)
+    value: str | None = Field(
+        default=None, min_length=1, max_length=2000,
+        description="The value pinned (the active value when the user pinned it), so the log alone "
+                    "says what a pinned facet holds after later evidence or a reset; absent, the "
+                    "value winning at the time of the pin is held.")
 
 
 class FacetUnpinned(FacetRef):
@@ -79,56 +89,80 @@ class FacetForgotten(FacetRef):
 
 
 class FacetUpdated(FacetRef):
-    value: str = Field(min_length=1, max_length=2000)
+    value: str = Field(
+        min_length=1, max_length=2000,
+        description="The value the user set; the facet is pinned to it.")
 
 
 class CacheResetRequested(Payload):
-    reason: str | None = Field(default=None, max_length=500)
+    reason: str | None = Field(
+        default=None, max_length=500, description="Why, for the audit trail.")
 
 
 class RebuildRequested(Payload):
-    as_of: float = Field(ge=0)
-    scope: Literal["user", "periodic", "manual"] = "user"
-    reason: str | None = Field(default=None, max_length=500)
+    as_of: float = Field(
+        ge=0,
+        description="The time to compute the cache as of (epoch seconds): decay is computed to it, "
+                    "so a replay gives the same result.")
+    scope: Literal["user", "periodic", "manual"] = Field(
+        default="user",
+        description="Who asked: `user` (after new evidence), `periodic` (the scheduler), or "
+                    "`manual`.")
+    reason: str | None = Field(
+        default=None, max_length=500, description="Why, for the audit trail.")
 
 
 class FacetChange(Payload):
-    class_: FacetClass = Field(alias="class")
-    key: str
-    old_value: str | None = None
-    new_value: str | None = None
-    old_state: FacetState | None = None
-    new_state: FacetState | None = None
+    class_: FacetClass = Field(alias="class", description="The facet class.")
+    key: str = Field(description="The facet key.")
+    old_value: str | None = Field(
+        default=None, description="The value before; null: the facet was not in the cache.")
+    new_value: str | None = Field(
+        default=None, description="The value after; null: the facet left the cache.")
+    old_state: FacetState | None = Field(default=None, description="The state before.")
+    new_state: FacetState | None = Field(default=None, description="The state after.")
 
 
 class ActiveFacet(Payload):
-    class_: FacetClass = Field(alias="class")
-    key: str
-    value: str
-    #: None when pinned (a pinned facet's stability is infinite: it never decays)
-    stability: float | None
-    user_state: UserState = UserState.AUTO
+    class_: FacetClass = Field(alias="class", description="The facet class.")
+    key: str = Field(description="The facet key.")
+    value: str = Field(description="The value held.")
+    stability: float | None = Field(
+        description="The evidence score; null when pinned (a pinned facet's stability is infinite: "
+                    "it never decays).")
+    user_state: UserState = Field(
+        default=UserState.AUTO,
+        description="What the user decided: `auto` (the evidence decides) or `pinned`.")
 
 
 class CacheRebuilt(Payload):
-    as_of: float = Field(ge=0)
-    added: int = Field(ge=0)
-    evicted: int = Field(ge=0)
-    kept: int = Field(ge=0)
-    total_size: int = Field(ge=0)
-    changes: list[FacetChange] = Field(default_factory=list)
-    active: list[ActiveFacet] = Field(default_factory=list)
+    as_of: float = Field(ge=0, description="The time the cache was computed as of (epoch seconds).")
+    added: int = Field(ge=0, description="Facets that became active.")
+    evicted: int = Field(ge=0, description="Facets that stopped being active.")
+    kept: int = Field(ge=0, description="Facets that stayed active.")
+    total_size: int = Field(ge=0, description="Active facets after the rebuild.")
+    changes: list[FacetChange] = Field(
+        default_factory=list, description="Every facet whose value or state changed.")
+    active: list[ActiveFacet] = Field(
+        default_factory=list,
+        description="The active facets after the rebuild: a subscriber needs no query.")
 
 
 class ProfileRendered(Payload):
-    version: int = Field(ge=1)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    blocks_changed: list[str] = Field(default_factory=list)
+    version: int = Field(ge=1, description="The new PROFILE.md version (1, 2, ...).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the new document.")
+    blocks_changed: list[str] = Field(
+        default_factory=list, description="The managed blocks whose content changed.")
 
 
 class ProfileNotesSaved(Payload):
-    markdown: str = Field(max_length=1_000_000)
-    base_version: int = Field(ge=0)
+    markdown: str = Field(
+        max_length=1_000_000,
+        description="The whole PROFILE.md as the user edited it; only the notes outside the "
+                    "managed blocks are taken.")
+    base_version: int = Field(
+        ge=0,
+        description="The version the edit was made on; a save over a newer one is a conflict.")
 
 
 class RulePriority(StrEnum):
@@ -139,68 +173,90 @@ class RulePriority(StrEnum):
 
 
 class ToolRuleUpserted(Payload):
-    rule_id: str = Field(min_length=1, max_length=128)
-    tool_name: str = Field(min_length=1, max_length=128)
-    rule: str = Field(min_length=1, max_length=4000)
-    priority: RulePriority = RulePriority.NORMAL
-    source: str = Field(default="user", max_length=64)
-    tags: list[str] = Field(default_factory=list, max_length=32)
+    rule_id: str = Field(
+        min_length=1, max_length=128,
+        description="The rule, unique per user; upserting it again replaces it.")
+    tool_name: str = Field(
+        min_length=1, max_length=128,
+        description="The tool the rule applies to; prompts for that tool carry it.")
+    rule: str = Field(
+        min_length=1, max_length=4000, description="The rule's text, as the prompt will carry it.")
+    priority: RulePriority = Field(
+        default=RulePriority.NORMAL, description="Higher priorities survive a tight prompt budget.")
+    source: str = Field(
+        default="user", max_length=64,
+        description="Where the rule came from (`user`, a producer, ...).")
+    tags: list[str] = Field(
+        default_factory=list, max_length=32, description="Free labels, for filtering.")
 
 
 class ToolRuleDeleted(Payload):
-    rule_id: str = Field(min_length=1, max_length=128)
-    tool_name: str = Field(min_length=1, max_length=128)
+    rule_id: str = Field(min_length=1, max_length=128, description="The rule removed.")
+    tool_name: str = Field(min_length=1, max_length=128, description="The tool it applied to.")
 
 
 class RouteDecided(Payload):
-    query_id: str = Field(min_length=1, max_length=128)
-    model: str = Field(min_length=1, max_length=256)
-    policy: str = Field(min_length=1, max_length=128)
-    reason: str | None = Field(default=None, max_length=2000)
-    scores: dict[str, float] = Field(default_factory=dict)
+    query_id: str = Field(min_length=1, max_length=128, description="The query routed.")
+    model: str = Field(min_length=1, max_length=256, description="The model chosen.")
+    policy: str = Field(
+        min_length=1, max_length=128, description="The routing policy that chose it.")
+    reason: str | None = Field(default=None, max_length=2000, description="Why, in words.")
+    scores: dict[str, float] = Field(
+        default_factory=dict, description="Each candidate model's score.")
 
 
 class RoutingPolicyUpdated(Payload):
-    policy: str = Field(min_length=1, max_length=128)
-    version: int = Field(ge=1)
-    parameters: dict[str, Any] = Field(default_factory=dict)
+    policy: str = Field(min_length=1, max_length=128, description="The policy that changed.")
+    version: int = Field(ge=1, description="Its new version (1, 2, ...).")
+    parameters: dict[str, Any] = Field(default_factory=dict, description="Its learned parameters.")
 
 
 class ConnectedAccountSynced(Payload):
     """A provider sync seen on the ingest stream, restated as a domain event so the profile's
     document is rendered from one stream, in one order."""
 
-    toolkit: str = Field(min_length=1, max_length=128)
-    connection_id: str = Field(min_length=1, max_length=256)
-    label: str = Field(default="", max_length=512)
+    toolkit: str = Field(
+        min_length=1, max_length=128, description="The provider (gmail, github, slack, ...).")
+    connection_id: str = Field(
+        min_length=1, max_length=256,
+        description="The connected account, unique within the toolkit.")
+    label: str = Field(
+        default="", max_length=512,
+        description="How the profile names the account, e.g. its email address.")
 
 
 class UserErased(Payload):
-    reason: str | None = Field(default=None, max_length=500)
+    reason: str | None = Field(
+        default=None, max_length=500,
+        description="Why, for the audit trail (never the user's data).")
 
 
 class HabitSuggested(Payload):
-    habit_id: str = Field(min_length=1, max_length=128)
-    when: str = Field(min_length=1, max_length=2000)
-    do: str = Field(min_length=1, max_length=2000)
-    evidence: list[EvidenceRef] = Field(default_factory=list, max_length=64)
+    habit_id: str = Field(min_length=1, max_length=128, description="The habit, unique per user.")
+    when: str = Field(min_length=1, max_length=2000, description="The situation it applies in.")
+    do: str = Field(min_length=1, max_length=2000, description="What the agent should then do.")
+    evidence: list[EvidenceRef] = Field(
+        default_factory=list, max_length=64, description="The ingest events it was learned from.")
 
 
 class HabitApproved(Payload):
-    habit_id: str = Field(min_length=1, max_length=128)
+    habit_id: str = Field(min_length=1, max_length=128, description="The habit approved.")
 
 
 class HabitRejected(Payload):
-    habit_id: str = Field(min_length=1, max_length=128)
-    reason: str | None = Field(default=None, max_length=2000)
+    habit_id: str = Field(min_length=1, max_length=128, description="The habit rejected.")
+    reason: str | None = Field(
+        default=None, max_length=2000, description="Why, in the user's words.")
 
 
 class HabitEdited(Payload):
-    habit_id: str = Field(min_length=1, max_length=128)
-    when: str = Field(min_length=1, max_length=2000)
-    do: str = Field(min_length=1, max_length=2000)
+    habit_id: str = Field(min_length=1, max_length=128, description="The habit edited.")
+    when: str = Field(
+        min_length=1, max_length=2000, description="The situation it applies in, as edited.")
+    do: str = Field(
+        min_length=1, max_length=2000, description="What the agent should then do, as edited.")
 
 
 class HabitRetired(Payload):
-    habit_id: str = Field(min_length=1, max_length=128)
-    reason: str | None = Field(default=None, max_length=2000)
+    habit_id: str = Field(min_length=1, max_length=128, description="The habit retired.")
+    reason: str | None = Field(default=None, max_length=2000, description="Why it was retired.")

@@ -29,32 +29,57 @@ Timestamp = Annotated[float, TIMESTAMP]
 
 
 class ToolCall(Payload):
-    tool_name: str = Field(min_length=1, max_length=128)
-    ok: bool
-    output_summary: str | None = Field(default=None, max_length=4000)
-    duration_seconds: float | None = Field(default=None, ge=0)
+    tool_name: str = Field(
+        min_length=1, max_length=128,
+        description="The tool's name, as the agent knows it; tool-scoped rules are keyed by it.")
+    ok: bool = Field(description="Whether the call succeeded.")
+    output_summary: str | None = Field(
+        default=None, max_length=4000, description="A short summary of what the tool returned.")
+    duration_seconds: float | None = Field(
+        default=None, ge=0, description="How long the call took.")
 
 
 class TurnRecorded(Payload):
-    session_id: str = Field(min_length=1, max_length=128)
-    turn_id: str = Field(min_length=1, max_length=128)
-    channel: str = Field(min_length=1, max_length=64)
-    user_message: Text
-    assistant_message: Text
-    user_at: Timestamp = Field(ge=0)
-    assistant_at: Timestamp = Field(ge=0)
-    previous_assistant_at: Timestamp | None = Field(default=None, ge=0)
-    tool_calls: list[ToolCall] = Field(default_factory=list, max_length=256)
+    session_id: str = Field(
+        min_length=1, max_length=128, description="The conversation the turn belongs to.")
+    turn_id: str = Field(
+        min_length=1, max_length=128,
+        description="The turn, unique within its session; with session_id it identifies the turn "
+                    "(a re-sent turn is a duplicate).")
+    channel: str = Field(
+        min_length=1, max_length=64,
+        description="Where the conversation happens (chat, slack, email, voice, ...).")
+    user_message: Text = Field(description="What the user wrote.")
+    assistant_message: Text = Field(description="What the assistant answered.")
+    user_at: Timestamp = Field(
+        ge=0, description="When the user's message was sent (epoch seconds).")
+    assistant_at: Timestamp = Field(
+        ge=0, description="When the assistant's answer was sent (epoch seconds).")
+    previous_assistant_at: Timestamp | None = Field(
+        default=None, ge=0,
+        description="When the assistant's previous answer in this session was sent (epoch "
+                    "seconds). A user message that follows it within 30 seconds is read as a "
+                    "correction of that answer ('shorter', 'no bullet points'), which is strong "
+                    "evidence of a preference; absent, no message is read as one.")
+    tool_calls: list[ToolCall] = Field(
+        default_factory=list, max_length=256,
+        description="The tools the assistant called in this turn, in order.")
 
 
 class EmailObserved(Payload):
-    message_id: str = Field(min_length=1, max_length=512)
-    direction: Literal["sent", "received"]
-    from_: str = Field(alias="from", min_length=1, max_length=512)
-    to: list[str] = Field(default_factory=list, max_length=512)
-    subject: str = Field(default="", max_length=2000)
-    body: Text
-    sent_at: Timestamp = Field(ge=0)
+    message_id: str = Field(
+        min_length=1, max_length=512,
+        description="The message's id (its Message-ID header); a re-sent one is a duplicate.")
+    direction: Literal["sent", "received"] = Field(
+        description="Whether the user sent or received it.")
+    from_: str = Field(
+        alias="from", min_length=1, max_length=512, description="The sender's address.")
+    to: list[str] = Field(
+        default_factory=list, max_length=512,
+        description="The recipients' addresses (a single string is taken as one).")
+    subject: str = Field(default="", max_length=2000, description="The subject line.")
+    body: Text = Field(description="The body, as plain text.")
+    sent_at: Timestamp = Field(ge=0, description="When it was sent (epoch seconds).")
 
     @field_validator("to", mode="before")
     @classmethod
@@ -63,9 +88,12 @@ class EmailObserved(Payload):
 
 
 class DocumentIngested(Payload):
-    source_id: str = Field(min_length=1, max_length=512)
-    chunk_id: str = Field(min_length=1, max_length=512)
-    text: Text
+    source_id: str = Field(
+        min_length=1, max_length=512, description="The document the chunk comes from.")
+    chunk_id: str = Field(
+        min_length=1, max_length=512,
+        description="The chunk within its document; with source_id it identifies the chunk.")
+    text: Text = Field(description="The chunk's text.")
 
 
 class ProviderFields(Payload):
@@ -74,45 +102,65 @@ class ProviderFields(Payload):
 
     model_config = Payload.model_config | {"extra": "allow"}
 
-    email: str | None = None
-    name: str | None = None
-    timezone: str | None = None
-    role: str | None = None
-    employer: str | None = None
+    email: str | None = Field(default=None, description="The account's email address.")
+    name: str | None = Field(default=None, description="The user's name on the account.")
+    timezone: str | None = Field(
+        default=None, description="The user's time zone (IANA name, e.g. Europe/Paris).")
+    role: str | None = Field(default=None, description="The user's role or title.")
+    employer: str | None = Field(default=None, description="The user's organisation.")
 
 
 class ProviderProfileSynced(Payload):
-    toolkit: str = Field(min_length=1, max_length=128)
-    connection_id: str = Field(min_length=1, max_length=256)
-    fields: ProviderFields
+    toolkit: str = Field(
+        min_length=1, max_length=128, description="The provider (gmail, github, slack, ...).")
+    connection_id: str = Field(
+        min_length=1, max_length=256,
+        description="The connected account, unique within the toolkit.")
+    fields: ProviderFields = Field(
+        description="What the provider reports about the user; unknown fields are kept.")
     # When the provider was read: with it, each sync is its own event (see NATURAL_KEYS).
-    synced_at: Timestamp | None = Field(default=None, ge=0)
+    synced_at: Timestamp | None = Field(
+        default=None, ge=0,
+        description="When the provider was read (epoch seconds); with it, each sync is its own "
+                    "event.")
 
 
 class TraceStep(Payload):
-    step_type: str = Field(min_length=1, max_length=64)
-    timestamp: Timestamp = Field(ge=0)
-    duration_seconds: float = Field(ge=0)
-    input: Any = None
-    output: Any = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    step_type: str = Field(
+        min_length=1, max_length=64, description="What the step was (llm, tool, retrieval, ...).")
+    timestamp: Timestamp = Field(ge=0, description="When the step started (epoch seconds).")
+    duration_seconds: float = Field(ge=0, description="How long it took.")
+    input: Any = Field(default=None, description="What the step was given (any JSON).")
+    output: Any = Field(default=None, description="What it produced (any JSON).")
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Anything else the agent records about the step.")
 
 
 class TraceCompleted(Payload):
-    trace_id: str = Field(min_length=1, max_length=128)
-    query: Text
-    agent: str = Field(min_length=1, max_length=128)
-    model: str = Field(min_length=1, max_length=256)
-    engine: str = Field(min_length=1, max_length=128)
-    steps: list[TraceStep] = Field(default_factory=list, max_length=1024)
-    result: Text
-    outcome: Literal["success", "failure", "partial", "unknown"] | None = None
-    feedback: float | None = Field(default=None, ge=0, le=1)
-    started_at: Timestamp = Field(ge=0)
-    ended_at: Timestamp = Field(ge=0)
-    total_tokens: int = Field(ge=0)
-    total_latency_seconds: float = Field(ge=0)
-    cost_usd: float | None = Field(default=None, ge=0)
+    trace_id: str = Field(
+        min_length=1, max_length=128, description="The run's id; a re-sent trace is a duplicate.")
+    query: Text = Field(description="What the agent was asked.")
+    agent: str = Field(min_length=1, max_length=128, description="The agent that ran.")
+    model: str = Field(
+        min_length=1, max_length=256,
+        description="The model it used; the router learns which model suits which query.")
+    engine: str = Field(
+        min_length=1, max_length=128, description="The runtime or framework that ran it.")
+    steps: list[TraceStep] = Field(
+        default_factory=list, max_length=1024, description="The run, step by step, in order.")
+    result: Text = Field(description="What the agent answered.")
+    outcome: Literal["success", "failure", "partial", "unknown"] | None = Field(
+        default=None, description="How the run went, if known.")
+    feedback: float | None = Field(
+        default=None, ge=0, le=1,
+        description="A score from 0 (bad) to 1 (good), if given with the trace.")
+    started_at: Timestamp = Field(ge=0, description="When the run started (epoch seconds).")
+    ended_at: Timestamp = Field(
+        ge=0, description="When it ended (epoch seconds); not before started_at.")
+    total_tokens: int = Field(ge=0, description="Tokens used by the whole run.")
+    total_latency_seconds: float = Field(ge=0, description="How long the whole run took.")
+    cost_usd: float | None = Field(
+        default=None, ge=0, description="What the run cost, in US dollars.")
 
     @model_validator(mode="after")
     def _ordered(self) -> TraceCompleted:
@@ -122,10 +170,15 @@ class TraceCompleted(Payload):
 
 
 class FeedbackGiven(Payload):
-    trace_id: str | None = Field(default=None, min_length=1, max_length=128)
-    turn_id: str | None = Field(default=None, min_length=1, max_length=128)
-    score: float = Field(ge=0, le=1)
-    outcome: Literal["success", "failure", "partial", "unknown"] | None = None
+    trace_id: str | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The trace the score is for (this or turn_id is required).")
+    turn_id: str | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The turn the score is for (this or trace_id is required).")
+    score: float = Field(ge=0, le=1, description="From 0 (bad) to 1 (good).")
+    outcome: Literal["success", "failure", "partial", "unknown"] | None = Field(
+        default=None, description="How it went, if known.")
 
     @model_validator(mode="after")
     def _target(self) -> FeedbackGiven:
