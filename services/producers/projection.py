@@ -14,11 +14,11 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus import topology
 from habitus.bus.streams import INGEST
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted
 from habitus.projection import ApplyContext, Delivered, Projection
-from habitus.subjects import INGEST_ROOT
 from services.producers import store
 from services.producers.candidates import Candidate
 from services.producers.heuristics import SessionState, observe_turn
@@ -27,7 +27,6 @@ from services.producers.reflection import reflection_candidates
 from services.producers.signature import signature_candidates
 
 PRODUCER = "producers"
-KINDS = ("turn", "email", "provider_profile")
 
 
 def candidate_event(cause: Event[Any], candidate: Candidate) -> Event[Any]:
@@ -47,7 +46,7 @@ class ProducersProjection(Projection):
     name = "producers.candidates"
     schema = store.SCHEMA
     stream = INGEST
-    filter_subjects = [f"{INGEST_ROOT}.{kind}.*.*" for kind in KINDS]
+    filter_subjects = topology.projection(name).filter_subjects()
     tables = store.TABLES
 
     async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],

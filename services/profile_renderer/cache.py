@@ -1,8 +1,17 @@
-"""The prompt context cache (Redis), per user, invalidated by the events that change it.
+"""The prompt context cache (Redis), per user, never staler than the last committed change.
 
-Each user has a generation counter. Invalidation bumps it and drops the user's entries; an entry
-computed from Postgres is stored only if the generation it started from is still current, so a
-slow reader can never put a stale context back after an invalidation. Redis failures are misses.
+Each user's entries live in one hash, each stamped with the `profile.render` checkpoint that was
+current when its inputs were read (the checkpoint is read first, so a stamp is never newer than
+the data under it). The projection marks a user as changed at an event's sequence *before* the
+batch that applies it commits (`mark_changed`, field `_min`); a hit counts only if its stamp is
+at least that mark. So the moment a change commits, no earlier entry can be served, without
+waiting for any after-commit clean-up: a command that waited for the checkpoint can answer, and
+the caller's next `prompt.context` shows the change.
+
+A mark written for a batch that then rolls back only costs misses until the batch is applied
+again. After a commit the user's entries are also dropped (a generation counter keeps a slow
+reader from putting a superseded entry back), which frees memory. Redis failures are misses;
+if a mark cannot be written, entries cached before it can be served until their TTL (logged).
 """
 
 from __future__ import annotations
@@ -10,13 +19,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+
+MARK_FIELD = "_min"
+STAMP = "_seq"
 
 _PUT_IF_CURRENT = """
 if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
@@ -27,10 +39,35 @@ end
 return 0
 """
 
+# KEYS: the users' hashes; ARGV: one sequence per key, then the TTL. The mark only grows.
+_MARK = """
+local ttl = ARGV[#ARGV]
+for i, key in ipairs(KEYS) do
+  local seq = tonumber(ARGV[i])
+  local current = tonumber(redis.call('HGET', key, '_min') or '0')
+  if seq > current then
+    redis.call('HSET', key, '_min', seq)
+  end
+  redis.call('EXPIRE', key, ttl)
+end
+return #KEYS
+"""
+
 
 def field_for(tools: Iterable[str] | None, budget_chars: int | None) -> str:
     spec = json.dumps([sorted(set(tools)) if tools is not None else None, budget_chars])
     return hashlib.sha1(spec.encode()).hexdigest()
+
+
+def usable(raw: bytes | None, mark: bytes | None) -> dict[str, Any] | None:
+    """The cached value, if it was computed at or after the user's last change."""
+    if raw is None:
+        return None
+    entry = dict(json.loads(raw))
+    stamp = entry.pop(STAMP, None)
+    if not isinstance(stamp, int) or stamp < int(mark or 0):
+        return None
+    return entry
 
 
 class ContextCache:
@@ -38,6 +75,7 @@ class ContextCache:
         self._redis = redis
         self._ttl = ttl_seconds
         self._put = redis.register_script(_PUT_IF_CURRENT)
+        self._mark = redis.register_script(_MARK)
 
     @staticmethod
     def _keys(tenant_id: str, user_id: str) -> tuple[str, str]:
@@ -46,11 +84,12 @@ class ContextCache:
 
     async def get(self, tenant_id: str, user_id: str, field: str) -> dict[str, Any] | None:
         try:
-            raw = await self._redis.hget(self._keys(tenant_id, user_id)[1], field)
+            raw, mark = await self._redis.hmget(self._keys(tenant_id, user_id)[1],
+                                                [field, MARK_FIELD])
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
             return None
-        return None if raw is None else dict(json.loads(raw))
+        return usable(raw, mark)
 
     async def generation(self, tenant_id: str, user_id: str) -> str:
         try:
@@ -60,19 +99,35 @@ class ContextCache:
         return "0" if raw is None else raw.decode()
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
-                  generation: str) -> bool:
+                  generation: str, stamp: int) -> bool:
+        """Store `value`, computed from inputs read at checkpoint `stamp`."""
         if generation == "unavailable":
             return False
         gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
             stored = await self._put(keys=[gen_key, ctx_key],
-                                     args=[generation, field, json.dumps(value), self._ttl])
+                                     args=[generation, field,
+                                           json.dumps({**value, STAMP: stamp}), self._ttl])
         except RedisError as exc:
             log.warning("context cache write failed", extra={"error": repr(exc)})
             return False
         return bool(stored)
 
+    async def mark_changed(self, changes: Mapping[tuple[str, str], int]) -> None:
+        """Before a batch commits: these users' contexts change at these sequences."""
+        if not changes:
+            return
+        users = sorted(changes)
+        try:
+            await self._mark(keys=[self._keys(t, u)[1] for t, u in users],
+                             args=[*(changes[user] for user in users), self._ttl])
+        except RedisError as exc:
+            log.error("context cache mark failed; cached contexts may be served until their "
+                      "TTL", extra={"error": repr(exc)})
+
     async def invalidate(self, users: Iterable[tuple[str, str]]) -> None:
+        """After a commit: drop the users' entries and marks (what is cached from now on was
+        read after the commit; the generation turns away a put that started before it)."""
         try:
             pipe = self._redis.pipeline(transaction=False)
             for tenant_id, user_id in users:
@@ -81,5 +136,5 @@ class ContextCache:
                 pipe.delete(ctx_key)
             await pipe.execute()
         except RedisError as exc:
-            # Entries already cached stay until their TTL: logged, and bounded by it.
+            # The marks still turn earlier entries away; they expire with their TTL.
             log.error("context cache invalidation failed", extra={"error": repr(exc)})

@@ -37,7 +37,7 @@ def build(settings: ProfileSettings | None = None) -> ServiceSpec:
             if mirror is not None:
                 await mirror.sync(users)
 
-        render.set_after_commit(committed)
+        render.set_hooks(after_commit=committed, before_commit=cache.mark_changed)
 
     return ServiceSpec(
         name="profile_renderer",

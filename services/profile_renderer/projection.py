@@ -18,13 +18,13 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus import topology
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG
 from habitus.events.domain import ConnectedAccountSynced, ProfileRendered
 from habitus.ids import derived_event_id
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.prompt import ProfileFacet, ToolRule
-from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 from services.profile_renderer import store
 from services.profile_renderer.document import (
     FACET_BLOCKS,
@@ -36,10 +36,9 @@ from services.profile_renderer.document import (
 )
 
 PRODUCER = "profile_renderer"
-CONSUMED = ("CacheRebuilt", "ConnectedAccountSynced", "ToolRuleUpserted", "ToolRuleDeleted",
-            "ProfileNotesSaved")
 UserKey = tuple[str, str]
 AfterCommit = Callable[[set[UserKey]], Awaitable[None]]
+BeforeCommit = Callable[[dict[UserKey, int]], Awaitable[None]]
 
 
 def account_label(fields: Any) -> str:
@@ -52,7 +51,7 @@ class AccountsProjection(Projection):
     name = "profile.accounts"
     schema = store.SCHEMA
     stream = INGEST
-    filter_subjects = [f"{INGEST_ROOT}.provider_profile.*.*"]
+    filter_subjects = topology.projection(name).filter_subjects()
     tables = ()
 
     async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
@@ -76,19 +75,27 @@ class RenderProjection(Projection):
     name = "profile.render"
     schema = store.SCHEMA
     stream = EVENTS
-    filter_subjects = [f"{EVENT_ROOT}.{t}.*.*" for t in CONSUMED]
+    filter_subjects = topology.projection(name).filter_subjects()
     tables = store.TABLES
 
-    def __init__(self, after_commit_hook: AfterCommit | None = None):
+    def __init__(self, after_commit_hook: AfterCommit | None = None,
+                 before_commit_hook: BeforeCommit | None = None):
         self._hook = after_commit_hook
+        self._before = before_commit_hook
 
-    def set_after_commit(self, hook: AfterCommit) -> None:
-        self._hook = hook
+    def set_hooks(self, *, after_commit: AfterCommit, before_commit: BeforeCommit) -> None:
+        """`before_commit` gets each user the batch touches with the sequence of its newest
+        event, before the transaction commits (the prompt cache's change marks); it must not
+        fail the batch. `after_commit` gets the users once it committed."""
+        self._hook = after_commit
+        self._before = before_commit
 
     async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
         for delivered in batch:
             await self._apply(cur, delivered, ctx)
+        if self._before is not None:
+            await self._before({(d.event.tenant_id, d.event.user_id): d.seq for d in batch})
 
     async def _apply(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext
                      ) -> None:

@@ -14,7 +14,6 @@ from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
 from habitus.events import CATALOG
 from habitus.events.domain import ProfileNotesSaved
-from habitus.projection.wait import NotAppliedYet, wait_applied
 from habitus.service.context import ServiceContext
 from services.profile_renderer import store
 from services.profile_renderer.cache import ContextCache, field_for
@@ -79,12 +78,7 @@ class ProfileRpc:
         event = CATALOG.new(ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
                             tenant_id=rc.tenant_id, user_id=p.user_id, producer="profile.rpc",
                             correlation_id=rc.correlation_id)
-        result = await ctx.publisher.publish(event)
-        try:
-            await wait_applied(ctx.pool, self.projection.schema, self.projection.name,
-                               result.seq, timeout=ctx.settings.rpc_timeout_seconds)
-        except NotAppliedYet as exc:
-            raise RpcError("deadline_exceeded", str(exc)) from None
+        await ctx.commands.run(event)
         async with ctx.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 f"SELECT version FROM {store.DOCUMENTS} WHERE tenant_id = %s AND user_id = %s "
@@ -106,6 +100,8 @@ class ProfileRpc:
                 return hit
         generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
         async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            # First: the stamp must not be newer than the data read after it.
+            stamp = await store.checkpoint(cur, self.projection.name)
             facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
             document = await store.latest(cur, rc.tenant_id, p.user_id)
             rules = await store.load_rules(cur, rc.tenant_id, p.user_id)
@@ -118,6 +114,6 @@ class ProfileRpc:
             "text": built.text,
         }
         if cache is not None:
-            await cache.put(rc.tenant_id, p.user_id, field, result, generation)
+            await cache.put(rc.tenant_id, p.user_id, field, result, generation, stamp)
         return result
 

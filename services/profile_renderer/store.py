@@ -9,6 +9,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus.db.checkpoints import checkpoint_table
 from habitus.prompt import ProfileFacet, ToolRule
 
 SCHEMA = "profile"
@@ -120,3 +121,11 @@ async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
         (tenant_id, user_id, version, markdown, digest, origin, cause_event_id,
          list(blocks_changed)))
     return digest
+
+
+async def checkpoint(cur: AsyncCursor[Any], projection: str) -> int:
+    """How far `projection` has applied the stream (0 before its first batch)."""
+    await cur.execute(f"SELECT last_seq FROM {checkpoint_table(SCHEMA)} WHERE projection = %s",
+                      (projection,))
+    row = await cur.fetchone()
+    return 0 if row is None else int(row[0])

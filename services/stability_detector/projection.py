@@ -18,6 +18,7 @@ import psycopg
 from psycopg import AsyncCursor
 from pydantic import TypeAdapter
 
+from habitus import topology
 from habitus.bus.streams import EVENTS
 from habitus.events import CATALOG, Event
 from habitus.events.domain import (
@@ -29,7 +30,6 @@ from habitus.events.domain import (
 from habitus.events.evidence import EvidenceRef
 from habitus.ids import derived_event_id
 from habitus.projection import ApplyContext, Delivered, Projection
-from habitus.subjects import EVENT_ROOT
 from services.stability_detector import store
 from services.stability_detector.scoring import (
     Command,
@@ -50,7 +50,6 @@ COMMAND_KINDS = {
     "FacetUpdated": "update",
     "CacheResetRequested": "reset",
 }
-CONSUMED = ("CandidateEmitted", *COMMAND_KINDS, "RebuildRequested")
 
 
 _REFS = TypeAdapter(list[EvidenceRef])
@@ -121,7 +120,7 @@ class LearningProjection(Projection):
     name = "learning.cache"
     schema = store.SCHEMA
     stream = EVENTS
-    filter_subjects = [f"{EVENT_ROOT}.{t}.*.*" for t in CONSUMED]
+    filter_subjects = topology.projection(name).filter_subjects()
     tables = store.TABLES
 
     def __init__(self, settings: LearningSettings | None = None):

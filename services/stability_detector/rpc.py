@@ -25,7 +25,6 @@ from habitus.events.domain import (
     RebuildRequested,
 )
 from habitus.events.envelope import Payload
-from habitus.projection.wait import NotAppliedYet, wait_applied
 from habitus.service.context import ServiceContext
 from services.stability_detector import store
 from services.stability_detector.projection import LearningProjection
@@ -199,17 +198,11 @@ class LearningRpc:
     # ------------------------------------------------------------------ commands
 
     async def _command(self, rc: RpcContext, user_id: str, payload: Payload) -> int:
-        ctx = self._ctx
+        """Publish the command and answer once the learning cache, PROFILE.md and the prompt
+        context all reflect it (or with the reason it was refused)."""
         event = CATALOG.new(payload, tenant_id=rc.tenant_id, user_id=user_id,
                             producer="learning.rpc", correlation_id=rc.correlation_id)
-        result = await ctx.publisher.publish(event)
-        try:
-            await wait_applied(ctx.pool, self.projection.schema, self.projection.name,
-                               result.seq, timeout=ctx.settings.rpc_timeout_seconds)
-        except NotAppliedYet as exc:
-            raise RpcError("deadline_exceeded", f"{exc}; the change is recorded and will "
-                                                "apply") from None
-        return result.seq
+        return (await self._ctx.commands.run(event)).seq
 
     def _ref(self, p: FacetParams, **extra: Any) -> dict[str, Any]:
         return {"class": p.class_.value, "key": p.key, **extra}

@@ -20,6 +20,7 @@ from habitus.projection import dlq as dlqh
 from habitus.subjects import ingest_subject
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers
+from services.profile_renderer.main import build as profile_renderer
 from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
@@ -37,6 +38,7 @@ async def stack(servers: ServerUrls) -> AsyncIterator[str]:
     settings = servers.settings()
     async with running(producers(), settings), \
             running(learning(LearningSettings(scheduler_enabled=False)), settings), \
+            running(profile_renderer(), settings), \
             running(gateway, settings) as host:
         yield f"http://127.0.0.1:{host.bound_port}"
 

@@ -22,6 +22,7 @@ from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
 from habitus.projection.wait import wait_applied
 from services.gateway.main import service as gateway
+from services.profile_renderer.main import build as build_profile
 from services.stability_detector.main import build
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
@@ -39,7 +40,9 @@ SETTINGS = LearningSettings(scheduler_enabled=False)
 @pytest_asyncio.fixture(scope="module")
 async def learning(servers: ServerUrls) -> AsyncIterator[None]:
     migrate(servers.database)
-    async with running(build(SETTINGS), servers.settings()):
+    # Commands answer once PROFILE.md and the prompt context reflect them: the renderer runs too.
+    async with running(build(SETTINGS), servers.settings()), \
+            running(build_profile(), servers.settings()):
         yield
 
 

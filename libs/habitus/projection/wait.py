@@ -30,7 +30,11 @@ class DeadLettered(Exception):
 
 
 async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
-                       timeout: float = 10.0) -> None:
+                       timeout: float = 10.0, *, unless_absent: bool = False) -> None:
+    """Return once `projection` applied `seq`; raise DeadLettered if it gave up on it.
+
+    `unless_absent`: return at once when the projection has no checkpoint row at all (its
+    service was never run in this deployment, so nothing will ever apply the event there)."""
     table = checkpoint_table(schema)
     deadline = time.monotonic() + timeout
     delay = 0.002
@@ -43,6 +47,8 @@ async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, 
                 dead = await dead_letter_at(conn, schema, projection, seq)
                 if dead is not None:
                     raise DeadLettered(projection, dead)
+                return
+            if row is None and unless_absent:
                 return
         if time.monotonic() > deadline:
             raise NotAppliedYet(f"{projection} has not applied sequence {seq} in {timeout}s")

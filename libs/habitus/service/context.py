@@ -14,6 +14,7 @@ from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient
 from habitus.config import Settings
 from habitus.projection.runner import ProjectionRunner
+from habitus.service.command import Commands
 
 
 @dataclass
@@ -26,5 +27,6 @@ class ServiceContext:
     redis: Redis
     publisher: EventPublisher
     rpc: RpcClient
+    commands: Commands
     runners: list[ProjectionRunner] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)

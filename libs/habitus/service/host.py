@@ -27,6 +27,7 @@ from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.projection.runner import ProjectionRunner
+from habitus.service.command import Commands
 from habitus.service.context import ServiceContext
 from habitus.service.health import add_standard_routes
 from habitus.service.spec import ServiceSpec
@@ -93,6 +94,7 @@ class ServiceHost:
         pool = await open_pool(_require(settings.database_url, "DATABASE_URL"), min_size=1,
                                max_size=10, name=self.spec.name)
         redis = Redis.from_url(_require(settings.redis_url, "REDIS_URL"))
+        publisher = EventPublisher(js)
         ctx = ServiceContext(
             name=self.spec.name,
             settings=settings,
@@ -100,8 +102,9 @@ class ServiceHost:
             js=js,
             pool=pool,
             redis=redis,
-            publisher=EventPublisher(js),
+            publisher=publisher,
             rpc=RpcClient(nc, timeout=settings.rpc_timeout_seconds),
+            commands=Commands(publisher, js, pool, timeout=settings.rpc_timeout_seconds),
         )
         self.ctx = ctx
         for hook in self.spec.on_start:

@@ -1,0 +1,94 @@
+"""Commands: publish the event, wait until every view it changes shows it, then answer.
+
+Read-your-writes across services: the projections that read the command's event apply it
+(checked against their checkpoints, and against their dead letters, so a change that was given
+up on is answered as an error with the reason, never as success); then, for every event type
+those projections emit, the projections that read it apply what the stream holds of it for
+this user, and so on down the flow in `habitus.topology`. When a command answers, the next
+`prompt.context` and PROFILE.md read already reflect it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from nats.js import JetStreamContext
+from nats.js.errors import NotFoundError
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.bus.publisher import EventPublisher, PublishResult
+from habitus.bus.rpc import RpcError
+from habitus.events import Event
+from habitus.projection.wait import DeadLettered, NotAppliedYet, wait_applied
+from habitus.topology import ProjectionInfo, readers_of, subject_for
+
+#: dead-letter reasons that mean the caller's data can never be applied (else: our fault)
+_CALLERS_FAULT = ("invalid_event",)
+_MAX_HOPS = 4
+
+
+class Commands:
+    def __init__(self, publisher: EventPublisher, js: JetStreamContext,
+                 pool: AsyncConnectionPool, timeout: float):
+        self._publisher = publisher
+        self._js = js
+        self._pool = pool
+        self._timeout = timeout
+
+    async def run(self, event: Event[Any]) -> PublishResult:
+        """Publish `event` and wait for the views downstream of it; RpcError on failure."""
+        result = await self._publisher.publish(event)
+        deadline = time.monotonic() + self._timeout
+        try:
+            await self._wait_flow(event, result.seq, deadline)
+        except DeadLettered as exc:
+            letter = exc.record
+            permanent = letter.reason in _CALLERS_FAULT or "DataError" in letter.detail
+            raise RpcError("invalid_argument" if permanent else "internal",
+                           f"the change was refused: {exc}") from None
+        except NotAppliedYet as exc:
+            raise RpcError("deadline_exceeded",
+                           f"{exc}; the change is recorded and will apply") from None
+        return result
+
+    async def _wait_flow(self, event: Event[Any], seq: int, deadline: float) -> None:
+        readers = list(readers_of(event.type))
+        for reader in readers:
+            await self._wait(reader, seq, deadline, unless_absent=False)
+        seen = {r.name for r in readers}
+        emitted = {t for r in readers for t in r.emits}
+        for _ in range(_MAX_HOPS):
+            downstream = [r for t in sorted(emitted) for r in readers_of(t) if r.name not in seen]
+            if not downstream:
+                return
+            emitted = set()
+            for reader in downstream:
+                seen.add(reader.name)
+                target = await self._last_seq(reader.consumes, event.tenant_id, event.user_id,
+                                              reader.stream)
+                if target:
+                    await self._wait(reader, target, deadline, unless_absent=True)
+                emitted.update(reader.emits)
+
+    async def _wait(self, reader: ProjectionInfo, seq: int, deadline: float, *,
+                    unless_absent: bool) -> None:
+        # A downstream view whose service this deployment never ran is no one's to wait for.
+        await wait_applied(self._pool, reader.schema, reader.name, seq,
+                           timeout=max(0.0, deadline - time.monotonic()),
+                           unless_absent=unless_absent)
+
+    async def _last_seq(self, types: Iterable[str], tenant_id: str, user_id: str, stream: str
+                        ) -> int:
+        """The newest sequence of this user's events of `types`: everything the reader must
+        have applied for the user's views to include the consequences published so far."""
+        newest = 0
+        for event_type in types:
+            try:
+                msg = await self._js.get_last_msg(stream, subject_for(event_type, tenant_id,
+                                                                      user_id), direct=True)
+            except NotFoundError:
+                continue
+            newest = max(newest, int(msg.seq or 0))
+        return newest

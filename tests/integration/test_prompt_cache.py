@@ -1,0 +1,65 @@
+"""The prompt-context cache never serves an entry older than the user's last change.
+
+The projection marks a user changed at an event's sequence before its batch commits; an entry
+computed from data read at an earlier checkpoint no longer counts, without waiting for the
+after-commit clean-up (which a crash can skip)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from redis.asyncio import Redis
+
+from services.profile_renderer.cache import ContextCache, field_for
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+
+pytestmark = pytest.mark.asyncio
+FIELD = field_for(None, None)
+
+
+@pytest_asyncio.fixture
+async def cache(servers: ServerUrls) -> AsyncIterator[ContextCache]:
+    redis = Redis.from_url(servers.redis)
+    yield ContextCache(redis, ttl_seconds=60)
+    await redis.aclose()
+
+
+async def test_an_entry_read_before_a_change_is_not_served_after_the_mark(
+        cache: ContextCache) -> None:
+    tenant = unique("tn")
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=5)
+    assert await cache.get(tenant, "u1", FIELD) == {"text": "old"}
+
+    await cache.mark_changed({(tenant, "u1"): 7})  # the batch applying seq 7 is committing
+
+    assert await cache.get(tenant, "u1", FIELD) is None
+    # a reader that read the checkpoint before the commit still cannot make its entry count
+    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=6)
+    assert await cache.get(tenant, "u1", FIELD) is None
+    assert await cache.put(tenant, "u1", FIELD, {"text": "new"}, generation, stamp=7)
+    assert await cache.get(tenant, "u1", FIELD) == {"text": "new"}
+
+
+async def test_marks_only_grow_and_stay_per_user(cache: ContextCache) -> None:
+    tenant = unique("tn")
+    generation = await cache.generation(tenant, "u1")
+    await cache.mark_changed({(tenant, "u1"): 9, (tenant, "u2"): 3})
+    await cache.mark_changed({(tenant, "u1"): 4})  # a replayed, older batch
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=8)
+    assert await cache.get(tenant, "u1", FIELD) is None
+    other = await cache.generation(tenant, "u2")
+    assert await cache.put(tenant, "u2", FIELD, {"text": "at 3"}, other, stamp=3)
+    assert await cache.get(tenant, "u2", FIELD) == {"text": "at 3"}
+
+
+async def test_invalidation_after_commit_turns_away_a_put_that_started_before_it(
+        cache: ContextCache) -> None:
+    tenant = unique("tn")
+    before = await cache.generation(tenant, "u1")
+    await cache.invalidate([(tenant, "u1")])
+    assert not await cache.put(tenant, "u1", FIELD, {"text": "stale"}, before, stamp=100)
+    assert await cache.get(tenant, "u1", FIELD) is None
