@@ -12,7 +12,7 @@ or a second replica sees exactly what the first one saw:
 
 Everything here is a pure function of (state, turn). Time is the turn's event time, never the
 wall clock, so replaying a session gives the same candidates as living through it did (the
-anchor's cooldown ran on the wall clock, so a replay emitted everything at once).
+a wall-clock cooldown would let a replay emit everything at once).
 """
 
 from __future__ import annotations

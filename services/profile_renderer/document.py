@@ -10,9 +10,9 @@ line that does not belong to a well-formed block (the line alone, never the text
 the managed content of a block that appears a second time. Newlines that touch a block may be
 normalised to one empty line; no other user byte changes.
 
-The anchor paired the first start marker with the first end marker it found. An orphan start
-therefore made it append a second block, and the next render paired the orphan with that new
-block's end and erased the user's text in between. Here a block is well formed only when its
+A naive renderer pairs the first start marker with the first end marker it found. An orphan start
+therefore makes it append a second block, and the next render pairs the orphan with that new
+block's end and erases the user's text in between. Here a block is well formed only when its
 start and end lines are adjacent in the sequence of marker lines, so a leftover start can never
 swallow text: it is removed as a line and reported.
 

@@ -6,8 +6,8 @@ rebuilds it byte for byte.
 
 Decay is by evidence time only: a value's weight halves every class half-life after the newest
 evidence of each cue family. A rebuild with nothing new therefore changes nothing but the decay
-that time itself brings (the anchor implementation reset `last_seen` on every rebuild and lost
-its explicit bonus, so facets flapped between Active and Provisional).
+that time itself brings (resetting `last_seen` on every rebuild, and losing the explicit bonus,
+would make facets flap between Active and Provisional).
 """
 
 from __future__ import annotations

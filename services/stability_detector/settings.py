@@ -1,4 +1,4 @@
-"""Learning settings: the seed's constants, each overridable from the environment
+"""Learning settings: the scoring constants, each overridable from the environment
 (`HABITUS_LEARNING_*`, JSON for the maps)."""
 
 from __future__ import annotations
