@@ -2,12 +2,14 @@
 
 Ingest is all-or-nothing by default: if any item is rejected, nothing of the batch is published
 and the answer (4xx) says, per item, what was wrong. `?partial=true` publishes the valid items and
-reports the rejected ones, for agents that prefer to drop bad records.
+reports the rejected ones, for agents that prefer to drop bad records. What happens at publish
+time (a conflict, an outage) is reported per item too; see services.gateway.publishing.
+Rate limits count ingested items, not requests: one batch of 1,000 costs what 1,000 single
+posts do.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -27,15 +29,20 @@ from habitus.service.context import ServiceContext
 from habitus.service.health import dependency_checks
 from habitus.telemetry import metrics
 from services.gateway.auth import Caller, KeyCache, authenticate
+from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
+from services.gateway.errors import RETRYABLE, GatewayError, install_error_handlers
 from services.gateway.ingest import ItemOutcome, build_event
 from services.gateway.openapi import install as install_openapi
+from services.gateway.publishing import Published, publish_events
 from services.gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
 
-def error_response(exc: RpcError, **extra: Any) -> JSONResponse:
-    headers = extra.pop("headers", None)
+def error_response(exc: RpcError, *, retry_after: int | None = None, **extra: Any
+                   ) -> JSONResponse:
+    headers = ({"Retry-After": str(retry_after)}
+               if retry_after is not None and exc.code in RETRYABLE else None)
     return JSONResponse({**exc.as_reply(), **extra}, status_code=exc.http_status,
                         headers=headers)
 
@@ -82,7 +89,7 @@ def _result(outcome: ItemOutcome, status: str, published: PublishResult | None =
     doc: dict[str, Any] = {"index": outcome.index, "status": status}
     if outcome.type:
         doc["type"] = outcome.type
-    if outcome.event is not None and status in ("accepted", "duplicate", "failed"):
+    if outcome.event is not None and status != "rejected":
         doc["event_id"] = outcome.event.event_id
     if published is not None:
         doc["seq"] = published.seq
@@ -101,9 +108,36 @@ def _summary(outcomes: list[ItemOutcome]) -> str:
     return f"item {first.index}: {detail}{more}"
 
 
+def _publish_error(valid: list[ItemOutcome], published: list[Published]) -> RpcError | None:
+    """One status for a batch whose items fared differently at publish time: a permanent
+    failure wins (retrying cannot fix it), then "not stored", then "not confirmed"."""
+    def items(status: str, permanent: bool | None = None) -> list[str]:
+        return [f"item {o.index}" for o, p in zip(valid, published, strict=True)
+                if p.status == status and (permanent is None or p.permanent == permanent)]
+
+    if found := items("conflict"):
+        return RpcError("conflict", f"{', '.join(found)}: the event_id is already stored with "
+                                    "a different payload; the other items were processed")
+    if found := items("too_large"):
+        return RpcError("payload_too_large", f"{', '.join(found)}: larger than the bus's "
+                                             "maximum message size; nothing of it was stored")
+    if found := items("not_stored", permanent=True):
+        return RpcError("internal", f"{', '.join(found)}: the stream refused to store it; "
+                                    "retrying will not help")
+    if found := items("not_stored"):
+        return RpcError("unavailable", f"{len(found)} item(s) could not be stored; retrying "
+                                       "them is safe (event ids deduplicate)")
+    if found := items("not_confirmed"):
+        return RpcError("deadline_exceeded", f"{len(found)} item(s) were sent but not "
+                                             "confirmed; retrying with the same event_id is "
+                                             "safe")
+    return None
+
+
 def create_app(ctx: ServiceContext) -> FastAPI:
     settings = ctx.settings
-    keys = KeyCache(ctx.pool)
+    keys = KeyCache(ctx.pool, ttl=settings.key_cache_seconds,
+                    last_known=settings.key_last_known_max)
     limiter = RateLimiter(ctx.redis, settings.rate_limit_per_minute)
     app = FastAPI(
         title="Habitus gateway",
@@ -113,18 +147,22 @@ def create_app(ctx: ServiceContext) -> FastAPI:
     )
     app.add_middleware(MetricsMiddleware)
     install_openapi(app, settings)
+    install_error_handlers(app, settings.retry_after_seconds)
 
     async def caller_for(request: Request, cost: int = 1) -> Caller:
         caller = await authenticate(request, keys)
-        allowed, retry_after = await limiter.allow(caller.principal.key_hash, cost)
-        if not allowed:
-            raise RpcError("rate_limited", f"rate limit exceeded; retry in {retry_after}s")
+        await charge(caller, cost)
         return caller
 
-    @app.exception_handler(RpcError)
-    async def rpc_error(_: Request, exc: RpcError) -> JSONResponse:
-        headers = {"Retry-After": "60"} if exc.code == "rate_limited" else None
-        return error_response(exc, headers=headers)
+    async def charge(caller: Caller, cost: int) -> None:
+        per_minute = settings.rate_limit_per_minute
+        if 0 < per_minute < cost:  # waiting cannot help: permanent, not 429
+            raise RpcError("payload_too_large", f"body: {cost} items; the rate limit allows "
+                                                f"{per_minute} per minute, send smaller batches")
+        allowed, retry_after = await limiter.allow(caller.principal.key_hash, cost)
+        if not allowed:
+            raise GatewayError("rate_limited", f"rate limit of {per_minute} items per minute "
+                               f"exceeded; retry in {retry_after}s", 429, retry_after=retry_after)
 
     @app.post(
         "/v1/events",
@@ -136,7 +174,8 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         request: Request,
         partial: bool = Query(False, description="publish valid items even if some are bad"),
     ) -> JSONResponse:
-        caller = await caller_for(request)
+        caller = await authenticate(request, keys)
+        check_media_type(request)
         try:
             raw = await read_body(request, settings.max_body_bytes)
         except BodyTooLarge as exc:
@@ -144,7 +183,12 @@ def create_app(ctx: ServiceContext) -> FastAPI:
                            f"body: {exc.args[0]} bytes; the limit is {settings.max_body_bytes}"
                            ) from None
         try:
-            items = json.loads(raw)
+            items = parse_json(raw, settings.max_json_depth)
+        except TooDeep as exc:
+            where = (f"item {exc.path[0]}: {format_path(exc.path[1:])}" if exc.path
+                     else "body")
+            raise RpcError("invalid_event", f"{where}: nested deeper than {exc.limit} levels; "
+                                            "nothing was published") from None
         except ValueError as exc:
             raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
         if not isinstance(items, list):
@@ -154,12 +198,14 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         if len(items) > settings.max_batch_items:
             raise RpcError("payload_too_large",
                            f"body: {len(items)} items; the limit is {settings.max_batch_items}")
+        await charge(caller, len(items))
         now = time.time()
         # No item can exceed the item limit if the whole body does not: skip measuring them.
         item_limit = settings.max_item_bytes if len(raw) > settings.max_item_bytes else None
         outcomes = [
             build_event(item, index=i, tenant_id=caller.tenant_id, now=now,
-                        max_item_bytes=item_limit)
+                        max_item_bytes=item_limit,
+                        max_clock_skew=settings.max_clock_skew_seconds)
             for i, item in enumerate(items)
         ]
         rejected = [o for o in outcomes if not o.ok]
@@ -175,33 +221,29 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             return error_response(err, results=results, accepted=0, duplicates=0,
                                   rejected=len(rejected))
         valid = [o for o in outcomes if o.ok]
-        published = await ctx.publisher.publish_many([o.event for o in valid if o.event])
+        published = await publish_events(ctx.publisher, ctx.js,
+                                          [o.event for o in valid if o.event])
         by_index: dict[int, dict[str, Any]] = {}
-        failed = 0
-        for o, res in zip(valid, published, strict=True):
-            if isinstance(res, Exception):
-                failed += 1
-                by_index[o.index] = _result(o, "failed", error=f"{type(res).__name__}: {res}")
-                counted[(o.type or "unknown", "failed")] += 1
-                continue
-            status = "duplicate" if res.duplicate else "accepted"
-            by_index[o.index] = _result(o, status, published=res)
-            counted[(o.type or "unknown", status)] += 1
+        for o, pub in zip(valid, published, strict=True):
+            status = "rejected" if pub.status == "too_large" else pub.status
+            by_index[o.index] = _result(o, status, published=pub.result, error=pub.error)
+            counted[(o.type or "unknown", pub.status)] += 1
         _count(counted)
         for o in rejected:
             by_index[o.index] = _result(o, "rejected")
         results = [by_index[i] for i in range(len(outcomes))]
+        statuses = Counter(r["status"] for r in results)
         body = {
-            "accepted": sum(1 for r in results if r["status"] == "accepted"),
-            "duplicates": sum(1 for r in results if r["status"] == "duplicate"),
-            "rejected": len(rejected),
-            "failed": failed,
+            "accepted": statuses["accepted"],
+            "duplicates": statuses["duplicate"],
+            "rejected": statuses["rejected"],
+            "conflicts": statuses["conflict"],
+            "failed": statuses["not_stored"] + statuses["not_confirmed"],
             "results": results,
         }
-        if failed:
-            err = RpcError("unavailable", f"{failed} item(s) could not be stored; retrying "
-                                          "the same items is safe (event ids deduplicate)")
-            return error_response(err, **body)
+        failure = _publish_error(valid, published)
+        if failure is not None:
+            return error_response(failure, retry_after=settings.retry_after_seconds, **body)
         return JSONResponse(body, status_code=207 if rejected else 200)
 
     @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
@@ -211,12 +253,19 @@ def create_app(ctx: ServiceContext) -> FastAPI:
             raw = await read_body(request, settings.max_body_bytes)
         except BodyTooLarge:
             raise RpcError("payload_too_large", "body too large") from None
+        if raw.strip():
+            check_media_type(request)
         try:
-            params = json.loads(raw) if raw.strip() else {}
+            params = parse_json(raw, settings.max_json_depth) if raw.strip() else {}
+        except TooDeep as exc:
+            raise RpcError("invalid_argument", f"{format_path(exc.path)}: nested deeper than "
+                                               f"{exc.limit} levels") from None
         except ValueError as exc:
             raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
         if not isinstance(params, dict):
             raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
+        for where, reason in unstorable(params):
+            raise RpcError("invalid_argument", f"{where}: {reason}")
         try:
             reply = await ctx.rpc.call_raw(
                 method,
@@ -238,7 +287,7 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         if "error" in reply:
             err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))
             metrics.RPC_REQUESTS.labels(method, err.code).inc()
-            return error_response(err)
+            raise err  # the handlers add Retry-After to "unavailable"
         metrics.RPC_REQUESTS.labels(method, "ok").inc()
         return JSONResponse({"result": reply["result"]})
 

@@ -1,22 +1,33 @@
 """Who is calling: API key → tenant, with a short cache so a hot key costs no query.
 
-Revocation takes effect within the positive cache TTL.
+Revocation takes effect within the fresh cache's TTL. Ingest needs only NATS, so a Postgres
+outage must not stop agents whose keys are known: a key the database confirmed before is
+remembered (bounded, least recently used dropped first) and served while the database cannot
+be reached. The consequence: a key revoked during the outage keeps working until the database
+answers again. An unknown key during the outage is 503 (we cannot tell), never 401.
 """
 
 from __future__ import annotations
 
-import time
+import asyncio
+import logging
 from dataclasses import dataclass
 
+import psycopg
+from cachetools import LRUCache, TTLCache
 from fastapi import Request
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from habitus.auth import keys
 from habitus.auth.keys import Principal
 from habitus.bus.rpc import RpcError
 from habitus.ids import check_id
 
+log = logging.getLogger(__name__)
+
 TENANT_HEADER = "x-habitus-tenant"
+#: The database is unreachable (not: the key is wrong).
+DB_UNAVAILABLE = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout, TimeoutError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,23 +37,46 @@ class Caller:
 
 
 class KeyCache:
-    def __init__(self, pool: AsyncConnectionPool, ttl: float = 30.0, negative_ttl: float = 5.0):
+    def __init__(self, pool: AsyncConnectionPool, ttl: float = 30.0, negative_ttl: float = 5.0,
+                 last_known: int = 10_000, lookup_timeout: float = 2.0,
+                 max_entries: int = 10_000):
         self._pool = pool
-        self._ttl = ttl
-        self._negative_ttl = negative_ttl
-        self._entries: dict[str, tuple[float, Principal | None]] = {}
+        self._lookup_timeout = lookup_timeout
+        self._fresh: TTLCache[str, Principal] | None = (
+            TTLCache(max_entries, ttl) if ttl > 0 else None)
+        self._unknown: TTLCache[str, bool] | None = (
+            TTLCache(max_entries, min(negative_ttl, ttl)) if ttl > 0 and negative_ttl > 0
+            else None)
+        self._last_known: LRUCache[str, Principal] | None = (
+            LRUCache(last_known) if last_known > 0 else None)
 
     async def lookup(self, key: str) -> Principal | None:
         digest = keys.hash_key(key)
-        now = time.monotonic()
-        hit = self._entries.get(digest)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        principal = await keys.lookup(self._pool, key)
-        ttl = self._ttl if principal else self._negative_ttl
-        if len(self._entries) > 10_000:
-            self._entries.clear()
-        self._entries[digest] = (now + ttl, principal)
+        if self._fresh is not None and digest in self._fresh:
+            return self._fresh[digest]
+        if self._unknown is not None and digest in self._unknown:
+            return None
+        try:
+            principal = await asyncio.wait_for(keys.lookup(self._pool, key),
+                                               self._lookup_timeout)
+        except DB_UNAVAILABLE as exc:
+            known = self._last_known.get(digest) if self._last_known is not None else None
+            if known is not None:
+                log.warning("key store unreachable; serving a last-known key",
+                            extra={"key_prefix": known.key_prefix, "error": repr(exc)})
+                return known
+            raise RpcError("unavailable", "the key store cannot be reached to check this key; "
+                                          "retry later") from exc
+        if principal is None:
+            if self._unknown is not None:
+                self._unknown[digest] = True
+            if self._last_known is not None:
+                self._last_known.pop(digest, None)  # revoked: forget it for outages too
+            return None
+        if self._fresh is not None:
+            self._fresh[digest] = principal
+        if self._last_known is not None:
+            self._last_known[digest] = principal
         return principal
 
 

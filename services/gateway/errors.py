@@ -13,12 +13,17 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from nats.errors import Error as NatsError
+from nats.errors import MaxPayloadError
+from psycopg import InterfaceError, OperationalError
+from psycopg_pool import PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from habitus.bus.rpc import RpcError
 
 log = logging.getLogger(__name__)
 
+DB_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
 # Errors that say "try again later": they carry Retry-After.
 RETRYABLE = frozenset({"unavailable", "deadline_exceeded", "rate_limited"})
 _HTTP_CODES = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied",
@@ -76,6 +81,24 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
                                "internal" if exc.status_code >= 500 else "invalid_argument")
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
                             headers=dict(exc.headers or {}) or None)
+
+    @app.exception_handler(NatsError)
+    async def bus_error(_: Request, exc: NatsError) -> JSONResponse:
+        if isinstance(exc, MaxPayloadError):
+            return JSONResponse(error_body("payload_too_large", "larger than the bus's maximum "
+                                           "message size"), status_code=413)
+        log.warning("bus unavailable", extra={"error": repr(exc)})
+        return JSONResponse(error_body("unavailable", f"the bus is unavailable "
+                                       f"({type(exc).__name__}); retry later"),
+                            status_code=503, headers=retry_headers("unavailable"))
+
+    for db_error in DB_UNAVAILABLE:
+        @app.exception_handler(db_error)
+        async def database_error(_: Request, exc: Exception) -> JSONResponse:
+            log.warning("database unavailable", extra={"error": repr(exc)})
+            return JSONResponse(error_body("unavailable", "the database is unavailable; "
+                                           "retry later"),
+                                status_code=503, headers=retry_headers("unavailable"))
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:

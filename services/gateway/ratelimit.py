@@ -1,4 +1,4 @@
-"""Per-key rate limits in Redis (fixed one-minute windows).
+"""Per-key rate limits in Redis (fixed one-minute windows), counted in ingested items.
 
 Redis is a cache here, never the source of truth: when it is unreachable the limiter lets the
 request through rather than failing ingest.
@@ -35,4 +35,12 @@ class RateLimiter:
         except RedisError as exc:
             log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
             return True, 0
-        return int(count) <= self._per_minute, int(60 - now % 60) + 1
+        retry_after = int(60 - now % 60) + 1
+        if int(count) <= self._per_minute:
+            return True, retry_after
+        # A refused request stores nothing, so it must not use up the window either.
+        try:
+            await self._redis.decrby(name, cost)
+        except RedisError:
+            pass
+        return False, retry_after

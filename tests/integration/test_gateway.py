@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,7 +58,8 @@ async def subject_count(nc: Any, tenant: str) -> int:
 async def post(url: str, key: str, body: Any, **kw: Any) -> httpx.Response:
     async with httpx.AsyncClient(base_url=url, timeout=10) as client:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return await client.post("/v1/events", content=content, headers=auth(key), **kw)
+        headers = {**auth(key), "Content-Type": "application/json", **kw.pop("headers", {})}
+        return await client.post("/v1/events", content=content, headers=headers, **kw)
 
 
 async def test_accepted_turn_is_stored_in_ingest_stream(gateway: str, tenant: Any, nc: Any
@@ -112,9 +114,18 @@ async def test_same_event_id_twice_is_reported_duplicate(gateway: str, tenant: A
         (lambda i: i.update(event_id="not-an-id"), 422, "event_id"),
         (lambda i: i["payload"].update(user_message="x" * 5000), 413, "item"),
         (lambda i: i.update(colour="blue"), 422, "colour"),
+        (lambda i: i["payload"].update(user_message="a\x00b"), 422, "payload.user_message"),
+        (lambda i: i["payload"].update(assistant_message="\ud83d"), 422,
+         "payload.assistant_message"),
+        (lambda i: i["payload"].update(user_at=True), 422, "payload.user_at"),
+        (lambda i: i["payload"].update(user_at="1764460800"), 422, "payload.user_at"),
+        (lambda i: i.update(occurred_at=time.time() + 86_400), 422, "occurred_at"),
+        (lambda i: i["payload"].update(assistant_at=time.time() + 86_400), 422,
+         "payload.assistant_at"),
     ],
     ids=["unknown-type", "bad-user-id", "missing-field", "bad-event-id", "oversized",
-         "unknown-field"],
+         "unknown-field", "nul", "lone-surrogate", "bool-for-number", "string-for-number",
+         "future-occurred-at", "future-payload-time"],
 )
 async def test_bad_item_is_rejected_naming_the_field_and_nothing_is_published(
     gateway: str, tenant: Any, nc: Any, mutate: Any, status: int, field: str
@@ -259,3 +270,148 @@ async def test_rate_limit_answers_429(servers: ServerUrls, migrated: None, pool:
                  for _ in range(5)]
     assert codes[:3] == [200, 200, 200]
     assert 429 in codes[3:]
+
+
+@pytest.mark.parametrize("levels", [150, 600, 5000])
+async def test_deeply_nested_json_is_refused_naming_the_item(gateway: str, tenant: Any,
+                                                             nc: Any, levels: int) -> None:
+    """Before: 256+ levels answered 503 "retrying is safe", ~1,000 levels a 500."""
+    name, key = tenant
+    trace = {"type": "TraceCompleted", "user_id": "deb", "payload": {
+        "trace_id": "tr", "query": "q", "agent": "a", "model": "m", "engine": "e", "result": "r",
+        "started_at": 1, "ended_at": 2, "total_tokens": 1, "total_latency_seconds": 1,
+        "steps": [{"step_type": "tool", "timestamp": 1, "duration_seconds": 0,
+                   "output": "HERE"}]}}
+    # Built as bytes: the test's own encoder would overflow its recursion on the deep ones.
+    raw = json.dumps([turn_item("deb"), trace]).encode().replace(
+        b'"HERE"', b'{"k": [' * levels + b'"leaf"' + b"]}" * levels)
+    response = await post(gateway, key, raw)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_event"
+    assert error["message"].startswith("item 1: payload.steps.0.output.k.0.k.0")
+    assert "nested deeper than 64 levels" in error["message"]
+    assert await subject_count(nc, name) == 0
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded",
+                                          "application/json; charset=latin-1", None])
+async def test_a_body_that_is_not_json_is_415(gateway: str, tenant: Any, nc: Any,
+                                              content_type: str | None) -> None:
+    name, key = tenant
+    headers = auth(key) | ({"Content-Type": content_type} if content_type else {})
+    async with httpx.AsyncClient(base_url=gateway) as client:
+        response = await client.post("/v1/events", headers=headers,
+                                     content=json.dumps([turn_item()]).encode())
+        rpc = await client.post("/v1/rpc/echo.whoami", headers=headers,
+                                content=b'{"user_id": "u"}')
+    for r in (response, rpc):
+        assert r.status_code == 415, r.text
+        assert r.json()["error"]["code"] == "unsupported_media_type"
+    assert await subject_count(nc, name) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [(b'{"user_id": "a\\u0000b"}', "user_id"), (b'{"user_id": "u", "fail": "\\udc01"}', "fail"),
+     (b'{"user_id": "u", "x\\u0000": 1}', "x\\u0000"),
+     (b'{"user_id": "u", "fail": ' + b"[" * 3000 + b"]" * 3000 + b"}", "fail.0.0")],
+    ids=["nul", "surrogate", "nul-in-key", "deep"],
+)
+async def test_rpc_bodies_get_the_same_checks(gateway: str, tenant: Any, body: bytes,
+                                              field: str) -> None:
+    _, key = tenant
+    async with httpx.AsyncClient(base_url=gateway) as client:
+        response = await client.post("/v1/rpc/echo.whoami", content=body,
+                                     headers=auth(key, **{"Content-Type": "application/json"}))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid_argument"
+    assert response.json()["error"]["message"].startswith(field)
+
+
+async def test_a_retry_without_event_id_is_a_duplicate_and_a_changed_one_a_conflict(
+    gateway: str, tenant: Any, nc: Any
+) -> None:
+    name, key = tenant
+    item = turn_item("eve", "Use metric units")
+    first = await post(gateway, key, [item])
+    again = await post(gateway, key, [item])
+    assert first.json()["results"][0]["status"] == "accepted"
+    assert again.status_code == 200, again.text
+    assert again.json()["results"][0]["status"] == "duplicate"
+    assert again.json()["results"][0]["event_id"] == first.json()["results"][0]["event_id"]
+
+    changed = json.loads(json.dumps(item))
+    changed["payload"]["user_message"] = "Use imperial units"
+    other = turn_item("eve")
+    conflict = await post(gateway, key, [changed, other])
+    assert conflict.status_code == 409, conflict.text
+    body = conflict.json()
+    assert body["error"]["code"] == "conflict"
+    assert "item 0" in body["error"]["message"]
+    assert [r["status"] for r in body["results"]] == ["conflict", "accepted"]
+    assert body["results"][0]["event_id"] in body["results"][0]["error"]
+    # a different occurred_at (filled by the gateway) is not a different event
+    late = await post(gateway, key, [{**item, "occurred_at": 1_700_000_999.0}])
+    assert late.json()["results"][0]["status"] == "duplicate"
+    assert await subject_count(nc, name) == 2
+
+
+async def test_rate_limits_count_items_and_retry_after_matches(servers: ServerUrls,
+                                                              migrated: None, pool: Any) -> None:
+    settings = servers.settings(rate_limit_per_minute=5)
+    key = await create_key(pool, unique("tn"))
+    async with running(gateway_spec, settings) as host:
+        url = f"http://127.0.0.1:{host.bound_port}"
+        ok = await post(url, key, [turn_item() for _ in range(3)])
+        limited = await post(url, key, [turn_item() for _ in range(3)])
+        too_big = await post(url, key, [turn_item() for _ in range(6)])
+        fits = await post(url, key, [turn_item() for _ in range(2)])
+    assert ok.status_code == 200
+    assert limited.status_code == 429, limited.text
+    retry_after = limited.headers["Retry-After"]
+    assert f"retry in {retry_after}s" in limited.json()["error"]["message"]
+    assert too_big.status_code == 413  # waiting can never help
+    assert "Retry-After" not in too_big.headers
+    assert fits.status_code == 200  # the refused batches used nothing up
+
+
+async def test_an_item_over_the_bus_limit_is_413_not_retryable(servers: ServerUrls,
+                                                               migrated: None, tenant: Any,
+                                                               nc: Any) -> None:
+    name, key = tenant
+    settings = servers.settings(max_item_bytes=4 * 1024 * 1024)
+    big = turn_item("fay", "x" * (nc.max_payload + 1))
+    async with running(gateway_spec, settings) as host:
+        response = await post(f"http://127.0.0.1:{host.bound_port}", key, [big])
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["code"] == "payload_too_large"
+    assert "Retry-After" not in response.headers
+    assert "retrying" not in response.text
+    assert await subject_count(nc, name) == 0
+
+
+async def test_every_error_has_the_json_shape_even_a_bug(servers: ServerUrls, migrated: None,
+                                                         tenant: Any) -> None:
+    _, key = tenant
+
+    class Broken:
+        async def publish_many(self, events: Any) -> Any:
+            raise ZeroDivisionError("a bug")
+
+    async with running(gateway_spec, servers.settings()) as host:
+        assert host.ctx is not None
+        host.ctx.publisher = Broken()  # type: ignore[assignment]
+        url = f"http://127.0.0.1:{host.bound_port}"
+        bug = await post(url, key, [turn_item()])
+        async with httpx.AsyncClient(base_url=url) as client:
+            unknown_route = await client.get("/v1/nothing-here")
+            bad_query = await client.post("/v1/events?partial=maybe", json=[turn_item()],
+                                          headers=auth(key))
+            wrong_method = await client.get("/v1/events", headers=auth(key))
+    assert bug.status_code == 500
+    assert bug.json()["error"]["code"] == "internal"
+    assert "Traceback" not in bug.text and "Retry-After" not in bug.headers
+    for response, status in ((unknown_route, 404), (bad_query, 400), (wrong_method, 405)):
+        assert response.status_code == status, response.text
+        assert set(response.json()["error"]) == {"code", "message"}, response.text
