@@ -13,10 +13,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import psycopg
 from nats.aio.client import Client
-from nats.errors import NoRespondersError
+from nats.errors import (
+    ConnectionClosedError,
+    ConnectionReconnectingError,
+    NoRespondersError,
+    OutboundBufferLimitError,
+    StaleConnectionError,
+)
 from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import NoStreamResponseError, ServiceUnavailableError
+from psycopg_pool import PoolTimeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from habitus.events.catalog import EventValidationError
 from habitus.ids import check_id
@@ -26,6 +37,14 @@ if TYPE_CHECKING:
     from habitus.contract.rpc import MethodSpec
 
 log = logging.getLogger(__name__)
+
+# A handler failing on one of these met an outage, not a bug: the caller may retry later.
+INFRASTRUCTURE_ERRORS = (
+    psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout,
+    NatsTimeoutError, NoRespondersError, NoStreamResponseError, ServiceUnavailableError,
+    ConnectionClosedError, ConnectionReconnectingError, OutboundBufferLimitError,
+    StaleConnectionError, RedisConnectionError, RedisTimeoutError,
+)
 
 HTTP_STATUS = {
     "invalid_argument": 400,
@@ -115,6 +134,11 @@ class RpcRegistry:
             return _encode(exc.as_reply())
         except EventValidationError as exc:  # an event built from the caller's input
             return _encode(RpcError("invalid_argument", str(exc)).as_reply())
+        except INFRASTRUCTURE_ERRORS as exc:
+            log.warning("rpc handler met an outage", extra={"method": name, "error": repr(exc)})
+            return _encode(RpcError("unavailable", f"{name} is temporarily unavailable "
+                                                   f"({type(exc).__name__}); retry later"
+                                    ).as_reply())
         except Exception:
             log.exception("rpc handler failed", extra={"method": name})
             return _encode(RpcError("internal", f"{name} failed").as_reply())
