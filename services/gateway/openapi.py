@@ -48,7 +48,7 @@ STATUS_TEXT = {
     504: "The answer did not come in time. A command is recorded and will apply.",
 }
 RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504)
-INGEST_ERRORS = (400, 401, 403, 413, 415, 422, 429, 503)
+INGEST_ERRORS = (400, 401, 403, 409, 413, 415, 422, 429, 503, 504)
 PROFILE_ERRORS = (400, 401, 403, 404, 429, 503, 504)
 
 RETRYABLE = (429, 503, 504)
@@ -161,11 +161,14 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
                       "description": "The item's position in the request."},
             "status": {
                 "type": "string",
-                "enum": ["accepted", "duplicate", "rejected", "not_published", "failed"],
-                "description": "`duplicate`: an event with this id was stored before (nothing "
-                               "changed). `not_published`: valid, but the batch was refused "
-                               "because of another item. `failed`: valid but not stored; "
-                               "send it again.",
+                "enum": ["accepted", "duplicate", "rejected", "not_published", "conflict",
+                         "not_stored", "not_confirmed"],
+                "description": "`duplicate`: this event was stored before (nothing changed). "
+                               "`not_published`: valid, but the batch was refused because of "
+                               "another item. `conflict`: its event_id is stored with another "
+                               "payload. `not_stored`: valid but not stored; send it again. "
+                               "`not_confirmed`: sent, but the store did not confirm it in "
+                               "time; sending it again with the same event_id is safe.",
             },
             "type": {"type": "string", "description": "The item's type, as sent."},
             "event_id": {"type": "string", "description": "The event's id (assigned when the "
@@ -181,7 +184,9 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
         "accepted": {"type": "integer", "minimum": 0},
         "duplicates": {"type": "integer", "minimum": 0},
         "rejected": {"type": "integer", "minimum": 0},
-        "failed": {"type": "integer", "minimum": 0},
+        "conflicts": {"type": "integer", "minimum": 0},
+        "failed": {"type": "integer", "minimum": 0,
+                   "description": "Items not stored or not confirmed."},
         "results": {"type": "array", "items": _ref("IngestItemResult"),
                     "description": "One per item, in request order."},
     }
@@ -191,7 +196,7 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
         "IngestItemResult": item_result,
         "IngestResponse": {
             "type": "object",
-            "required": ["accepted", "duplicates", "rejected", "failed", "results"],
+            "required": ["accepted", "duplicates", "rejected", "results"],
             "additionalProperties": False,
             "properties": counts,
         },
@@ -296,8 +301,8 @@ def _ingest_operation(settings: Settings, ingest: list[Any]) -> dict[str, Any]:
                     "content": accepted},
             "207": {"description": "With `partial=true`: the valid items were stored, the "
                                    "rejected ones are reported.", "content": accepted},
-            **_errors(INGEST_ERRORS, overrides={413: "IngestError", 422: "IngestError",
-                                                503: "IngestError"}),
+            **_errors(INGEST_ERRORS, overrides={s: "IngestError"
+                                                for s in (409, 413, 422, 503, 504)}),
         },
     }
 

@@ -130,7 +130,8 @@ def test_ingest_answers_per_item(doc: dict[str, Any]) -> None:
     item = resolve(doc, ok["properties"]["results"]["items"])
     assert {"index", "status", "type", "event_id", "seq", "errors"} <= set(item["properties"])
     assert set(item["properties"]["status"]["enum"]) == {
-        "accepted", "duplicate", "rejected", "not_published", "failed"}
+        "accepted", "duplicate", "rejected", "not_published", "conflict", "not_stored",
+        "not_confirmed"}
     rejected = resolve(doc, responses["422"]["content"]["application/json"]["schema"])
     assert "results" in rejected["properties"]
 
