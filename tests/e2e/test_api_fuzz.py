@@ -12,6 +12,7 @@ services answer on this test's event loop.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,8 +31,12 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from habitus.auth.keys import create_key
+from habitus.bus import EventPublisher
 from habitus.contract import METHODS
 from habitus.db.migrate import migrate
+from habitus.events import CATALOG
+from habitus.events.domain import CandidateEmitted
+from habitus.projection.wait import wait_applied
 from services.gateway.main import service as gateway_spec
 from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile
@@ -117,3 +122,81 @@ async def test_an_unknown_method_is_404_naming_the_methods(live: tuple[str, str,
     assert error["code"] == "not_found"
     assert "learning.pin_facets" in error["message"]
     assert all(name in error["message"] for name in METHODS)
+
+
+def lifecycle(base_url: str, key: str, user: str) -> dict[str, Any]:
+    """One facet and one profile through every method, each answer checked against the document
+    like a fuzzed one: random users rarely reach a facet that exists, so the results of pin,
+    unpin, explain and the rest are only seen here."""
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
+    headers = {"Authorization": f"Bearer {key}"}
+    answers: dict[str, Any] = {}
+
+    def call(path: str, body: Any = None, *, label: str | None = None, method: str = "POST",
+             **kwargs: Any) -> Any:
+        case = schema[path][method].Case(body=body, **kwargs) if body is not None else \
+            schema[path][method].Case(**kwargs)
+        response = case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS,
+                                          timeout=30)
+        markdown = path.endswith(".md") and response.status_code == 200
+        answers[label or path] = (response.status_code,
+                                  response.text if markdown else response.json())
+        return answers[label or path][1]
+
+    facet = {"user_id": user, "class": "style", "key": "verbosity"}
+    call("/v1/rpc/learning.rebuild_cache", {"user_id": user})
+    call("/v1/rpc/learning.list_facets", {"user_id": user})
+    call("/v1/rpc/learning.get_facet", facet)
+    call("/v1/rpc/learning.explain_facet", facet, label="explain")
+    call("/v1/rpc/learning.pin_facet", facet)
+    call("/v1/rpc/learning.explain_facet", facet, label="explain pinned")
+    call("/v1/rpc/learning.unpin_facet", facet, label="unpin with evidence")
+    call("/v1/rpc/learning.forget_facet", facet)
+    call("/v1/rpc/learning.unpin_facet", facet, label="unpin forgotten")
+    tone = {"user_id": user, "class": "style", "key": "tone"}
+    call("/v1/rpc/learning.update_facet", {**tone, "value": "formal"})
+    call("/v1/rpc/learning.unpin_facet", tone, label="unpin without evidence")
+    call("/v1/rpc/learning.unpin_facet", tone, label="unpin again")
+    call("/v1/rpc/learning.cache_stats", {"user_id": user})
+    call("/v1/rpc/learning.reset_cache", {"user_id": user})
+    profile = call("/v1/rpc/profile.get", {"user_id": user})["result"]
+    notes = profile["markdown"] + "\nI prefer answers in French.\n"
+    call("/v1/rpc/profile.save_notes", {"user_id": user, "markdown": notes,
+                                        "base_version": profile["version"]})
+    call("/v1/rpc/profile.save_notes", {"user_id": user, "markdown": notes,
+                                        "base_version": profile["version"]}, label="stale save")
+    call("/v1/rpc/prompt.context", {"user_id": user, "tools": ["search"], "budget_chars": 4000})
+    call("/v1/users/{user_id}/profile.md", method="GET", path_parameters={"user_id": user})
+    return answers
+
+
+async def test_every_method_answers_as_documented_for_a_real_facet(
+    live: tuple[str, str, str], nc: Any, pool: Any
+) -> None:
+    base_url, tenant, key = live
+    user = "lifecycle"
+    publisher = EventPublisher(nc.jetstream())
+    now = time.time()
+    for n in range(5):
+        event = CATALOG.new(CandidateEmitted.model_validate({
+            "class": "style", "key": "verbosity", "value": "terse", "cue_family": "explicit",
+            "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{n}"}],
+            "initial_confidence": 0.9, "observed_at": now - 60, "producer": "tests",
+        }), tenant_id=tenant, user_id=user, producer="tests", occurred_at=now - 60)
+        seq = (await publisher.publish(event)).seq
+    await wait_applied(pool, "learning", "learning.cache", seq)
+
+    answers = await asyncio.to_thread(lifecycle, base_url, key, user)
+
+    statuses = {label: status for label, (status, _) in answers.items()}
+    assert statuses.pop("unpin again") == 404  # nothing left to unpin
+    assert statuses.pop("stale save") == 409
+    assert set(statuses.values()) == {200}, statuses
+    explain = answers["explain"][1]["result"]
+    assert explain["state"] == "active"
+    assert explain["values"][0]["families"][0]["family"] == "explicit"
+    assert answers["explain pinned"][1]["result"]["user_multiplier"] == "inf"
+    assert answers["unpin with evidence"][1]["result"]["state"] == "active"
+    assert answers["unpin without evidence"][1]["result"] == {
+        "class": "style", "key": "tone", "state": "dropped", "user_state": "auto"}
+    assert "French" in answers["/v1/users/{user_id}/profile.md"][1]
