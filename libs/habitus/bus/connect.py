@@ -31,6 +31,9 @@ async def connect(url: str, name: str, **kwargs: Any) -> Client:
         "max_reconnect_attempts": -1,
         "reconnect_time_wait": 0.5,
         "connect_timeout": 5,
+        # No buffering while reconnecting: a publish then fails at once instead of being sent
+        # after its caller gave up on it (see habitus.bus.publisher).
+        "pending_size": 0,
         "error_cb": on_error,
         "disconnected_cb": on_disconnected,
         "reconnected_cb": on_reconnected,

@@ -63,6 +63,9 @@ class ServiceHost:
             graceful_timeout=spec.runner_config.graceful_timeout,
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
+            # Fail fast while disconnected: a publish buffered during a reconnect would be
+            # stored after its caller was told it failed (see habitus.bus.publisher).
+            pending_size=0,
             middlewares=[NatsPrometheusMiddleware(registry=metrics.registry, app_name=spec.name)],
             logger=None,
         )
