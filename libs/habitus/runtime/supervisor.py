@@ -2,6 +2,12 @@
 
 Each service runs as its own OS process (as it would in a container), so a crash, a leak or a
 blocking bug in one cannot take the others down, and killing one is a realistic failure.
+
+A watcher that dies takes its service's restarts with it, silently: so a failure inside the
+watcher (a spawn that fails, a log call that raises) is logged, printed and retried with the same
+backoff, and only cancellation ends it. Children get a parent-death signal (see
+:mod:`habitus.runtime.lifetime`) and are spawned from the event loop's thread, which lives as
+long as the supervisor.
 """
 
 from __future__ import annotations
@@ -13,8 +19,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from habitus.runtime.lifetime import SUPERVISOR_PID_ENV, death_signal_preexec
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +52,33 @@ def backoff_delay(restarts: int, base: float = 0.5, cap: float = 30.0) -> float:
     return float(min(cap, base * (2**exponent)))
 
 
+def describe_exit(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+        return f"signal {-code}"
+    return f"code {code}"
+
+
+def say(text: str) -> None:
+    """One line in the terminal of `habitus up` (its stdout, where the ready line is)."""
+    print(text, file=sys.stdout, flush=True)
+
+
 class Supervisor:
-    def __init__(self, stable_after: float = 60.0, stop_timeout: float = 35.0):
+    def __init__(
+        self,
+        stable_after: float = 60.0,
+        stop_timeout: float = 35.0,
+        on_spawn: Callable[[Supervised], None] | None = None,
+        backoff: Callable[[int], float] = backoff_delay,
+    ):
         self._children: dict[str, Supervised] = {}
         self._stopping = False
         self._stable_after = stable_after
         self._stop_timeout = stop_timeout
+        self._on_spawn = on_spawn
+        self._backoff = backoff
 
     @property
     def children(self) -> dict[str, Supervised]:
@@ -58,7 +88,14 @@ class Supervisor:
         child = Supervised(spec)
         self._children[spec.name] = child
         child.task = asyncio.create_task(self._keep_running(child), name=f"supervise:{spec.name}")
+        child.task.add_done_callback(self._watcher_ended)
         return child
+
+    def _watcher_ended(self, task: asyncio.Task[None]) -> None:
+        # _keep_running catches everything; this is the last line should that ever change.
+        if not task.cancelled() and task.exception() is not None and not self._stopping:
+            log.error("supervisor watcher %s died", task.get_name(), exc_info=task.exception())
+            say(f"  supervisor: {task.get_name()} stopped watching: {task.exception()!r}")
 
     async def _spawn(self, child: Supervised) -> asyncio.subprocess.Process:
         spec = child.spec
@@ -67,40 +104,49 @@ class Supervisor:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *spec.argv,
-                env=spec.env,
+                env={**spec.env, SUPERVISOR_PID_ENV: str(os.getpid())},
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=logfile,
                 stderr=logfile,
                 start_new_session=True,
+                preexec_fn=death_signal_preexec(signal.SIGTERM),
             )
         finally:
             logfile.close()
         child.process = proc
         child.started_at = time.monotonic()
-        log.info("process started", extra={"process": spec.name, "pid": proc.pid})
+        log.info("process started", extra={"child": spec.name, "pid": proc.pid})
+        if self._on_spawn is not None:
+            self._on_spawn(child)
         return proc
 
     async def _keep_running(self, child: Supervised) -> None:
+        name = child.spec.name
         while not self._stopping:
-            proc = await self._spawn(child)
-            code = await proc.wait()
-            child.history.append(code)
+            try:
+                proc = await self._spawn(child)
+                code = await proc.wait()
+                child.history.append(code)
+                reason = f"it exited with {describe_exit(code)}"
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("supervising %s failed", name, extra={"child": name})
+                reason = f"supervising it failed: {type(exc).__name__}: {exc}"
             if self._stopping:
                 return
             if time.monotonic() - child.started_at > self._stable_after:
                 child.restarts = 0
             child.restarts += 1
-            delay = backoff_delay(child.restarts)
-            log.warning(
-                "process exited; restarting",
-                extra={"process": child.spec.name, "code": code, "in_seconds": delay},
-            )
-            print(f"  {child.spec.name} exited with {code}; restarting in {delay:.1f}s "
-                  f"(log: {child.spec.log_path})", file=sys.stderr, flush=True)
+            delay = self._backoff(child.restarts)
+            log.info("process exited; restarting",
+                     extra={"child": name, "reason": reason, "in_seconds": delay})
+            say(f"  restarting {name} in {delay:.1f}s: {reason} (log: {child.spec.log_path})")
             await asyncio.sleep(delay)
 
     async def stop(self) -> None:
-        """SIGTERM everyone, wait for graceful exits, SIGKILL what is left."""
+        """SIGTERM everyone, wait for graceful exits, SIGKILL what is left. Never raises for a
+        child: whatever happens, the caller goes on to stop the servers."""
         self._stopping = True
         procs = [c.process for c in self._children.values()
                  if c.process is not None and c.process.returncode is None]
@@ -113,10 +159,14 @@ class Supervisor:
         except TimeoutError:
             for proc in procs:
                 if proc.returncode is None:
-                    with contextlib.suppress(ProcessLookupError):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
         for child in self._children.values():
             if child.task is not None:
                 child.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await child.task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:
+                    log.exception("watcher of %s had failed", child.spec.name)
