@@ -12,6 +12,14 @@ module runs them as child processes:
 * each in its own session (process group) with stdin closed, so a Ctrl-C in the owner's terminal
   reaches only the owner, which then stops everything in order (services first, infrastructure
   last) with :meth:`EmbeddedServer.stop`;
+* with ``die_with_owner``, bound to the owner's life by a parent-death signal (the server's own
+  graceful stop signal), for an owner that can be killed without running its shutdown: start
+  such a server from a thread that lives as long as the owner (see
+  :mod:`habitus.runtime.lifetime`);
+* restartable after it died: :meth:`EmbeddedServer.start` again kills what is left of the dead
+  server's process group (Postgres backends outlive a killed postmaster and keep its shared
+  memory, so a new postmaster would refuse the data directory), and :meth:`pin_ports` makes the
+  restart come back on the same ports, so clients reconnect to the URL they have;
 * ready only when the server really answers (JetStream health, a Postgres connection, a Redis
   PING), not when the process merely exists.
 
@@ -46,6 +54,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
+
+from habitus.runtime.lifetime import ProcessRef, death_signal_preexec
 
 __all__ = [
     "LOCALHOST",
@@ -270,11 +280,15 @@ class EmbeddedServer(abc.ABC):
     #: Signal for a graceful stop of the main process.
     _stop_signal: signal.Signals = signal.SIGTERM
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, *, die_with_owner: bool = False
+    ) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self._port_pinned = port is not None
         self._port = port if port is not None else free_port()
+        self.die_with_owner = die_with_owner
         self._proc: subprocess.Popen[bytes] | None = None
+        self._proc_ref: ProcessRef | None = None
         #: Seconds the last successful start() took (None before the first one).
         self.started_in: float | None = None
 
@@ -304,8 +318,24 @@ class EmbeddedServer(abc.ABC):
         """The URL clients connect to (known before start; stable across restarts of this object
         unless the port had to be re-picked because another process took it)."""
 
+    @property
+    def process_ref(self) -> ProcessRef | None:
+        """The server process with its start time (what a later owner needs to recognise it)."""
+        return self._proc_ref if self.is_running() else None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit status of a server process that died on its own (None while it runs or
+        before the first start)."""
+        return self._proc.poll() if self._proc is not None else None
+
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    def pin_ports(self) -> None:
+        """Keep the current ports for every later start: after a crash the server must come back
+        where its clients reconnect to."""
+        self._port_pinned = True
 
     def __repr__(self) -> str:
         state = f"pid {self.pid}" if self.is_running() else "stopped"
@@ -321,7 +351,7 @@ class EmbeddedServer(abc.ABC):
         """
         if self.is_running():
             return self.url
-        self._proc = None  # an earlier process that exited on its own
+        self._reap_dead_group()
         began = time.monotonic()
         deadline = began + timeout
         attempts = 1 if self._all_ports_pinned() else 3
@@ -330,6 +360,7 @@ class EmbeddedServer(abc.ABC):
             self._prepare(deadline)
             log_offset = self._log_size()
             self._proc = self._launch()
+            self._proc_ref = ProcessRef.of(self._proc.pid)
             try:
                 self._wait_ready(deadline)
                 self._after_ready(deadline)
@@ -373,7 +404,7 @@ class EmbeddedServer(abc.ABC):
                         ) from err
         finally:
             if proc.poll() is not None:
-                self._proc = None
+                self._reap_dead_group()
 
     def __enter__(self) -> Self:
         self.start()
@@ -407,6 +438,24 @@ class EmbeddedServer(abc.ABC):
 
     def _launch(self) -> subprocess.Popen[bytes]:
         return self._spawn(self._command(), cwd=self.home)
+
+    def _reap_dead_group(self) -> None:
+        """Forget an earlier process that exited on its own, after killing what is left of its
+        process group (only processes of that group, recognised by pid and start time)."""
+        proc, ref = self._proc, self._proc_ref
+        self._proc = None
+        self._proc_ref = None
+        if proc is None or ref is None:
+            return
+        members = ref.group_members()
+        if members:
+            _log.warning("%s: killing %d leftover(s) of pid %d: %s", self.name, len(members),
+                         proc.pid, members)
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in members:
+            _wait_gone(pid, 5.0)
 
     def _all_ports_pinned(self) -> bool:
         return self._port_pinned
@@ -456,6 +505,9 @@ class EmbeddedServer(abc.ABC):
                     cwd=cwd,
                     start_new_session=True,
                     close_fds=True,
+                    preexec_fn=(
+                        death_signal_preexec(self._stop_signal) if self.die_with_owner else None
+                    ),
                     user=run_as.uid if run_as else None,
                     group=run_as.gid if run_as else None,
                     extra_groups=[] if run_as else None,
@@ -611,9 +663,14 @@ class EmbeddedNats(EmbeddedServer):
     name = "nats"
 
     def __init__(
-        self, data_dir: Path, port: int | None = None, monitor_port: int | None = None
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        monitor_port: int | None = None,
+        *,
+        die_with_owner: bool = False,
     ) -> None:
-        super().__init__(data_dir, port)
+        super().__init__(data_dir, port, die_with_owner=die_with_owner)
         self._monitor_pinned = monitor_port is not None
         self._monitor_port = (
             monitor_port
@@ -628,6 +685,10 @@ class EmbeddedNats(EmbeddedServer):
     @property
     def monitor_port(self) -> int:
         return self._monitor_port
+
+    def pin_ports(self) -> None:
+        super().pin_ports()
+        self._monitor_pinned = True
 
     @property
     def monitor_url(self) -> str:
@@ -718,8 +779,10 @@ class EmbeddedPostgres(EmbeddedServer):
         port: int | None = None,
         database: str = "habitus",
         extra_options: Mapping[str, str] | None = None,
+        *,
+        die_with_owner: bool = False,
     ) -> None:
-        super().__init__(data_dir, port)
+        super().__init__(data_dir, port, die_with_owner=die_with_owner)
         self.database = database
         self.extra_options: dict[str, str] = dict(extra_options or {})
 
@@ -789,8 +852,37 @@ class EmbeddedPostgres(EmbeddedServer):
         if socket_dir.stat().st_uid != expected_uid:
             raise EmbeddedServerError(f"socket directory {socket_dir} belongs to another user")
         self._stop_stale(deadline)
+        self._kill_orphaned_backends()
         if not (self.pgdata / "PG_VERSION").exists():
             self._initdb(run_as, deadline)
+
+    def _kill_orphaned_backends(self) -> None:
+        """SIGKILL postgres processes still working in this pgdata once no postmaster serves it.
+
+        A postmaster killed with SIGKILL leaves its backends running until they notice (a busy
+        or stopped one may take long); they keep the shared memory attached and a new postmaster
+        refuses the directory. Each backend leads its own process group (postgres calls setsid),
+        so killing the postmaster's group does not reach them: they are recognised by name and
+        working directory, which every postgres process sets to its pgdata.
+        """
+        import psutil
+
+        pgdata = self.pgdata.resolve()
+        orphans: list[int] = []
+        for proc in psutil.process_iter(["pid", "name"]):
+            if proc.info["name"] != "postgres" or proc.info["pid"] == os.getpid():
+                continue
+            with contextlib.suppress(psutil.Error, OSError):
+                if Path(proc.cwd()).resolve() == pgdata:
+                    orphans.append(int(proc.info["pid"]))
+        if orphans:
+            _log.warning("postgres: killing %d orphaned backend(s) on %s: %s", len(orphans),
+                         pgdata, orphans)
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in orphans:
+            _wait_gone(pid, 5.0)
 
     def _stop_stale(self, deadline: float) -> None:
         """A postmaster of a crashed owner still serving this pgdata: stop it (pg_ctl stop -m
