@@ -25,18 +25,23 @@ console = Console()
 
 
 def _settings() -> Settings:
+    """Settings, with the URLs the environment leaves unset taken from a live `habitus up` on the
+    same data directory. Its runtime.json can be stale (a `habitus up` that was killed) or name a
+    server that is down: that is one clear line and exit 2 at once, not a connect timeout and a
+    pool traceback."""
     settings = get_settings()
-    from habitus.runtime.up import runtime_file
+    from habitus.runtime.state import Unavailable, live_urls
 
-    path = runtime_file(settings.data_dir.resolve())
-    if path.exists() and not all((settings.nats_url, settings.database_url, settings.redis_url)):
-        live = json.loads(path.read_text())
-        settings = settings.model_copy(update={
-            "nats_url": settings.nats_url or live.get("nats_url"),
-            "database_url": settings.database_url or live.get("database_url"),
-            "redis_url": settings.redis_url or live.get("redis_url"),
-        })
-    return settings
+    missing = [key for key in ("nats_url", "database_url", "redis_url")
+               if not getattr(settings, key)]
+    if not missing:
+        return settings
+    try:
+        live = live_urls(settings.data_dir.resolve(), missing)
+    except Unavailable as exc:
+        console.print(f"[red]{exc}[/]", soft_wrap=True)
+        raise typer.Exit(2) from None
+    return settings.model_copy(update={key: live.get(key) for key in missing})
 
 
 def _need(value: str | None, name: str) -> str:

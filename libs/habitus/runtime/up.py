@@ -3,6 +3,12 @@
 Fills in whatever the environment does not configure (embedded NATS, Postgres, Redis under
 HABITUS_DATA_DIR), migrates, starts every service as a supervised process and the gateway, and
 prints where to reach it. A second run reuses the data directory.
+
+One `habitus up` owns a data directory at a time (an flock, see :mod:`habitus.runtime.state`).
+Everything it starts is supervised: a service or an embedded server that dies is restarted with
+backoff, servers on the same data and ports so the services' clients reconnect by themselves,
+with one line in the terminal per restart. Nothing it starts outlives it (parent-death signals,
+see :mod:`habitus.runtime.lifetime`), and a start after a crash stops what was left anyway.
 """
 
 from __future__ import annotations
@@ -10,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -30,11 +39,32 @@ from habitus.runtime.embedded import (
     EmbeddedServer,
     free_port,
 )
-from habitus.runtime.supervisor import ProcessSpec, Supervisor
+from habitus.runtime.lifetime import ProcessRef
+from habitus.runtime.state import (
+    RUNTIME_FILE,
+    AlreadyRunning,
+    InstanceLock,
+    clean_leftovers,
+    port_in_use,
+    runtime_file,
+    write_runtime,
+)
+from habitus.runtime.supervisor import (
+    ProcessSpec,
+    Supervised,
+    Supervisor,
+    backoff_delay,
+    describe_exit,
+)
+
+__all__ = ["RUNTIME_FILE", "Up", "runtime_file", "up"]
+
+log = logging.getLogger(__name__)
 
 SERVICE_GROUP = "habitus.services"
-RUNTIME_FILE = "runtime.json"
 DEV_TENANT = "dev"
+#: A server that stayed up this long counts as healthy again: its next crash restarts fast.
+STABLE_AFTER_SECONDS = 60.0
 
 
 def service_names() -> list[str]:
@@ -68,10 +98,6 @@ def example_turn() -> dict[str, object]:
     }
 
 
-def runtime_file(data_dir: Path) -> Path:
-    return data_dir / RUNTIME_FILE
-
-
 def _say(text: str) -> None:
     print(text, flush=True)
 
@@ -102,40 +128,140 @@ class Up:
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
         self.embedded: list[EmbeddedServer] = []
-        self.supervisor = Supervisor()
+        self.supervisor = Supervisor(on_spawn=self._record_service)
         self.env: dict[str, str] = {}
+        self.lock = InstanceLock(self.data_dir)
+        # Servers are spawned (and restarted) only from this one thread: their parent-death
+        # signal fires when the forking thread exits, so it must live as long as we do.
+        self._infra = ThreadPoolExecutor(1, thread_name_prefix="habitus-infra")
+        self._watchers: list[asyncio.Task[None]] = []
+        self._state: dict[str, object] = {}
+        self._state_lock = threading.Lock()
+        self._owns_directory = False
+
+    # -- runtime.json --------------------------------------------------------------------------
+
+    def _record(self, name: str, kind: str, ref: ProcessRef | None) -> None:
+        """Note a child (with its start time) in runtime.json: a later start after a crash
+        of ours stops exactly these processes."""
+        with self._state_lock:
+            children = dict(self._state.get("children") or {})  # type: ignore[call-overload]
+            if ref is None:
+                children.pop(name, None)
+            else:
+                children[name] = {"pid": ref.pid, "create_time": ref.create_time, "kind": kind}
+            self._state["children"] = children
+            write_runtime(self.data_dir, self._state)
+
+    def _update_state(self, **values: object) -> None:
+        with self._state_lock:
+            self._state.update(values)
+            write_runtime(self.data_dir, self._state)
+
+    def _record_service(self, child: Supervised) -> None:
+        if child.process is not None:
+            self._record(child.spec.name, "service", ProcessRef.of(child.process.pid))
+
+    # -- infrastructure ------------------------------------------------------------------------
 
     def start_infrastructure(self) -> dict[str, str]:
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         urls = {"nats": s.nats_url, "database": s.database_url, "redis": s.redis_url}
         makers: dict[str, Callable[[], EmbeddedServer]] = {
-            "nats": lambda: EmbeddedNats(self.data_dir),
-            "database": lambda: EmbeddedPostgres(self.data_dir),
-            "redis": lambda: EmbeddedRedis(self.data_dir),
+            "nats": lambda: EmbeddedNats(self.data_dir, die_with_owner=True),
+            "database": lambda: EmbeddedPostgres(self.data_dir, die_with_owner=True),
+            "redis": lambda: EmbeddedRedis(self.data_dir, die_with_owner=True),
         }
         for key, url in urls.items():
             if url:
                 _say(f"  {key:<9} {url} (configured)")
                 continue
             server = makers[key]()
-            urls[key] = server.start(timeout=60)
             self.embedded.append(server)
+            urls[key] = server.start(timeout=60)
+            server.pin_ports()  # a restart must come back where the clients reconnect
+            self._record(server.name, "server", server.process_ref)
             _say(f"  {key:<9} {urls[key]} (embedded, data in {server.home})")
         return {k: v for k, v in urls.items() if v}
 
     def stop_infrastructure(self) -> None:
         for server in reversed(self.embedded):
-            with contextlib.suppress(Exception):
+            try:
                 server.stop()
+            except Exception:
+                log.exception("stopping %s failed", server.name)
         self.embedded.clear()
+
+    async def _watch_server(self, server: EmbeddedServer) -> None:
+        """Restart `server` whenever it dies, on its data and ports, with backoff."""
+        loop = asyncio.get_running_loop()
+        restarts = 0
+        healthy_since = time.monotonic()
+        while True:
+            await asyncio.sleep(0.25)
+            try:
+                if server.is_running():
+                    continue
+                code = server.exit_code
+                reason = f"it exited with {describe_exit(code)}" if code is not None else "gone"
+                if time.monotonic() - healthy_since > STABLE_AFTER_SECONDS:
+                    restarts = 0
+                while True:
+                    restarts += 1
+                    delay = backoff_delay(restarts)
+                    _say(f"  restarting {server.name} in {delay:.1f}s on port {server.port}: "
+                         f"{reason} (log: {server.log_path})")
+                    await asyncio.sleep(delay)
+                    try:
+                        await loop.run_in_executor(self._infra, server.start, 60.0)
+                        break
+                    except Exception as exc:
+                        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                        reason = f"the last start failed: {first}"
+                self._record(server.name, "server", server.process_ref)
+                healthy_since = time.monotonic()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the watcher must outlive any surprise
+                log.exception("watching %s failed", server.name)
+                _say(f"  supervisor: watching {server.name} failed ({exc!r}); still watching")
+                await asyncio.sleep(1.0)
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def claim(self) -> list[str]:
+        """Own the data directory: take its lock (AlreadyRunning if a live instance holds it),
+        then stop what a crashed owner left running. Returns what was stopped."""
+        self.lock.acquire()
+        self._owns_directory = True
+        cleaned = clean_leftovers(self.data_dir)
+        with contextlib.suppress(FileNotFoundError):
+            runtime_file(self.data_dir).unlink()
+        return cleaned
 
     async def run(self, ready_timeout: float = 120.0, demo: bool = False) -> int:
         s = self.settings
+        loop = asyncio.get_running_loop()
         _say("Habitus: starting")
+        cleaned = await loop.run_in_executor(self._infra, self.claim)
+        if cleaned:
+            _say(f"  cleaned up after a run that did not stop: stopped {', '.join(cleaned)}")
+        base_url = f"http://{s.http_host}:{s.http_port}"
+        if port_in_use(s.http_host, s.http_port):
+            _say(f"Habitus cannot start: port {s.http_port} on {s.http_host} is already in use "
+                 "by another program (stop it, or set HABITUS_HTTP_PORT to a free port)")
+            return 1
+        me = ProcessRef.of(os.getpid())
+        self._update_state(pid=os.getpid(), create_time=me.create_time if me else None,
+                           gateway=base_url, children={})
         # Blocking work (server start-up, migrations) runs off the event loop, so Ctrl-C is
         # handled at once even while Postgres initialises.
-        urls = await asyncio.to_thread(self.start_infrastructure)
+        urls = await loop.run_in_executor(self._infra, self.start_infrastructure)
+        self._update_state(**{f"{k}_url": v for k, v in urls.items()})
+        for server in self.embedded:
+            self._watchers.append(asyncio.create_task(self._watch_server(server),
+                                                      name=f"watch:{server.name}"))
         _say("  migrating")
         for result in await asyncio.to_thread(migrate, urls["database"]):
             _say(f"    {result.schema}: {result.before or 'empty'} -> {result.after}")
@@ -166,10 +292,6 @@ class Up:
             self.supervisor.add(ProcessSpec(
                 name, [sys.executable, "-m", "habitus.cli", "serve", name], env,
                 logs / f"{name}.log"))
-        base_url = f"http://{s.http_host}:{s.http_port}"
-        runtime_file(self.data_dir).write_text(json.dumps({
-            "pid": os.getpid(), "gateway": base_url, **{f"{k}_url": v for k, v in urls.items()},
-        }))
         _say(f"  services: {', '.join(names)} (logs in {logs})")
         deadline = time.monotonic() + ready_timeout
         while not await asyncio.to_thread(_ready, f"{base_url}/readyz"):
@@ -190,11 +312,30 @@ class Up:
         return 0
 
     async def shutdown(self) -> None:
+        """Stop services, then servers, then let go of the directory; each step runs even if
+        an earlier one failed, so no server is left orphaned by a bug in the one before."""
+        if not self._owns_directory:  # a refused start touches nothing of the live instance
+            self._infra.shutdown(wait=True)
+            return
         _say("Habitus: stopping")
-        await self.supervisor.stop()
-        await asyncio.to_thread(self.stop_infrastructure)
-        with contextlib.suppress(FileNotFoundError):
-            runtime_file(self.data_dir).unlink()
+        loop = asyncio.get_running_loop()
+        for task in self._watchers:
+            task.cancel()
+        for task in self._watchers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        try:
+            await self.supervisor.stop()
+        except Exception:
+            log.exception("stopping the services failed")
+        try:
+            await loop.run_in_executor(self._infra, self.stop_infrastructure)
+        finally:
+            self._infra.shutdown(wait=True)
+            with contextlib.suppress(FileNotFoundError):
+                runtime_file(self.data_dir).unlink()
+            self.lock.release()
+            self._owns_directory = False
         _say("Habitus: stopped")
 
 
@@ -209,7 +350,11 @@ async def up(settings: Settings, demo: bool = False) -> int:
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if start in done:
-            code = start.result()
+            try:
+                code = start.result()
+            except AlreadyRunning as exc:
+                print(str(exc), file=sys.stderr, flush=True)
+                return 1
             if code != 0:
                 return code
             await stop.wait()

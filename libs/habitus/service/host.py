@@ -27,6 +27,7 @@ from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.projection.runner import ProjectionRunner
+from habitus.runtime.lifetime import orphan_watchdog
 from habitus.service.command import Commands
 from habitus.service.context import ServiceContext
 from habitus.service.health import add_standard_routes
@@ -171,7 +172,10 @@ class ServiceHost:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        watchdog = orphan_watchdog(stop.set)  # keep a reference: the loop holds tasks weakly
         await self.start()
         print(f"habitus {self.spec.name} ready on port {self.bound_port}", flush=True)
         await stop.wait()
         await self.stop()
+        if watchdog is not None:
+            watchdog.cancel()
