@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
 #: examples per operation and generation mode: enough to reach every documented branch of a
 #: small schema, few enough for the whole run to stay well under a minute on two cores
-EXAMPLES = 12
+EXAMPLES = 20
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
 
