@@ -4,7 +4,9 @@ the table (and so the gateway's OpenAPI document) does not know."""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import importlib
+import tomllib
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -16,12 +18,16 @@ from habitus.service.spec import ServiceSpec
 
 
 def service_specs() -> dict[str, ServiceSpec]:
+    """Every service `habitus serve` can run, read from pyproject.toml itself (the installed
+    metadata may predate an edit of it)."""
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     specs = {}
-    for ep in entry_points(group="habitus.services"):
-        loaded = ep.load()
+    for name, target in project["project"]["entry-points"]["habitus.services"].items():
+        module, _, attr = target.partition(":")
+        loaded = getattr(importlib.import_module(module), attr)
         spec = loaded if isinstance(loaded, ServiceSpec) else loaded()
-        assert isinstance(spec, ServiceSpec), ep
-        specs[ep.name] = spec
+        assert isinstance(spec, ServiceSpec), target
+        specs[name] = spec
     return specs
 
 
