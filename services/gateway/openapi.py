@@ -4,8 +4,9 @@ FastAPI would describe one catch-all `POST /v1/rpc/{method}` with an untyped bod
 route whose body it never sees (the gateway parses it by hand, to answer per item). So the document
 is built here instead: every ingest type's item from the event catalog, every RPC method as its
 own path from the RPC table, one error shape for every failure, and the bearer scheme on every
-operation. Both sources are the ones the services validate against, so the document cannot drift
-from what is enforced, and a fuzzer can test the gateway from it alone.
+operation. Parameters and payloads come from the models the services validate with, so they
+cannot drift from what is enforced; results come from the table's result models, which
+tests/e2e/test_api_fuzz.py checks against the live services' answers.
 """
 
 from __future__ import annotations
@@ -70,13 +71,13 @@ def build_document(settings: Settings, *, title: str = "Habitus gateway", versio
     refs, defs = models_json_schema(models, ref_template=REF)
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
     own = _own_schemas(settings, [s.type for s in ingest])
+    for spec in ingest:
+        own[f"{spec.type}Item"] = _ingest_item(spec.type, spec.version, spec.description,
+                                               refs[(spec.payload, "validation")])
     clash = set(schemas) & set(own)
     if clash:
         raise ValueError(f"model names clash with the gateway's own schemas: {sorted(clash)}")
     schemas.update(own)
-    for spec in ingest:
-        schemas[f"{spec.type}Item"] = _ingest_item(spec.type, spec.version, spec.description,
-                                                   refs[(spec.payload, "validation")])
 
     paths: dict[str, Any] = {"/v1/events": {"post": _ingest_operation(settings, ingest)}}
     for name in sorted(table):

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from pydantic import BaseModel
 
 from habitus.config import Settings
-from habitus.contract import METHODS
+from habitus.contract import METHODS, MethodSpec
+from habitus.contract.learning import UserOnly
 from habitus.events import CATALOG
 from services.gateway.openapi import build_document, install
 
@@ -155,3 +157,13 @@ def test_install_serves_the_document_from_the_app() -> None:
     served = app.openapi()
     assert served["info"] == {"title": "Habitus gateway", "version": "1", "description": "d"}
     assert set(served["paths"]) == set(build_document(Settings())["paths"])
+
+
+def test_a_model_named_like_a_gateway_schema_is_refused() -> None:
+    # Two schemas under one name would silently describe one of them with the other.
+    class Error(BaseModel):
+        detail: str
+
+    spec = MethodSpec("learning.broken", "stability_detector", UserOnly, Error, "clashes")
+    with pytest.raises(ValueError, match="Error"):
+        build_document(Settings(), methods={spec.name: spec})
