@@ -164,6 +164,10 @@ def test_a_model_named_like_a_gateway_schema_is_refused() -> None:
     class Error(BaseModel):
         detail: str
 
-    spec = MethodSpec("learning.broken", "stability_detector", UserOnly, Error, "clashes")
-    with pytest.raises(ValueError, match="Error"):
-        build_document(Settings(), methods={spec.name: spec})
+    class TurnRecordedItem(BaseModel):
+        detail: str
+
+    for result, name in ((Error, "Error"), (TurnRecordedItem, "TurnRecordedItem")):
+        spec = MethodSpec("learning.broken", "stability_detector", UserOnly, result, "clashes")
+        with pytest.raises(ValueError, match=name):
+            build_document(Settings(), methods={spec.name: spec})
