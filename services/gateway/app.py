@@ -185,8 +185,9 @@ def create_app(ctx: ServiceContext) -> FastAPI:
         try:
             items = parse_json(raw, settings.max_json_depth)
         except TooDeep as exc:
-            where = (f"item {exc.path[0]}: {format_path(exc.path[1:])}" if exc.path
-                     else "body")
+            in_list = raw.lstrip()[:1] == b"["
+            where = (f"item {exc.path[0]}: {format_path(exc.path[1:])}" if exc.path and in_list
+                     else format_path(exc.path))
             raise RpcError("invalid_event", f"{where}: nested deeper than {exc.limit} levels; "
                                             "nothing was published") from None
         except ValueError as exc:

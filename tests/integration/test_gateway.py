@@ -415,3 +415,11 @@ async def test_every_error_has_the_json_shape_even_a_bug(servers: ServerUrls, mi
     for response, status in ((unknown_route, 404), (bad_query, 400), (wrong_method, 405)):
         assert response.status_code == status, response.text
         assert set(response.json()["error"]) == {"code", "message"}, response.text
+
+
+async def test_a_deep_body_that_is_not_a_list_is_not_blamed_on_an_item(gateway: str,
+                                                                       tenant: Any) -> None:
+    _, key = tenant
+    response = await post(gateway, key, b'{"k": ' + b"[" * 100 + b"]" * 100 + b"}")
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["message"].startswith("k.0.0")
