@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 from pydantic import BaseModel
 
-from habitus.auth.keys import create_key
+from habitus.auth.keys import create_key, revoke
 from habitus.bus import connect
 from habitus.bus.publisher import EventPublisher, NotConfirmed, failure_kind
 from habitus.bus.rpc import RpcContext, RpcRegistry
@@ -206,6 +206,7 @@ async def test_postgres_down_ingest_keeps_accepting_known_keys_and_the_rest_is_5
     try:
         known = await create_key(keys_pool, tenant)
         never_used = await create_key(keys_pool, tenant)
+        revoked = await create_key(keys_pool, tenant)
     finally:
         await keys_pool.close()
     # Fresh cache off: every request asks the database, so the outage is what answers.
@@ -218,11 +219,15 @@ async def test_postgres_down_ingest_keeps_accepting_known_keys_and_the_rest_is_5
         url = f"http://127.0.0.1:{host.bound_port}"
         up = await post(url, known, [turn_item("cy")])
         rpc_up = await post(url, known, {}, path="/v1/rpc/dbcheck.read")
+        revoked_up = await post(url, revoked, [turn_item("cy")])
+        await revoke(db_service.ctx.pool, revoked)
+        revoked_seen = await post(url, revoked, [turn_item("cy")])
 
         await asyncio.to_thread(own_postgres.stop)
         accepted = await post(url, known, [turn_item("cy")])
         unknown = await post(url, never_used, [turn_item("cy")])
         garbage = await post(url, "hab_not_a_key_at_all", [turn_item("cy")])
+        revoked_down = await post(url, revoked, [turn_item("cy")])
         rpc_down = await post(url, known, {}, path="/v1/rpc/dbcheck.read")
         async with httpx.AsyncClient(base_url=url) as client:
             profile = await client.get("/v1/users/cy/profile.md",
@@ -230,10 +235,12 @@ async def test_postgres_down_ingest_keeps_accepting_known_keys_and_the_rest_is_5
 
     assert up.status_code == 200, up.text
     assert rpc_up.status_code == 200, rpc_up.text
+    assert revoked_up.status_code == 200 and revoked_seen.status_code == 401
     assert accepted.status_code == 200, accepted.text
     assert accepted.json()["results"][0]["status"] == "accepted"
-    for response in (unknown, garbage, rpc_down, profile):
+    # a key seen revoked is forgotten: the outage does not bring it back
+    for response in (unknown, garbage, revoked_down, rpc_down, profile):
         assert response.status_code == 503, response.text
         assert response.json()["error"]["code"] == "unavailable"
         assert response.headers["Retry-After"] == str(settings.retry_after_seconds)
-    assert await tenant_messages(servers.nats, tenant) == 2
+    assert await tenant_messages(servers.nats, tenant) == 3
