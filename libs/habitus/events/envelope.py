@@ -40,16 +40,26 @@ class Payload(BaseModel):
 class Event(BaseModel, Generic[P]):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    event_id: EventId
-    type: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{1,63}$")
-    schema_version: int = Field(default=1, ge=1)
-    tenant_id: TenantId
-    user_id: UserId
-    occurred_at: float = Field(ge=0)
-    producer: str = Field(min_length=1, max_length=128)
-    causation_id: str | None = Field(default=None, max_length=64)
-    correlation_id: str | None = Field(default=None, max_length=64)
-    payload: P
+    event_id: EventId = Field(description=(
+        "Unique id (a UUID or a ULID). Scoped to the tenant and user it is also the stream's "
+        "deduplication key, so publishing the same id again stores nothing new; the gateway "
+        "derives it from the item's natural key when the client sends none."))
+    type: str = Field(pattern=r"^[A-Z][A-Za-z0-9]{1,63}$",
+                      description="The event type, PascalCase past tense (TurnRecorded).")
+    schema_version: int = Field(default=1, ge=1, description=(
+        "Version of the payload schema; an older version is upcast when read."))
+    tenant_id: TenantId = Field(description=(
+        "The tenant (platform customer); at the gateway it comes from the API key."))
+    user_id: UserId = Field(description="The user the event is about, within the tenant.")
+    occurred_at: float = Field(ge=0, description=(
+        "When it happened, epoch seconds (UTC); the gateway fills in the time of receipt."))
+    producer: str = Field(min_length=1, max_length=128, description=(
+        "The service or client that published the event."))
+    causation_id: str | None = Field(default=None, max_length=64, description=(
+        "The id of the event that caused this one, when another event did."))
+    correlation_id: str | None = Field(default=None, max_length=64, description=(
+        "The request everything started from, carried along the chain of caused events."))
+    payload: P = Field(description="The type-specific body.")
 
     def to_json(self) -> bytes:
         return self.model_dump_json(by_alias=True).encode()
