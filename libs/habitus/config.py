@@ -6,6 +6,8 @@ object drives a laptop (`habitus up`), compose and Kubernetes.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,52 +18,65 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HABITUS_", extra="ignore")
 
-    nats_url: str | None = None
-    database_url: str | None = None
-    redis_url: str | None = None
-    data_dir: Path = Path("./var")
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
-    # Port of the small /metrics, /healthz, /readyz server of a non-gateway service.
-    metrics_port: int = 9000
-    bootstrap_keys: str = ""
-    admin_keys: str = ""
+    nats_url: str | None = Field(default=None, description=(
+        "NATS server with JetStream; unset: `habitus up` starts an embedded one"))
+    database_url: str | None = Field(default=None, description=(
+        "Postgres URL; unset: `habitus up` starts an embedded one"))
+    redis_url: str | None = Field(default=None, description=(
+        "Redis URL; unset: `habitus up` starts an embedded one"))
+    data_dir: Path = Field(default=Path("./var"), description=(
+        "embedded servers' data, logs, the dev API key, PROFILE.md mirrors"))
+    http_host: str = Field(default="127.0.0.1", description="address the HTTP servers bind")
+    http_port: int = Field(default=8080, description="the gateway's HTTP port")
+    metrics_port: int = Field(default=9000, description=(
+        "port of a non-gateway service's /metrics, /healthz, /readyz"))
+    bootstrap_keys: str = Field(default="", description=(
+        "`tenant:key,...` API keys ensured at start (compose, k8s secrets, tests)"))
+    admin_keys: str = Field(default="", description=(
+        "`key,...` admin keys ensured at start (they name a tenant with X-Habitus-Tenant)"))
 
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: str | None = None
+    llm_base_url: str | None = Field(default=None, description=(
+        "an OpenAI-compatible endpoint; unset: the LLM producers are off"))
+    llm_model: str | None = Field(default=None, description="the model asked at that endpoint")
+    llm_api_key: str | None = Field(default=None, description="its API key, if it needs one")
 
-    raw_retention_days: float = 7.0
-    dlq_retention_days: float = 30.0
-    # JetStream duplicate window: how long a re-published event id is dropped by the stream.
-    duplicate_window_seconds: float = 120.0
-    # File storage is the production default; tests may choose memory for speed.
-    stream_storage: str = Field(default="file", pattern="^(file|memory)$")
-    stream_replicas: int = 1
+    raw_retention_days: float = Field(default=7.0, description=(
+        "how long HABITUS_INGEST keeps raw reports (personal text)"))
+    dlq_retention_days: float = Field(default=30.0, description=(
+        "how long HABITUS_DLQ keeps dead letters"))
+    duplicate_window_seconds: float = Field(default=120.0, description=(
+        "JetStream duplicate window: a re-published event id is dropped by the stream"))
+    stream_storage: str = Field(default="file", pattern="^(file|memory)$", description=(
+        "`file` (production) or `memory` (tests) storage for new streams"))
+    stream_replicas: int = Field(default=1, description="stream replicas (3 on a NATS cluster)")
 
-    # Gateway limits.
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_item_bytes: int = 256 * 1024
-    max_batch_items: int = 1000
-    rpc_timeout_seconds: float = 10.0
-    rate_limit_per_minute: int = 12_000
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, description=(
+        "largest request body the gateway reads"))
+    max_item_bytes: int = Field(default=256 * 1024, description="largest single ingest item")
+    max_batch_items: int = Field(default=1000, description="most items in one POST /v1/events")
+    rpc_timeout_seconds: float = Field(default=10.0, description=(
+        "how long an RPC (and a command's wait for its views) may take"))
+    rate_limit_per_minute: int = Field(default=12_000, description=(
+        "ingested items (and RPC calls) per API key per minute; 0: no limit"))
     # Deeper JSON cannot be stored and read back by every consumer (serialisers and Postgres
     # jsonb recurse), so the gateway refuses it before parsing.
-    max_json_depth: int = Field(default=64, ge=2, le=512)
-    # How far in the future a reported time may be: clocks drift, but an event "from next
-    # year" would sort after everything real and pin decisions that depend on time.
-    max_clock_skew_seconds: float = Field(default=300.0, ge=0)
-    # API keys answered from memory for this long; revocation takes effect within it.
-    key_cache_seconds: float = Field(default=30.0, ge=0)
-    # Keys remembered as valid for a database outage (least recently used dropped first).
-    key_last_known_max: int = Field(default=10_000, ge=0)
-    # What a 503 tells the client to wait before retrying.
-    retry_after_seconds: int = Field(default=5, ge=1, le=3600)
-    # Services the gateway's /readyz requires to answer (habitus up and compose set it).
-    expected_services: str = ""
+    max_json_depth: int = Field(default=64, ge=2, le=512, description=(
+        "deepest JSON nesting the gateway accepts"))
+    # An event "from next year" would sort after everything real and pin decisions that
+    # depend on time.
+    max_clock_skew_seconds: float = Field(default=300.0, ge=0, description=(
+        "how far in the future a reported time may be"))
+    key_cache_seconds: float = Field(default=30.0, ge=0, description=(
+        "API keys answered from memory this long; revocation takes effect within it"))
+    key_last_known_max: int = Field(default=10_000, ge=0, description=(
+        "keys remembered as valid through a database outage"))
+    retry_after_seconds: int = Field(default=5, ge=1, le=3600, description=(
+        "the Retry-After a 503 answers"))
+    expected_services: str = Field(default="", description=(
+        "services the gateway's /readyz requires (`habitus up` and compose set it)"))
 
-    log_level: str = "INFO"
-    log_json: bool = True
+    log_level: str = Field(default="INFO", description="log level of the services")
+    log_json: bool = Field(default=True, description="structured JSON logs, one object a line")
 
     @field_validator("nats_url", "database_url", "redis_url", "llm_base_url", mode="before")
     @classmethod
@@ -95,3 +110,34 @@ def _parse_pairs(raw: str, name: str) -> list[tuple[str, str]]:
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
     return Settings()
+
+
+def _shown(value: object) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, Path):
+        return f"`{value if value.is_absolute() else f'./{value}'}`"
+    if isinstance(value, str):
+        return f"`{value}`" if value else "empty"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, dict | list):
+        return f"`{json.dumps(value, separators=(',', ':'))}`"
+    return f"`{value}`"
+
+
+def settings_table(classes: Iterable[type[BaseSettings]]) -> str:
+    """A Markdown table of every setting of `classes`: variable, default, what it is for.
+
+    The README's settings list is this table, and a test compares the two, so a setting added
+    to any settings class without its line in the README fails the suite."""
+    rows = ["| variable | default | what it is for |", "| --- | --- | --- |"]
+    for cls in classes:
+        prefix = str(cls.model_config.get("env_prefix", ""))
+        for name, field in cls.model_fields.items():
+            if not field.description:
+                raise ValueError(f"{cls.__name__}.{name} has no description")
+            default = field.get_default(call_default_factory=True)
+            rows.append(f"| `{(prefix + name).upper()}` | {_shown(default)} | "
+                        f"{field.description} |")
+    return "\n".join(rows) + "\n"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from habitus.service.context import ServiceContext
@@ -16,9 +17,11 @@ from services.profile_renderer.rpc import ProfileRpc
 class ProfileSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HABITUS_PROFILE_", extra="ignore")
 
-    #: write each user's PROFILE.md under HABITUS_DATA_DIR/workspaces (habitus up turns it on)
-    mirror: bool = False
-    context_cache_ttl_seconds: int = 3600
+    mirror: bool = Field(default=False, description=(
+        "write each user's PROFILE.md under HABITUS_DATA_DIR/workspaces (`habitus up` turns "
+        "it on)"))
+    context_cache_ttl_seconds: int = Field(default=3600, description=(
+        "how long a cached prompt context may live"))
 
 
 def build(settings: ProfileSettings | None = None) -> ServiceSpec:

@@ -17,25 +17,32 @@ class LearningSettings(BaseSettings):
 
     weights: dict[str, float] = Field(default_factory=lambda: {
         "explicit": 1.0, "structural": 0.9, "behavioral": 0.7, "recurrence": 0.6,
-    })
+    }, description="weight of each cue family in a facet's stability")
     half_life_days: dict[str, float] = Field(default_factory=lambda: {
         "identity": 90.0, "veto": 60.0, "tooling": 30.0, "goal": 30.0, "style": 14.0,
         "channel": 7.0,
-    })
+    }, description="days for a class's evidence to lose half its weight")
     budgets: dict[str, int] = Field(default_factory=lambda: {
         "style": 4, "identity": 4, "tooling": 5, "veto": 3, "goal": 3, "channel": 1,
-    })
-    overflow: int = 5
-    explicit_multiplier: float = 2.0
-    tau_active: float = 1.5
-    tau_provisional: float = 0.7
-    tau_candidate: float = 0.4
-    evidence_refs_kept: int = 50
-    debounce_seconds: float = 60.0
-    periodic_seconds: float = 1800.0
-    scheduler_tick_seconds: float = 5.0
-    #: publish debounce and periodic RebuildRequested events (off in tests that give as_of)
-    scheduler_enabled: bool = True
+    }, description="Active facets each class keeps")
+    overflow: int = Field(default=5, description=(
+        "shared Active slots for over-budget facets of any class"))
+    explicit_multiplier: float = Field(default=2.0, description=(
+        "multiplier for a value with explicit evidence"))
+    tau_active: float = Field(default=1.5, description="stability at which a facet is Active")
+    tau_provisional: float = Field(default=0.7, description=(
+        "stability at which a facet is Provisional"))
+    tau_candidate: float = Field(default=0.4, description=(
+        "stability at which a facet is a Candidate (below it: dropped)"))
+    evidence_refs_kept: int = Field(default=50, description="evidence refs kept per facet")
+    debounce_seconds: float = Field(default=60.0, description=(
+        "a user's new evidence is rebuilt once it has settled this long"))
+    periodic_seconds: float = Field(default=1800.0, description=(
+        "interval of the periodic rebuild of users with a threshold crossing due"))
+    scheduler_tick_seconds: float = Field(default=5.0, description=(
+        "how often the scheduler looks for settled evidence"))
+    scheduler_enabled: bool = Field(default=True, description=(
+        "publish the debounce and periodic rebuilds (tests that give `as_of` turn it off)"))
 
     def half_life(self, facet_class: str) -> float:
         return self.half_life_days[facet_class] * DAY
