@@ -132,14 +132,16 @@ async def test_a_sent_signature_becomes_identity_candidates_a_received_one_does_
 
 
 async def test_the_same_ingest_event_twice_yields_one_candidate(agent: Agent, nc: Any) -> None:
-    [result] = await agent.post(agent.turn("shorter please", after=10))
+    item = agent.turn("shorter please", after=10)
+    [result] = await agent.post(item)
     # The same event stored a second time under another message id (past the stream's
     # duplicate window): the producers see it twice, the candidate stays one.
     msg = await nc.jetstream().get_msg("HABITUS_INGEST", result["seq"])
     await nc.jetstream().publish(msg.subject, msg.data, headers={"Nats-Msg-Id": unique("again")})
-    # and an agent re-sending its batch with the same event id
-    again = await agent.post({**agent.turn("x"), "event_id": result["event_id"]})
+    # and an agent re-sending its batch: no event_id given, the turn's natural key derives it
+    again = await agent.post(item)
     assert again[0]["status"] == "duplicate"
+    assert again[0]["event_id"] == result["event_id"]
     await asyncio.sleep(1.0)
     assert len(await agent.candidates(1)) == 1
 

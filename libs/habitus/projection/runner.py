@@ -38,7 +38,7 @@ from typing import Any
 import psycopg
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from nats.errors import ConnectionClosedError, NoRespondersError
+from nats.errors import ConnectionClosedError, NoRespondersError, OutboundBufferLimitError
 from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
@@ -67,7 +67,10 @@ from habitus.telemetry import metrics
 log = logging.getLogger(__name__)
 
 TRANSIENT_DB = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
-TRANSIENT_BUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError, asyncio.TimeoutError)
+# OutboundBufferLimitError: publishing while disconnected (connections buffer nothing, so a
+# publish during a reconnect fails at once instead of going out after its caller gave up).
+TRANSIENT_BUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError,
+                 OutboundBufferLimitError, asyncio.TimeoutError)
 
 
 def is_transient(exc: BaseException) -> bool:
