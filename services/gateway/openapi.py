@@ -24,7 +24,7 @@ from habitus.events import CATALOG, Catalog
 from habitus.ids import ID_RE
 
 REF = "#/components/schemas/{model}"
-SECURITY = [{"bearer": []}]
+SECURITY: list[dict[str, list[str]]] = [{"bearer": []}]
 
 # A UUID, or a ULID in either case: what `habitus.ids.check_event_id` accepts.
 EVENT_ID_PATTERN = (r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
