@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +73,17 @@ async def stored(nats_url: str, seq: int) -> dict[str, Any]:
         await nc.close()
 
 
-async def test_up_ingest_stop_and_restart_reuses_data(tmp_path: Path) -> None:
-    data_dir = tmp_path / "var"
+@pytest.fixture
+def data_root() -> Iterator[Path]:
+    """Outside pytest's tmp root: as root, Postgres runs as another user and needs o+x on every
+    ancestor, which a concurrently starting pytest session takes from /tmp/pytest-of-<user>."""
+    root = Path(tempfile.mkdtemp(prefix="habitus-e2e-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
+    data_dir = data_root / "var"
     port = free_port()
     proc = start_up(data_dir, port)
     try:

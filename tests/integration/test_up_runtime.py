@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -147,6 +149,16 @@ def _child_name(proc: psutil.Process) -> str | None:
 
 
 @pytest.fixture
+def data_root() -> Iterator[Path]:
+    """A directory outside pytest's tmp root: as root, Postgres runs as another user and needs
+    o+x on every ancestor, which a concurrently starting pytest session takes away from
+    /tmp/pytest-of-<user> (it resets that directory to 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="habitus-up-test-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
 def ups() -> Iterator[list[UpProcess]]:
     started: list[UpProcess] = []
     yield started
@@ -187,9 +199,9 @@ def _key(data_dir: Path) -> str:
 
 @pytest.mark.slow
 def test_killed_servers_come_back_on_their_ports_and_the_services_reconnect(
-    tmp_path: Path, ups: list[UpProcess]
+    data_root: Path, ups: list[UpProcess]
 ) -> None:
-    up = UpProcess(tmp_path / "var", free_port())
+    up = UpProcess(data_root / "var", free_port())
     ups.append(up)
     up.wait_ready()
     urls = {k: v for k, v in up.runtime().items() if k.endswith("_url")}
@@ -211,9 +223,9 @@ def test_killed_servers_come_back_on_their_ports_and_the_services_reconnect(
 
 
 def test_postgres_restarts_although_a_backend_of_the_killed_postmaster_lives_on(
-    tmp_path: Path
+    data_root: Path
 ) -> None:
-    server = EmbeddedPostgres(tmp_path, extra_options={"fsync": "off"})
+    server = EmbeddedPostgres(data_root, extra_options={"fsync": "off"})
     server.start()
     try:
         server.pin_ports()
@@ -239,9 +251,9 @@ def test_postgres_restarts_although_a_backend_of_the_killed_postmaster_lives_on(
 
 @pytest.mark.slow
 def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
-    tmp_path: Path, ups: list[UpProcess]
+    data_root: Path, ups: list[UpProcess]
 ) -> None:
-    data_dir = tmp_path / "var"
+    data_dir = data_root / "var"
     first = UpProcess(data_dir, free_port())
     ups.append(first)
     first.wait_ready()
@@ -285,9 +297,9 @@ def _sleeper() -> subprocess.Popen[bytes]:
 
 
 def test_a_start_stops_what_a_crashed_run_left_and_nothing_else(
-    tmp_path: Path, ups: list[UpProcess]
+    data_root: Path, ups: list[UpProcess]
 ) -> None:
-    data_dir = tmp_path / "var"
+    data_dir = data_root / "var"
     data_dir.mkdir()
     leftover = _sleeper()
     bystander = _sleeper()  # recorded with another start time: its pid was "reused"

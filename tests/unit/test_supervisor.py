@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from habitus.runtime.lifetime import SUPERVISOR_PID_ENV, orphan_watchdog
 from habitus.runtime.supervisor import ProcessSpec, Supervised, Supervisor, backoff_delay
 
 
@@ -85,3 +86,20 @@ async def test_stop_terminates_running_children(tmp_path: Path) -> None:
     await supervisor.stop()
     assert child.process is not None and child.process.returncode is not None
     assert child.history == [child.process.returncode]
+
+
+async def test_a_service_whose_supervisor_is_gone_is_told_to_stop(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SUPERVISOR_PID_ENV, raising=False)
+    assert orphan_watchdog(lambda: None) is None  # not run by habitus up: nothing to watch
+
+    not_our_parent = os.getppid() + 1
+    monkeypatch.setenv(SUPERVISOR_PID_ENV, str(not_our_parent))
+    stop = asyncio.Event()
+    watchdog = orphan_watchdog(stop.set, interval=0.05, grace=60)
+    assert watchdog is not None
+    try:
+        await asyncio.wait_for(stop.wait(), 10)
+    finally:
+        watchdog.cancel()
