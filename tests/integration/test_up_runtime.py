@@ -27,7 +27,7 @@ import psutil
 import psycopg
 import pytest
 
-from habitus.runtime.embedded import EmbeddedPostgres, free_port
+from habitus.runtime.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from habitus.runtime.lifetime import ProcessRef
 from habitus.runtime.state import InstanceLock, write_runtime
 
@@ -301,26 +301,35 @@ def test_a_start_stops_what_a_crashed_run_left_and_nothing_else(
 ) -> None:
     data_dir = data_root / "var"
     data_dir.mkdir()
-    leftover = _sleeper()
+    service = _sleeper()  # a service of the crashed run
+    server = EmbeddedRedis(data_dir)  # and one of its servers, on its data directory
+    server.start()
     bystander = _sleeper()  # recorded with another start time: its pid was "reused"
     try:
-        ref = ProcessRef.of(leftover.pid)
+        ref = ProcessRef.of(service.pid)
+        server_ref = server.process_ref
         other = ProcessRef.of(bystander.pid)
-        assert ref is not None and other is not None
+        assert ref is not None and server_ref is not None and other is not None
         write_runtime(data_dir, {"pid": 1, "children": {
             "gateway": {"pid": ref.pid, "create_time": ref.create_time, "kind": "service"},
-            "redis": {"pid": other.pid, "create_time": other.create_time - 3600,
-                      "kind": "server"},
+            "redis": {"pid": server_ref.pid, "create_time": server_ref.create_time,
+                      "kind": "server", "stop_signal": int(server.stop_signal)},
+            "nats": {"pid": other.pid, "create_time": other.create_time - 3600,
+                     "kind": "server"},
         }})
         up = UpProcess(data_dir, free_port())
         ups.append(up)
         line = up.wait_line(r"cleaned up after a run that did not stop", timeout=60)
-        assert f"gateway (pid {leftover.pid})" in line
-        assert "redis" not in line
-        assert leftover.wait(10) is not None
+        assert f"gateway (pid {service.pid})" in line
+        assert f"redis (pid {server_ref.pid})" in line
+        assert "nats" not in line
+        assert service.wait(10) is not None
+        assert not server.is_running()
         assert bystander.poll() is None
+        up.wait_ready()
     finally:
-        for proc in (leftover, bystander):
+        server.stop()
+        for proc in (service, bystander):
             if proc.poll() is None:
                 proc.kill()
             proc.wait(10)

@@ -332,6 +332,11 @@ class EmbeddedServer(abc.ABC):
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def stop_signal(self) -> signal.Signals:
+        """The signal that stops this server gracefully (Postgres: fast shutdown)."""
+        return self._stop_signal
+
     def pin_ports(self) -> None:
         """Keep the current ports for every later start: after a crash the server must come back
         where its clients reconnect to."""

@@ -16,6 +16,7 @@ import errno
 import fcntl
 import json
 import os
+import signal
 import socket
 import time
 from dataclasses import dataclass
@@ -121,6 +122,7 @@ def describe_holder(data_dir: Path) -> str:
 class Leftover:
     name: str
     ref: ProcessRef
+    stop_signal: int = signal.SIGTERM
 
 
 def leftovers(doc: dict[str, Any]) -> list[Leftover]:
@@ -130,10 +132,11 @@ def leftovers(doc: dict[str, Any]) -> list[Leftover]:
     for name, child in (doc.get("children") or {}).items():
         try:
             ref = ProcessRef(int(child["pid"]), float(child["create_time"]))
+            stop_signal = signal.Signals(int(child.get("stop_signal", signal.SIGTERM)))
         except (KeyError, TypeError, ValueError):
             continue
         if ref.alive() or ref.group_members():
-            found.append(Leftover(str(name), ref))
+            found.append(Leftover(str(name), ref, stop_signal))
     return found
 
 
@@ -148,7 +151,7 @@ def clean_leftovers(data_dir: Path) -> list[str]:
     kinds = {name: child.get("kind") for name, child in (doc.get("children") or {}).items()}
     found = sorted(leftovers(doc), key=lambda item: kinds.get(item.name) == "server")
     for item in found:
-        if kill_group(item.ref, timeout=5.0):
+        if kill_group(item.ref, item.stop_signal, timeout=5.0):
             cleaned.append(f"{item.name} (pid {item.ref.pid})")
     return cleaned
 

@@ -141,15 +141,17 @@ class Up:
 
     # -- runtime.json --------------------------------------------------------------------------
 
-    def _record(self, name: str, kind: str, ref: ProcessRef | None) -> None:
-        """Note a child (with its start time) in runtime.json: a later start after a crash
-        of ours stops exactly these processes."""
+    def _record(self, name: str, kind: str, ref: ProcessRef | None,
+                stop_signal: int = signal.SIGTERM) -> None:
+        """Note a child (with its start time and graceful stop signal) in runtime.json: a later
+        start after a crash of ours stops exactly these processes, as gently as they allow."""
         with self._state_lock:
             children = dict(self._state.get("children") or {})  # type: ignore[call-overload]
             if ref is None:
                 children.pop(name, None)
             else:
-                children[name] = {"pid": ref.pid, "create_time": ref.create_time, "kind": kind}
+                children[name] = {"pid": ref.pid, "create_time": ref.create_time, "kind": kind,
+                                  "stop_signal": int(stop_signal)}
             self._state["children"] = children
             write_runtime(self.data_dir, self._state)
 
@@ -157,6 +159,9 @@ class Up:
         with self._state_lock:
             self._state.update(values)
             write_runtime(self.data_dir, self._state)
+
+    def _record_server(self, server: EmbeddedServer) -> None:
+        self._record(server.name, "server", server.process_ref, server.stop_signal)
 
     def _record_service(self, child: Supervised) -> None:
         if child.process is not None:
@@ -181,7 +186,7 @@ class Up:
             self.embedded.append(server)
             urls[key] = server.start(timeout=60)
             server.pin_ports()  # a restart must come back where the clients reconnect
-            self._record(server.name, "server", server.process_ref)
+            self._record_server(server)
             _say(f"  {key:<9} {urls[key]} (embedded, data in {server.home})")
         return {k: v for k, v in urls.items() if v}
 
@@ -219,7 +224,7 @@ class Up:
                     except Exception as exc:
                         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                         reason = f"the last start failed: {first}"
-                self._record(server.name, "server", server.process_ref)
+                self._record_server(server)
                 healthy_since = time.monotonic()
             except asyncio.CancelledError:
                 raise
