@@ -1,7 +1,11 @@
 """Producer 1: identity facts a connected provider reports about its account holder.
 
 Account fields are data the user (or their admin) entered into the provider, so they are the
-strongest identity signal Habitus gets without the user saying anything: Structural, 0.95.
+strongest identity signal Habitus gets without the user saying anything. The name, email and
+timezone of the user's own account are authoritative: the learning cache holds them Active at
+once, until the user changes them or a newer sync differs (waiting for them to "accumulate"
+would leave a connected user's name out of their own profile). Role and employer are often
+stale or an admin's guess, so they stay Structural evidence that must agree with other signals.
 Only the fields with an identity meaning are read; a toolkit's extra fields are ignored rather
 than guessed at.
 """
@@ -21,6 +25,8 @@ CONFIDENCE = 0.95
 
 #: the account fields read, in emission order; each becomes the facet key of the same name
 FIELDS: tuple[str, ...] = ("name", "email", "timezone", "role", "employer")
+#: the fields the provider is the authority on (the account holder's own data)
+AUTHORITATIVE_FIELDS = frozenset({"name", "email", "timezone"})
 
 
 def _normalise(field: str, raw: str) -> str:
@@ -49,7 +55,8 @@ def provider_candidates(p: ProviderProfileSynced, observed_at: float) -> list[Ca
                 facet_class=FacetClass.IDENTITY.value,
                 key=field,
                 value=value,
-                cue_family=CueFamily.STRUCTURAL.value,
+                cue_family=(CueFamily.AUTHORITATIVE if field in AUTHORITATIVE_FIELDS
+                            else CueFamily.STRUCTURAL).value,
                 confidence=CONFIDENCE,
                 evidence=(
                     {

@@ -24,6 +24,8 @@ from services.stability_detector.settings import LearningSettings
 
 ACTIVE, PROVISIONAL, CANDIDATE, DROPPED = "active", "provisional", "candidate", "dropped"
 AUTO, PINNED, FORGOTTEN = "auto", "pinned", "forgotten"
+#: evidence from the user's own account at a provider: the newest such value is held Active
+AUTHORITATIVE = "authoritative"
 INF = math.inf
 FacetKey = tuple[str, str]
 
@@ -238,6 +240,19 @@ def score_keys(evidence: Iterable[Evidence], as_of: float, window_start: float |
     return result
 
 
+def authoritative_value(scores: KeyScores | None) -> str | None:
+    """The value of the newest authoritative evidence in the window, if any: the provider's
+    latest report of the user's own account. Newer reports win, whatever their scores."""
+    newest: Evidence | None = None
+    for items in scores.items.values() if scores else ():
+        for item in items:
+            if item.cue == AUTHORITATIVE and (
+                    newest is None or (item.observed_at, item.seq) > (newest.observed_at,
+                                                                       newest.seq)):
+                newest = item
+    return newest.value if newest else None
+
+
 def _refs(items: Sequence[Evidence], keep: int) -> tuple[Mapping[str, Any], ...]:
     """Newest first, de-duplicated, at most `keep`."""
     seen: set[str] = set()
@@ -303,6 +318,9 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         _, window = fold_commands([c for c in commands if c.seq < control.seq], control.since)
         relevant = [e for e in evidence if (e.facet_class, e.key) == fk]
         then = score_keys(relevant, control.since, window, settings).get(fk)
+        held = authoritative_value(then)
+        if held is not None:
+            return held
         return then.winner.value if then and then.winner else None
 
     rows: dict[FacetKey, FacetRow] = {}
@@ -320,6 +338,11 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
             if pinned_value is not None:  # a pin of nothing holds nothing
                 rows[fk] = _row_for(scores, facet_class, key, pinned_value, ACTIVE, INF,
                                     PINNED, as_of, settings)
+        elif (held := authoritative_value(scores)) is not None:
+            # Not learned but reported by the source system: Active at once and no decay,
+            # until the user changes it (a control, above) or a newer report differs.
+            rows[fk] = _row_for(scores, facet_class, key, held, ACTIVE, INF, AUTO, as_of,
+                                settings)
         elif winner is not None:
             state = state_for(winner.stability, settings)
             if state != DROPPED:

@@ -17,7 +17,9 @@ class LearningSettings(BaseSettings):
 
     weights: dict[str, float] = Field(default_factory=lambda: {
         "explicit": 1.0, "structural": 0.9, "behavioral": 0.7, "recurrence": 0.6,
-    }, description="weight of each cue family in a facet's stability")
+        "authoritative": 0.9,
+    }, description=("weight of each cue family in a facet's stability (an authoritative "
+                    "value is held Active whatever its score)"))
     half_life_days: dict[str, float] = Field(default_factory=lambda: {
         "identity": 90.0, "veto": 60.0, "tooling": 30.0, "goal": 30.0, "style": 14.0,
         "channel": 7.0,

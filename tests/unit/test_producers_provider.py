@@ -22,7 +22,7 @@ def test_name_email_timezone_give_three_identity_candidates() -> None:
         ("identity", "timezone", "America/Los_Angeles"),
     ]
     for c in out:
-        assert c.cue_family == "structural"
+        assert c.cue_family == "authoritative"  # the account holder's own data
         assert c.confidence == CONFIDENCE
         assert c.producer == "provider_profile"
         assert c.observed_at == 1_700_000_000.0
@@ -65,3 +65,9 @@ def test_a_value_too_long_for_a_facet_is_skipped() -> None:
     p = _profile(name="A" * 2001, email="a@b.c")
     out = assert_valid(provider_candidates(p, observed_at=1.0))
     assert [c.key for c in out] == ["email"]
+
+
+def test_role_and_employer_stay_structural_evidence() -> None:
+    p = _profile(role="Staff Engineer", employer="Acme")
+    out = assert_valid(provider_candidates(p, observed_at=1.0))
+    assert {c.key: c.cue_family for c in out} == {"role": "structural", "employer": "structural"}

@@ -98,7 +98,7 @@ def ref(turn: str) -> dict[str, str]:
 def test_settings_are_the_seeds_constants() -> None:
     s = LearningSettings()
     assert s.weights == {"explicit": 1.0, "structural": 0.9, "behavioral": 0.7,
-                         "recurrence": 0.6}
+                         "recurrence": 0.6, "authoritative": 0.9}
     assert (s.tau_active, s.tau_provisional, s.tau_candidate) == (1.5, 0.7, 0.4)
     assert s.explicit_multiplier == 2.0
     assert s.budgets == {"style": 4, "identity": 4, "tooling": 5, "veto": 3, "goal": 3,
@@ -912,3 +912,42 @@ def test_nothing_visible_changes_before_next_due_within_one_class(
     assert due >= as_of
     probe = max(as_of, min(as_of + frac * (due - as_of), due - 1))
     assert not diff(rows, compute_cache(items, commands, probe, SETTINGS)).changed
+
+
+# ---------------------------------------------------------------------------- authoritative
+
+
+def test_one_authoritative_report_is_active_at_once_and_does_not_decay() -> None:
+    reported = [ev("name", "Alice Johnson", "authoritative", cls="identity")]
+    now = row(cache(reported), "name", "identity")
+    assert (now.value, now.state, now.user_state) == ("Alice Johnson", "active", "auto")
+    a_year_later = row(cache(reported, as_of=T0 + 365 * DAY), "name", "identity")
+    assert a_year_later.state == "active"
+    assert a_year_later.next_change_at is None
+
+
+def test_a_newer_report_that_differs_replaces_the_value_whatever_the_scores() -> None:
+    old = [ev("timezone", "Europe/Berlin", "authoritative", at=T0 - 10 * DAY, cls="identity")
+           for _ in range(5)]
+    new = [ev("timezone", "America/New_York", "authoritative", cls="identity")]
+    assert row(cache(old + new), "timezone", "identity").value == "America/New_York"
+
+
+def test_learned_evidence_does_not_outvote_the_account_but_the_user_does() -> None:
+    reported = [ev("name", "Alice Johnson", "authoritative", cls="identity")]
+    signatures = many(6, "name", "Al J.", "structural", cls="identity")
+    assert row(cache(reported + signatures), "name", "identity").value == "Alice Johnson"
+    update = Command("update", T0 + 1, 10_000, "identity", "name", "Ally")
+    changed = row(cache(reported + signatures, [update], as_of=T0 + 2), "name", "identity")
+    assert (changed.value, changed.user_state) == ("Ally", "pinned")
+    forget = Command("forget", T0 + 1, 10_001, "identity", "name")
+    forgotten = row(cache(reported, [forget], as_of=T0 + 2), "name", "identity")
+    assert forgotten.user_state == "forgotten"
+
+
+def test_pinning_an_authoritative_facet_holds_the_reported_value() -> None:
+    reported = [ev("email", "alice@acme.com", "authoritative", cls="identity")]
+    louder = many(3, "email", "al@old.example", "explicit", cls="identity")
+    pin = Command("pin", T0 + 1, 10_002, "identity", "email")
+    held = row(cache(reported + louder, [pin], as_of=T0 + 2), "email", "identity")
+    assert (held.value, held.user_state) == ("alice@acme.com", "pinned")

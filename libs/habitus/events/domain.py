@@ -29,6 +29,9 @@ class CueFamily(StrEnum):
     STRUCTURAL = "structural"
     BEHAVIORAL = "behavioral"
     RECURRENCE = "recurrence"
+    #: the user's own account at a provider reported it: held Active until the user changes
+    #: it or a newer report differs, whatever the scores
+    AUTHORITATIVE = "authoritative"
 
 
 class FacetState(StrEnum):
