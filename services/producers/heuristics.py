@@ -115,9 +115,11 @@ _CORRECTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 )
 
 #: what three of the same correction veto, and how confident the veto is
+#: (a veto key is `<kind>=<thing>` with the value `banned`, the shape every producer of vetoes
+#: uses, so the explicit "no nested bullets" and three corrections reinforce one facet)
 _VETOES: dict[tuple[str, str], tuple[str, str, float]] = {
-    ("format", "prose"): ("format", "nested-bullets", 0.75),
-    ("verbosity", "terse"): ("style", "long-replies", 0.70),
+    ("format", "prose"): ("format=nested-bullets", "banned", 0.75),
+    ("verbosity", "terse"): ("style=long-replies", "banned", 0.70),
 }
 _OTHER_VETO_CONFIDENCE = 0.65
 
@@ -299,7 +301,7 @@ def _edit_window(state: SessionState, p: TurnRecorded) -> list[Candidate]:
 
         if count >= REPEATS_FOR_VETO:
             veto_key, veto_value, confidence = _VETOES.get(
-                (key, value), (f"{key}-{value}", "banned", _OTHER_VETO_CONFIDENCE)
+                (key, value), (f"{key}={value}", "banned", _OTHER_VETO_CONFIDENCE)
             )
             token = f"veto:{veto_key}={veto_value}"
             if token not in state.fired:

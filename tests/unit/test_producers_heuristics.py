@@ -197,22 +197,22 @@ def test_three_not_bullets_give_one_veto() -> None:
     assert facets(emitted[0]) == [("style", "format", "prose")]
     assert emitted[1] == []
     [veto] = emitted[2]
-    assert (veto.facet_class, veto.key, veto.value) == ("veto", "format", "nested-bullets")
+    assert (veto.facet_class, veto.key, veto.value) == ("veto", "format=nested-bullets", "banned")
     assert veto.cue_family == "behavioral"
     assert veto.confidence == 0.75
     assert veto.producer == "correction_repeat"
     assert veto.evidence == ({"type": "turn", "session_id": "s1", "turn_id": "t3"},)
     assert emitted[3] == [] and emitted[4] == []
     assert state.corrections == {"format=prose": 5}
-    assert "veto:format=nested-bullets" in state.fired
+    assert "veto:format=nested-bullets=banned" in state.fired
 
 
 @pytest.mark.parametrize(
     ("message", "veto", "confidence"),
     [
-        ("shorter please", ("style", "long-replies"), 0.70),
-        ("more detail", ("verbosity-detailed", "banned"), 0.65),
-        ("just code", ("format-code-only", "banned"), 0.65),
+        ("shorter please", ("style=long-replies", "banned"), 0.70),
+        ("more detail", ("verbosity=detailed", "banned"), 0.65),
+        ("just code", ("format=code-only", "banned"), 0.65),
     ],
 )
 def test_veto_mapping(message: str, veto: tuple[str, str], confidence: float) -> None:
@@ -240,7 +240,7 @@ def test_different_corrections_count_apart() -> None:
     state, emitted = _feed(turns)
     assert state.corrections == {"format=prose": 3, "verbosity=terse": 2}
     vetoes = [c for c in _flat(emitted) if c.facet_class == "veto"]
-    assert [(c.key, c.value) for c in vetoes] == [("format", "nested-bullets")]
+    assert [(c.key, c.value) for c in vetoes] == [("format=nested-bullets", "banned")]
     assert vetoes[0].evidence[0]["turn_id"] == "t4"
 
 
