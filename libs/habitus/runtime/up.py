@@ -37,6 +37,7 @@ from habitus.runtime.embedded import (
     EmbeddedPostgres,
     EmbeddedRedis,
     EmbeddedServer,
+    EmbeddedServerError,
     free_port,
 )
 from habitus.runtime.lifetime import ProcessRef
@@ -138,6 +139,8 @@ class Up:
         self._state: dict[str, object] = {}
         self._state_lock = threading.Lock()
         self._owns_directory = False
+        # Set by shutdown: a start still running in the infra thread starts no further server.
+        self._stopping = threading.Event()
 
     # -- runtime.json --------------------------------------------------------------------------
 
@@ -182,6 +185,8 @@ class Up:
             if url:
                 _say(f"  {key:<9} {url} (configured)")
                 continue
+            if self._stopping.is_set():
+                break
             server = makers[key]()
             self.embedded.append(server)
             urls[key] = server.start(timeout=60)
@@ -323,6 +328,7 @@ class Up:
             self._infra.shutdown(wait=True)
             return
         _say("Habitus: stopping")
+        self._stopping.set()
         loop = asyncio.get_running_loop()
         for task in self._watchers:
             task.cancel()
@@ -359,6 +365,9 @@ async def up(settings: Settings, demo: bool = False) -> int:
                 code = start.result()
             except AlreadyRunning as exc:
                 print(str(exc), file=sys.stderr, flush=True)
+                return 1
+            except EmbeddedServerError as exc:  # its message carries the server's log tail
+                print(f"Habitus could not start: {exc}", file=sys.stderr, flush=True)
                 return 1
             if code != 0:
                 return code
