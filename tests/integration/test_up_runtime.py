@@ -390,3 +390,18 @@ def test_servers_that_do_not_answer_fail_fast_with_one_line(tmp_path: Path) -> N
     assert "Traceback" not in out
     assert re.search(r"its \w+ server at 127\.0\.0\.1:\d+ does not answer", out), out
     assert len(out.splitlines()) == 1
+
+
+def test_a_starting_up_is_reported_instead_of_a_missing_url(tmp_path: Path) -> None:
+    data_dir = tmp_path / "var"
+    data_dir.mkdir()
+    write_runtime(data_dir, {"pid": os.getpid(), "gateway": "http://127.0.0.1:1", "children": {}})
+    lock = InstanceLock(data_dir)
+    lock.acquire()
+    try:
+        result = _habitus_cli(data_dir, "keys", "list")
+    finally:
+        lock.release()
+    assert result.returncode == 2
+    out = (result.stdout + result.stderr).strip()
+    assert "has not started its" in out and len(out.splitlines()) == 1, out

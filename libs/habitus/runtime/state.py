@@ -181,7 +181,9 @@ def live_urls(data_dir: Path, needed: list[str], probe_timeout: float = 2.0) -> 
     for key in needed:
         target = _tcp_target(urls.get(key, ""))
         if target is None:
-            continue
+            raise Unavailable(
+                f"habitus up (pid {doc.get('pid')}) on {data_dir} has not started its "
+                f"{key.removesuffix('_url')} server yet: try again in a moment")
         try:
             socket.create_connection(target, timeout=probe_timeout).close()
         except OSError:

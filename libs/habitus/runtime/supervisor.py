@@ -170,3 +170,13 @@ class Supervisor:
                     pass
                 except Exception:
                     log.exception("watcher of %s had failed", child.spec.name)
+        # A watcher that was spawning while we collected the children may have started one more.
+        late = [c.process for c in self._children.values()
+                if c.process is not None and c.process.returncode is None
+                and c.process not in procs]
+        for proc in late:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for proc in late:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 5)
