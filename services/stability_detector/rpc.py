@@ -104,14 +104,24 @@ class LearningRpc:
             commands = await store.load_commands(cur, tenant_id, user_id)
         return compute_cache(evidence, commands, as_of, self.settings)
 
+    async def _current(self, tenant_id: str, user_id: str
+                       ) -> tuple[dict[Any, FacetRow], float | None]:
+        """The cache and when its oldest evidence not yet rebuilt arrived (None: none)."""
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            rows = await store.load_facets(cur, tenant_id, user_id)
+            return rows, await store.pending_since(cur, tenant_id, user_id)
+
     async def list_facets(self, p: ListFacets, rc: RpcContext) -> dict[str, Any]:
-        rows = (await self._at(rc.tenant_id, p.user_id, p.as_of) if p.as_of is not None
-                else await self._facets(rc.tenant_id, p.user_id))
+        # a past cache is recomputed from every piece of evidence: nothing pending for it
+        rows, pending = ((await self._at(rc.tenant_id, p.user_id, p.as_of), None)
+                         if p.as_of is not None
+                         else await self._current(rc.tenant_id, p.user_id))
         wanted = [r for r in rows.values()
                   if r.state in (ACTIVE, PROVISIONAL) and r.user_state != FORGOTTEN
                   and (p.class_ is None or r.facet_class == p.class_.value)]
         wanted.sort(key=lambda r: (r.state != ACTIVE, -r.stability, r.facet_class, r.key))
-        return {"user_id": p.user_id, "as_of": p.as_of, "facets": [facet_doc(r) for r in wanted]}
+        return {"user_id": p.user_id, "as_of": p.as_of, "pending_since": pending,
+                "facets": [facet_doc(r) for r in wanted]}
 
     async def _existing(self, tenant_id: str, p: FacetParams) -> FacetRow:
         row = (await self._facets(tenant_id, p.user_id)).get((p.class_.value, p.key))
@@ -124,7 +134,8 @@ class LearningRpc:
         return facet_doc(await self._existing(rc.tenant_id, p))
 
     async def cache_stats(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
-        rows = (await self._facets(rc.tenant_id, p.user_id)).values()
+        current, pending = await self._current(rc.tenant_id, p.user_id)
+        rows = current.values()
         by_state = Counter(r.state for r in rows if r.user_state != FORGOTTEN)
         by_class: dict[str, Counter[str]] = {}
         for r in rows:
@@ -137,6 +148,7 @@ class LearningRpc:
             "pinned": sum(1 for r in rows if r.user_state == PINNED),
             "forgotten": sum(1 for r in rows if r.user_state == FORGOTTEN),
             "by_class": {c: dict(sorted(v.items())) for c, v in sorted(by_class.items())},
+            "pending_since": pending,
         }
 
     async def explain_facet(self, p: ExplainFacet, rc: RpcContext) -> dict[str, Any]:

@@ -1,13 +1,18 @@
 """Where time enters the learning cache: RebuildRequested events.
 
-The scheduler reads the wall clock (the fold never does) and publishes:
+The scheduler reads the wall clock (the fold never does) and publishes, every
+`scheduler_tick_seconds`:
 
-* per user, once new candidates have settled for `debounce_seconds`;
+* per user, once no new candidate arrived for `debounce_seconds` (a burst is one rebuild), or,
+  for a user whose evidence keeps arriving, once the oldest pending candidate has waited
+  `max_wait_seconds`;
 * one periodic rebuild every `periodic_seconds`, which the projection applies only to users with
   new evidence or a threshold crossing due (an index, not a scan of every user).
 
-One replica schedules (advisory-lock leader). Event ids derive from what triggered them, so two
-replicas, or one restarting, publish the same ids and the stream keeps one.
+A tick is one query over two partial indexes of dirty users: with nothing pending it reads
+nothing. One replica schedules (advisory-lock leader). Event ids derive from what triggered
+them, so two replicas, or one restarting, or the next tick while the request is on its way,
+publish the same ids and the stream keeps one.
 """
 
 from __future__ import annotations
@@ -74,23 +79,19 @@ class RebuildScheduler:
 
     async def tick(self, now: float) -> TickResult:
         settings = self._settings
-        async with self._ctx.pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT tenant_id, user_id, last_candidate_seq FROM {store.USERS} "
-                "WHERE dirty AND last_candidate_at <= %s",
-                (now - settings.debounce_seconds,),
-            )
-            settled = await cur.fetchall()
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            settled = await store.settled_users(cur, now - settings.debounce_seconds,
+                                                now - settings.max_wait_seconds)
         events = [
             CATALOG.new(
-                RebuildRequested(as_of=now, scope="user", reason="new evidence settled"),
-                tenant_id=tenant, user_id=user, producer="stability_detector.scheduler",
-                occurred_at=now,
-                # the stream sequence of the user's latest candidate: a new candidate (whatever
-                # time it claims) means a new request
-                event_id=derived_event_id("debounce", tenant, user, str(seq)),
+                RebuildRequested(as_of=now, scope="user",
+                                 reason="new evidence settled" if u.quiet
+                                 else "new evidence waited the maximum"),
+                tenant_id=u.tenant_id, user_id=u.user_id,
+                producer="stability_detector.scheduler", occurred_at=now,
+                event_id=_request_id(u),
             )
-            for tenant, user, seq in settled
+            for u in settled
         ]
         periodic = (self._last_periodic is None
                     or now - self._last_periodic >= settings.periodic_seconds)
@@ -108,3 +109,18 @@ class RebuildScheduler:
         if periodic:
             self._last_periodic = now
         return TickResult(len(settled), periodic)
+
+
+def _request_id(user: store.Settled) -> str:
+    """The id of a user's rebuild request: the same for every tick until the projection has
+    applied it, a new one for anything new.
+
+    Settled (quiet): the stream sequence of the user's latest candidate, so a new candidate
+    (whatever time it claims) means a new request. Waited the maximum (candidates still coming):
+    the pending window, i.e. when it opened and the rebuild before it; a new candidate in the
+    same window is the same request, so a steady stream gets one rebuild per max wait."""
+    if user.quiet:
+        return derived_event_id("debounce", user.tenant_id, user.user_id,
+                                str(user.last_candidate_seq))
+    return derived_event_id("max_wait", user.tenant_id, user.user_id, repr(user.pending_since),
+                            repr(user.last_as_of))

@@ -37,12 +37,17 @@ class LearningSettings(BaseSettings):
     tau_candidate: float = Field(default=0.4, description=(
         "stability at which a facet is a Candidate (below it: dropped)"))
     evidence_refs_kept: int = Field(default=50, description="evidence refs kept per facet")
-    debounce_seconds: float = Field(default=60.0, description=(
-        "a user's new evidence is rebuilt once it has settled this long"))
+    debounce_seconds: float = Field(default=1.5, gt=0, description=(
+        "a user's new evidence is rebuilt once no more has arrived for this long (one rebuild "
+        "per burst)"))
+    max_wait_seconds: float = Field(default=10.0, gt=0, description=(
+        "a user whose evidence keeps arriving is still rebuilt once its oldest pending "
+        "evidence has waited this long"))
     periodic_seconds: float = Field(default=1800.0, description=(
         "interval of the periodic rebuild of users with a threshold crossing due"))
-    scheduler_tick_seconds: float = Field(default=5.0, description=(
-        "how often the scheduler looks for settled evidence"))
+    scheduler_tick_seconds: float = Field(default=0.25, gt=0, description=(
+        "how often the scheduler looks for settled evidence (one indexed query; keep it well "
+        "under the debounce)"))
     scheduler_enabled: bool = Field(default=True, description=(
         "publish the debounce and periodic rebuilds (tests that give `as_of` turn it off)"))
 

@@ -72,23 +72,29 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
                 INSERT INTO {EVIDENCE} ({_EVIDENCE_COLUMNS})
                 SELECT {_EVIDENCE_COLUMNS} FROM moved
                 ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""")
-    latest: dict[tuple[str, str], tuple[float, int]] = {}
+    latest: dict[tuple[str, str], tuple[float, int, float]] = {}
     for r in rows:
         user = (r.tenant_id, r.user_id)
-        at, seq = latest.get(user, (r.occurred_at, r.seq))
-        latest[user] = (max(at, r.occurred_at), max(seq, r.seq))
+        at, seq, first = latest.get(user, (r.occurred_at, r.seq, r.occurred_at))
+        latest[user] = (max(at, r.occurred_at), max(seq, r.seq), min(first, r.occurred_at))
     users = sorted(latest.items())
     await cur.execute(  # one statement for the whole batch's users (arrays, not N rows)
         f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,
-                last_candidate_seq)
-            SELECT t, u, true, at, seq
-            FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[]) AS x(t, u, at, seq)
+                last_candidate_seq, pending_since)
+            SELECT t, u, true, at, seq, first
+            FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[], %s::float8[])
+              AS x(t, u, at, seq, first)
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = true,
               last_candidate_at = GREATEST({USERS}.last_candidate_at, EXCLUDED.last_candidate_at),
-              last_candidate_seq = EXCLUDED.last_candidate_seq
+              last_candidate_seq = EXCLUDED.last_candidate_seq,
+              -- the oldest evidence still waiting for a rebuild (LEAST skips a NULL)
+              pending_since = CASE WHEN {USERS}.dirty
+                THEN LEAST({USERS}.pending_since, EXCLUDED.pending_since)
+                ELSE EXCLUDED.pending_since END
         """,
         ([t for (t, _), _ in users], [u for (_, u), _ in users],
-         [at for _, (at, _) in users], [seq for _, (_, seq) in users]),
+         [at for _, (at, _, _) in users], [seq for _, (_, seq, _) in users],
+         [first for _, (_, _, first) in users]),
     )
 
 
@@ -216,6 +222,15 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET
               -- evidence newer than this rebuild's as_of still waits for one
               dirty = coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false),
+              -- still waiting: evidence newer than as_of. Its oldest item is the old
+              -- pending_since if that is newer than as_of (a command's rebuild, which keeps
+              -- the clock); otherwise it is not known exactly and the newest candidate bounds
+              -- it (it arrived while this rebuild was on its way, so the error is that lag)
+              pending_since = CASE
+                WHEN NOT coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false)
+                  THEN NULL
+                WHEN {USERS}.pending_since > EXCLUDED.last_as_of THEN {USERS}.pending_since
+                ELSE {USERS}.last_candidate_at END,
               last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at""",
         (tenant_id, user_id, as_of, next_due_at),
     )
@@ -233,3 +248,43 @@ async def due_users(cur: AsyncCursor[Any], as_of: float) -> list[tuple[str, str]
     )
     return [(r[0], r[1]) for r in await cur.fetchall()]
 
+
+class Settled(NamedTuple):
+    """A user the scheduler should rebuild now, and what identifies the request."""
+
+    tenant_id: str
+    user_id: str
+    #: stream sequence of the user's latest candidate
+    last_candidate_seq: int
+    #: whether no evidence arrived for the debounce (else: the max wait ran out)
+    quiet: bool
+    pending_since: float | None
+    last_as_of: float | None
+
+
+async def settled_users(cur: AsyncCursor[Any], settled_before: float, waited_before: float
+                        ) -> list[Settled]:
+    """Dirty users whose newest candidate is at or before `settled_before` (the debounce) or
+    whose oldest pending one is at or before `waited_before` (the max wait). Both halves are
+    partial indexes over dirty users only: nothing dirty, nothing read."""
+    await cur.execute(
+        f"""SELECT tenant_id, user_id, last_candidate_seq, last_candidate_at <= %s,
+                   pending_since, last_as_of
+            FROM {USERS}
+            WHERE dirty AND (last_candidate_at <= %s OR pending_since <= %s)
+            ORDER BY 1, 2""",
+        (settled_before, settled_before, waited_before),
+    )
+    return [Settled(r[0], r[1], int(r[2] or 0), bool(r[3]), r[4], r[5])
+            for r in await cur.fetchall()]
+
+
+async def pending_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> float | None:
+    """When the user's oldest evidence not yet rebuilt arrived (its event time); None: none."""
+    await cur.execute(f"SELECT pending_since, last_candidate_at FROM {USERS} "
+                      "WHERE tenant_id = %s AND user_id = %s AND dirty", (tenant_id, user_id))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    since = row[0] if row[0] is not None else row[1]  # a row from before pending_since existed
+    return None if since is None else float(since)

@@ -357,13 +357,39 @@ async def test_learning_over_http_is_scoped_to_the_callers_tenant(
     assert forget_by_b.status_code == 404  # B cannot even see A's facet to forget it
 
 
-async def test_the_scheduler_rebuilds_a_user_once_new_evidence_settled(user: User) -> None:
+def scheduler_for(user: User, **settings: Any) -> Any:
     from types import SimpleNamespace
 
     from services.stability_detector.scheduler import RebuildScheduler
 
     ctx = SimpleNamespace(pool=user.pool, publisher=user.publisher)
-    scheduler = RebuildScheduler(ctx, SETTINGS, last_periodic=T0)  # type: ignore[arg-type]
+    return RebuildScheduler(ctx, LearningSettings(scheduler_enabled=False, **settings),  # type: ignore[arg-type]
+                            last_periodic=T0 + 10 * DAY)
+
+
+async def until(check: Any, timeout: float = 20) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.05)
+
+
+async def users_row(user: User) -> tuple[Any, ...]:
+    async with user.pool.connection() as conn:
+        cur = await conn.execute("SELECT dirty, pending_since FROM learning.users "
+                                 "WHERE tenant_id = %s AND user_id = %s", (user.tenant, user.user))
+        row = await cur.fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+async def rebuild_requests(user: User) -> list[Event[Any]]:
+    return await events_on(
+        user.nc, EVENTS, f"habitus.v1.event.RebuildRequested.{user.tenant}.{user.user}")
+
+
+async def test_the_scheduler_rebuilds_a_user_once_new_evidence_settled(user: User) -> None:
+    scheduler = scheduler_for(user, debounce_seconds=60, max_wait_seconds=600)
     await user.candidate(times=5, at=T0)
 
     early = await scheduler.tick(T0 + 30)  # still settling
@@ -376,13 +402,67 @@ async def test_the_scheduler_rebuilds_a_user_once_new_evidence_settled(user: Use
     async def active() -> bool:
         return await user.facets() == {"style/verbosity": ("terse", "active")}
 
-    deadline = asyncio.get_running_loop().time() + 20
-    while not await active():
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.05)
-    async with user.pool.connection() as conn:
-        cur = await conn.execute("SELECT dirty FROM learning.users WHERE tenant_id = %s "
-                                 "AND user_id = %s", (user.tenant, user.user))
-        row = await cur.fetchone()
-    assert row is not None and row[0] is False  # rebuilt: nothing left to schedule for this user
+    await until(active)
+    assert (await users_row(user))[0] is False  # rebuilt: nothing left to schedule
     await scheduler.stop()
+
+
+async def test_a_burst_inside_the_debounce_is_one_rebuild_however_often_the_scheduler_ticks(
+    user: User
+) -> None:
+    scheduler = scheduler_for(user, debounce_seconds=1.5, max_wait_seconds=10)
+    for i in range(6):  # a burst: each candidate inside the previous one's debounce
+        await user.candidate(times=1, at=T0 + 0.2 * i)
+        await scheduler.tick(T0 + 0.2 * i + 0.1)
+    assert await rebuild_requests(user) == []
+    for k in range(8):  # the tick after settling and the next ones, before and after applying
+        await scheduler.tick(T0 + 1 + 1.5 + 0.25 * k)
+
+    async def rebuilt() -> bool:
+        return (await users_row(user))[0] is False
+
+    await until(rebuilt)
+    await scheduler.tick(T0 + 5)
+    assert len(await rebuild_requests(user)) == 1
+    assert (await user.facets())["style/verbosity"][1] == "active"
+    await scheduler.stop()
+
+
+async def test_a_steady_stream_is_still_rebuilt_once_the_max_wait_ran_out(user: User) -> None:
+    scheduler = scheduler_for(user, debounce_seconds=1.5, max_wait_seconds=5)
+    for i in range(8):  # one candidate a second: it never settles for 1.5 s
+        await user.candidate(key="emoji", value="skip", at=T0 + i)
+        await scheduler.tick(T0 + i + 0.5)
+        await scheduler.tick(T0 + i + 0.75)  # at once: before or after the first is applied
+    # the max wait ran out at T0 + 5: one request, whichever tick saw it first
+    requests = await rebuild_requests(user)
+    assert len(requests) == 1
+    assert requests[0].payload.as_of == T0 + 5.5
+    assert requests[0].payload.reason == "new evidence waited the maximum"
+    assert (await user.facets())["style/emoji"] == ("skip", "active")
+    # what arrived after that rebuild waits again, since the first candidate after it
+    assert await users_row(user) == (True, T0 + 6)
+    await scheduler.stop()
+
+
+async def test_pending_since_is_the_oldest_evidence_not_yet_rebuilt(user: User) -> None:
+    stats = await user.call("cache_stats")
+    assert stats["pending_since"] is None  # an unknown user: nothing waits
+    await user.candidate(at=T0 + 20)
+    await user.candidate(at=T0 + 10)  # an older one arriving later is the oldest
+    await user.candidate(at=T0 + 30)
+    assert (await user.call("list_facets"))["pending_since"] == T0 + 10
+    assert (await user.call("cache_stats"))["pending_since"] == T0 + 10
+    assert (await user.call("list_facets", as_of=T0 + 40))["pending_since"] is None
+
+    await user.rebuild(T0 + 25)  # T0 + 30 is newer than the rebuild: still pending
+    assert (await user.call("cache_stats"))["pending_since"] == T0 + 30
+    await user.call("pin_facet", **{"class": "style", "key": "verbosity"})
+    # a command rebuilds without moving the clock: the same evidence still waits, since then
+    assert (await user.call("cache_stats"))["pending_since"] == T0 + 30
+
+    await user.rebuild(T0 + 30)
+    assert (await user.call("list_facets"))["pending_since"] is None
+    assert (await user.call("cache_stats"))["pending_since"] is None
+    rebuilt = await user.call("rebuild_cache")
+    assert rebuilt["pending_since"] is None

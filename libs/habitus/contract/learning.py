@@ -21,6 +21,8 @@ Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^
 _USER = "The user, within the caller's tenant."
 _CLASS = "The facet class (what kind of preference it is)."
 _KEY = "The facet key within its class, e.g. `verbosity`."
+_PENDING = ("When the oldest evidence not yet in the cache arrived (its event time, epoch "
+            "seconds): a rebuild is on its way. Null: nothing is waiting.")
 _AS_OF = ("Answer as the cache was at this time (epoch seconds), recomputed from the event log; "
           "absent: the current cache.")
 
@@ -94,6 +96,8 @@ class UnpinResult(RootModel[Facet | DroppedFacet]):
 class FacetList(_Result):
     user_id: str = Field(description=_USER)
     as_of: float | None = Field(description="The `as_of` asked for; null: the current cache.")
+    pending_since: float | None = Field(description=_PENDING + " Null with `as_of` (a past "
+                                        "cache is recomputed from all its evidence).")
     facets: list[Facet] = Field(description="Active then provisional facets, strongest first.")
 
 
@@ -106,6 +110,7 @@ class CacheStats(_Result):
     pinned: int = Field(ge=0, description="Facets the user pinned.")
     forgotten: int = Field(ge=0, description="Facets the user asked to forget.")
     by_class: dict[str, dict[str, int]] = Field(description="Counts per class, then per state.")
+    pending_since: float | None = Field(description=_PENDING)
 
 
 class RebuildStats(CacheStats):
