@@ -203,6 +203,10 @@ class Up:
                 log.exception("stopping %s failed", server.name)
         self.embedded.clear()
 
+    def _restart(self, server: EmbeddedServer) -> None:
+        if not self._stopping.is_set():  # queued behind a shutdown: nothing to restart for
+            server.start(timeout=60.0)
+
     async def _watch_server(self, server: EmbeddedServer) -> None:
         """Restart `server` whenever it dies, on its data and ports, with backoff."""
         loop = asyncio.get_running_loop()
@@ -224,7 +228,7 @@ class Up:
                          f"{reason} (log: {server.log_path})")
                     await asyncio.sleep(delay)
                     try:
-                        await loop.run_in_executor(self._infra, server.start, 60.0)
+                        await loop.run_in_executor(self._infra, self._restart, server)
                         break
                     except Exception as exc:
                         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
