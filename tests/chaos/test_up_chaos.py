@@ -178,7 +178,7 @@ async def test_sigkill_each_child_under_load_applies_every_event_exactly_once(
         assert [line.split()[1] for line in restarts] == list(CHILDREN), up.output
 
         expected = expected_candidate_ids(load.accepted)
-        assert len(expected) == len(load.accepted) > 50
+        assert len(expected) >= len(load.accepted) > 50  # at least one candidate per item
         deadline = time.monotonic() + 60
         while set(evidence := await _evidence(runtime["database_url"])) != expected:
             if time.monotonic() > deadline:
