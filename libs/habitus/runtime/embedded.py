@@ -16,10 +16,11 @@ module runs them as child processes:
   graceful stop signal), for an owner that can be killed without running its shutdown: start
   such a server from a thread that lives as long as the owner (see
   :mod:`habitus.runtime.lifetime`);
-* restartable after it died: :meth:`EmbeddedServer.start` again kills what is left of the dead
-  server's process group (Postgres backends outlive a killed postmaster and keep its shared
-  memory, so a new postmaster would refuse the data directory), and :meth:`pin_ports` makes the
-  restart come back on the same ports, so clients reconnect to the URL they have;
+* restartable after it died: :meth:`EmbeddedServer.start` again first kills what the dead server
+  left (what remains of its process group; Postgres backends, which lead groups of their own, by
+  their working directory: they outlive a killed postmaster and keep its shared memory, so a new
+  postmaster would refuse the data directory), and :meth:`pin_ports` makes the restart come back
+  on the same ports, so clients reconnect to the URL they have;
 * ready only when the server really answers (JetStream health, a Postgres connection, a Redis
   PING), not when the process merely exists.
 
@@ -454,7 +455,7 @@ class EmbeddedServer(abc.ABC):
             return
         members = ref.group_members()
         if members:
-            _log.warning("%s: killing %d leftover(s) of pid %d: %s", self.name, len(members),
+            _log.info("%s: killing %d leftover(s) of pid %d: %s", self.name, len(members),
                          proc.pid, members)
         for pid in members:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -881,7 +882,7 @@ class EmbeddedPostgres(EmbeddedServer):
                 if Path(proc.cwd()).resolve() == pgdata:
                     orphans.append(int(proc.info["pid"]))
         if orphans:
-            _log.warning("postgres: killing %d orphaned backend(s) on %s: %s", len(orphans),
+            _log.info("postgres: killing %d orphaned backend(s) on %s: %s", len(orphans),
                          pgdata, orphans)
         for pid in orphans:
             with contextlib.suppress(ProcessLookupError, PermissionError):
