@@ -120,20 +120,26 @@ async def _evidence(database_url: str) -> Counter[str]:
 
 
 async def _candidate_events(nats_url: str) -> Counter[str]:
+    """Every CandidateEmitted of the tenant on HABITUS_EVENTS, as many as the consumer counts
+    pending when it is created (a fetch that times out early must not hide some)."""
     nc = await nats.connect(nats_url)
     try:
         js = nc.jetstream()
         sub = await js.pull_subscribe(user_filter(EVENT_ROOT, "CandidateEmitted", TENANT),
                                       stream=EVENTS)
+        total = (await sub.consumer_info()).num_pending or 0
         ids: Counter[str] = Counter()
-        while True:
+        deadline = time.monotonic() + 60
+        while sum(ids.values()) < total:
+            assert time.monotonic() < deadline, f"read {sum(ids.values())} of {total} events"
             try:
-                msgs = await sub.fetch(500, timeout=2)
-            except nats.errors.TimeoutError:
-                return ids
+                msgs = await sub.fetch(min(500, total - sum(ids.values())), timeout=5)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
             for msg in msgs:
                 ids[str(json.loads(msg.data)["event_id"])] += 1
                 await msg.ack()
+        return ids
     finally:
         await nc.close()
 
