@@ -258,7 +258,7 @@ _ROLE_HEADS = frozenset(
     mathematician physicist chemist biologist""".split()
 )
 _ROLE_ENDERS = frozenset("at based working and or but & who whose where".split())
-_NAME_PARTICLES = frozenset("de da di du del della der den van von le la bin al y of &".split())
+_NAME_PARTICLES = frozenset("de da di du del della der den van von le la bin al am y of &".split())
 _NOT_NAMES = frozenset(
     """i i'm i've i'd i'll not a an the in on at and but so just very really here there now
     currently still also always never working from""".split()
@@ -331,13 +331,14 @@ _TEAMISH = frozenset("team company org organisation organization project codebas
                      "startup app backend frontend setup".split())
 _NEGATED_BEFORE_RE = re.compile(
     r"\b(?:don't|dont|do\s+not|doesn't|does\s+not|never|not|no\s+need\s+to|no\s+longer|"
-    r"without|stop|no)\s+(?:[\w']+\s+){0,2}$",
+    r"without|stop|no)\s+(?!forget\b|hesitate\b)(?:(?!(?:and|but|or)\b)[\w']+\s+){0,2}$",
     _I,
 )
 _STANDING_RE = re.compile(
     r"\b(?:from\s+now\s+on|from\s+here\s+on|going\s+forward|moving\s+forward|"
     r"in\s+(?:the\s+)?future|for\s+the\s+future|for\s+future\s+reference|always|"
     r"remember\s+that|please\s+remember|remember(?=\s*:)|remember\s+to|don't\s+forget|"
+    r"never\s+forget|"
     r"keep\s+in\s+mind|by\s+default|in\s+general|every\s+time|each\s+time|"
     r"every\s+(?:answer|reply|response)|answers|replies|responses)\b"
     r"|\bnever\b.*\bagain\b",
@@ -389,7 +390,9 @@ _TZ_RE = re.compile(
     r"(?![\w/+])",
     _I,
 )
+_AS_ROLE_RE = re.compile(r"\s+as\s+(?:an?\s+)?", _I)
 _AT_ORG_RE = re.compile(r"\s+(?:at|for)\s+", _I)
+_NOT_YET_RE = re.compile(r"\b(?:yet|much|often|a\s+lot|enough|directly)\b", _I)
 _NOT_RE = re.compile(r"not\s", _I)
 _TEAM_AFTER_RE = re.compile(r"the\s+([\w&.\-]+(?:\s+[\w&.\-]+){0,2}?)\s+(?:team|squad)\b", _I)
 
@@ -414,6 +417,10 @@ _STYLE_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
             "verbosity", "terse",
         ),
         (r"\bbe\s+(?:more\s+)?(?:brief|briefer|concise|succinct|terse)\b", "verbosity", "terse"),
+        (r"\b(?:answer|reply|respond|write)\s+(?:more\s+)?(?:briefly|concisely|succinctly|"
+         r"tersely)\b", "verbosity", "terse"),
+        (r"\b(?:answer|reply|respond|explain)\s+in\s+(?:more\s+|great\s+|full\s+)?detail\b",
+         "verbosity", "detailed"),
         (rf"\b(?:short|shorter|brief|briefer|concise|terse|succinct)\s+{_ANSWERS}\b",
          "verbosity", "terse"),
         (r"\bshorter(?=\s*(?:$|[,;:]|please\b|pls\b|plz\b|thanks\b))", "verbosity", "terse"),
@@ -442,15 +449,15 @@ _STYLE_PATTERNS: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
         (r"\b(?:lead|start)\s+with\s+the\s+answer\b|\banswer\s+first\b", "preamble", "skip"),
         (r"\b(?:use|using|in|as|with)\s+(?:a\s+|some\s+)?(?:bullets|bullet\s+points?|"
          r"bulleted\s+lists?|bullet\s+lists?)\b", "format", "bullets"),
-        (r"\b(?:bullets|bullet\s+points|bulleted\s+lists?)\s+(?:please|pls|are\s+(?:fine|good|"
-         r"great|better|preferred))\b", "format", "bullets"),
+        (r"(?:^|[,;:]\s*)(?:bullets|bullet\s+points|bulleted\s+lists?)\s+(?:please|pls|"
+         r"are\s+(?:fine|good|great|better|preferred))\b", "format", "bullets"),
         (r"\b(?:prefer|like|love|want)\s+(?:bullets|bullet\s+points|bulleted\s+lists?)\b",
          "format", "bullets"),
         (r"\b(?:just|only)\s+(?:give\s+me\s+|show\s+me\s+|send\s+me\s+)?(?:the\s+)?code\b"
          r"(?!\s+(?:review|reviews|of|for|that|which|base|snippet|changes|block|quality))",
          "format", "code-only"),
         (r"\bcode\s+only\b", "format", "code-only"),
-        (r"\btables?\s+(?:please|pls|are\s+(?:fine|good|great|better|preferred))\b"
+        (r"(?:^|[,;:]\s*)tables?\s+(?:please|pls|are\s+(?:fine|good|great|better|preferred))\b"
          r"|\b(?:use|using)\s+(?:a\s+)?tables?\b|\b(?:prefer|like|love|want)\s+tables\b"
          r"|\b(?:in|as)\s+(?:a\s+)?tables?(?=\s*(?:$|[,;:]|please\b|pls\b|form\b|format\b))",
          "format", "tables"),
@@ -709,8 +716,10 @@ def _objects(
             if low in _LEADING_SKIP:
                 i += 1
                 continue
-            if items and low in _CLAUSE_STARTERS:
-                break
+            if items and low in _CLAUSE_STARTERS and not (
+                raw[:1].isupper() and _tool([low]) is not None
+            ):
+                break  # "and go deeper" starts a clause, "Python and Go" is a list
         if low in _STOP:
             break
         current.append(token)
@@ -730,8 +739,9 @@ def _is_person_or_agent_tool(words: list[str], raw: list[str], verbword: str) ->
         return True
     if any(w in _AGENT_TOOL_WORDS for w in words):
         return True
-    # a capitalised unknown after "mention"/"include"/"add" is most likely someone's name
-    return verbword in {"mention", "include", "add", "mentioning", "including", "adding"} and (
+    # a capitalised unknown after "suggest"/"mention"/"avoid"... may well be someone's name
+    # ("don't suggest Sarah"); after "use" it is a product ("don't use Windows")
+    return verbword not in {"use", "using"} and (
         raw[0][:1].isupper() and _tool(words) is None
     )
 
@@ -745,8 +755,9 @@ def _bans(core: str) -> list[Fact]:
         verbword = (m.group("verbword") or m.group("verbing") or "").lower()
         prefix = _clause_prefix(core, m.start())
         anchored = _PREFIX_OK_RE.match(prefix) is not None
-        if kind == "self" and _NEGATED_BEFORE_RE.search(prefix):
-            continue
+        after = _rest_of_clause(core[m.end() :])
+        if kind == "self" and (_NEGATED_BEFORE_RE.search(prefix) or _NOT_YET_RE.search(after)):
+            continue  # "we don't use Postgres yet" is a plan, "I don't use it much" no veto
         # "no X" is a list only with "and"/"or": after a comma comes the next clause
         # ("No worries, take your time")
         parsed = _objects(core[m.end() :], commas=kind != "no")
@@ -815,16 +826,15 @@ def _proper_run(text: str, *, allow_lower_first: bool = False, digits: bool = Fa
         if not bare[0].isupper() and not (digits and bare[0].isdigit()):
             if words and low in _NAME_PARTICLES:
                 # "van der Berg": particles join when a capitalised word follows them
-                particles = [bare]
-                nxt = pattern.match(text, m.end())
+                particles, end = [bare], m.end()
+                nxt = pattern.match(text, end)
                 while nxt is not None and nxt.group(1).lower() in _NAME_PARTICLES:
                     particles.append(nxt.group(1))
-                    nxt = pattern.match(text, nxt.end())
+                    end = nxt.end()
+                    nxt = pattern.match(text, end)
                 if nxt is not None and nxt.group(1)[:1].isupper():
                     words.extend(particles)
-                    pos = m.end()
-                    for _ in particles[1:]:
-                        pos = pattern.match(text, pos).end()  # type: ignore[union-attr]
+                    pos = end
                     continue
             if not (allow_lower_first and not words and low not in _STOP):
                 break
@@ -894,7 +904,12 @@ def _identity(core: str) -> list[Fact]:
     for m in _PLACE_TRIGGER_RE.finditer(core):
         add(m.start(), "location", _proper_run(core[m.end() :]))
     for m in _EMPLOYER_RE.finditer(core):
-        add(m.start(), "employer", _proper_run(core[m.end() :], digits=True))
+        org = _proper_run(core[m.end() :], digits=True)
+        add(m.start(), "employer", org)
+        # "I work at Acme as a data engineer"
+        as_role = _AS_ROLE_RE.match(core, m.end() + len(org)) if org else None
+        if as_role is not None and core[m.end() : m.end() + len(org)] == org:
+            add(m.start(), "role", _role_run(core[as_role.end() :], headed=False)[0])
     for m in _ROLE_RE.finditer(core):
         rest = core[m.end() :]
         role, role_end = _role_run(rest, headed=m.group("headed") is not None)
