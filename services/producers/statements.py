@@ -40,6 +40,13 @@ every other value is canonical lower-case. Tools come from a small table by cate
 (`tooling/database=postgres`); a tool outside it is `tooling/<slug>=uses`. Bun is filed as a
 runtime, never as a package manager, so "we use Bun" is one facet.
 
+Deliberately narrow, to stay precise: places, employers and "call me" names must be
+capitalised ("I'm in a meeting" is no location); "I'm a X" is a role only when X ends in a role
+noun ("data engineer", not "big fan"); a bare "no X" must be the whole clause and X no
+interjection ("no problem", "no worries, ..."); "don't use so many bullets" asks for fewer, not
+none; one sentence naming two values of one style, identity or channel key ("keep it short but
+more detail on X") states neither; a sentence over MAX_SENTENCE_CHARS is pasted text and skipped.
+
 Everything here is a pure function of the message, with every pattern compiled at import.
 """
 
@@ -283,7 +290,8 @@ _MASKS = tuple(
         "\u201c[^\u201d\n]*\u201d",
         "\u201e[^\u201c\u201d\n]*[\u201c\u201d]",
         "\u00ab[^\u00bb\n]*\u00bb",
-        r"(?<!\w)'(?!\s)[^\n]*?'(?!\w)",
+        # bounded: a line of unmatched quotes must not cost quadratic time
+        r"(?<!\w)'(?!\s)[^\n]{0,300}?'(?!\w)",
     )
 )
 _LIST_MARKER_RE = re.compile(r"(?m)^([ \t]*)((?:[-*+\u2022]|\d{1,3}[.)])[ \t]+)")
@@ -627,6 +635,7 @@ def _word_slug(words: list[str]) -> str:
 
 
 def _clean_token(token: str) -> str:
+    """A token without surrounding sentence punctuation; versions ("3.11") stay whole."""
     return token.strip(".!?'").strip() if not _VERSION_RE.match(token) else token
 
 
@@ -644,6 +653,7 @@ def _clause_prefix(text: str, at: int) -> str:
 
 
 def _rest_of_clause(text: str) -> str:
+    """`text` up to the next clause boundary: what an edict says about its own object."""
     m = _CLAUSE_BOUNDARY_RE.search(text)
     return text if m is None else text[: m.start()]
 
