@@ -554,6 +554,12 @@ _TOOL_TRIGGER_RE = re.compile(
     r"(?P<known>)",
     _I,
 )
+#: "I switched from yarn to pnpm": a veto on the old tool (it must be a known one) and the new
+_SWITCH_RE = re.compile(
+    r"\b(?:i|we)(?:\s+|(?='))(?:(?:have|'ve)\s+)?(?:switched|moved|migrated)\s+"
+    r"(?:over\s+|away\s+)?from\s+(?P<old>[\w.+#-]+(?:\s+[\w.+#-]+)?)\s+to\s+",
+    _I,
+)
 _SHOP_RE = re.compile(r"\bwe(?:'re|\s+are)\s+an?\s+(?P<tool>[\w.+#-]+)\s+shop\b", _I)
 _CHANNEL_WORD = (
     r"(?P<ch>e-?mail|mail|slack|telegram|sms|text(?:\s+messages?)?|texts|imessage|whatsapp|"
@@ -762,7 +768,12 @@ def _bans(core: str) -> list[Fact]:
     facts: list[Fact] = []
     for m in _BAN_TRIGGER_RE.finditer(core):
         kind = next(k for k in ("self", "verb", "no", "without") if m.group(k))
-        verbword = (m.group("verbword") or m.group("verbing") or "").lower()
+        # what the user stopped using, or bans outright, is a thing, not a person
+        verbword = (
+            "use"
+            if kind in {"self", "no"}
+            else (m.group("verbword") or m.group("verbing") or "").lower()
+        )
         prefix = _clause_prefix(core, m.start())
         anchored = _PREFIX_OK_RE.match(prefix) is not None
         after = _rest_of_clause(core[m.end() :])
@@ -962,6 +973,19 @@ def _tooling(core: str) -> list[Fact]:
                 key = _word_slug(words)
                 if key and is_valid_key(key) and " ".join(words) not in _STYLE_BANS:
                     facts.append((m.start(), TOOLING, key, "uses"))
+    for m in _SWITCH_RE.finditer(core):
+        if _negated(core, m.start()):
+            continue
+        old_tool = _tool(_canonical_words(m.group("old").split()))
+        new = _objects(core[m.end() :], soft_for_tools=True)
+        if old_tool is None or new is None or len(new[0]) != 1:
+            continue
+        words = _canonical_words(new[0][0])
+        tool = _tool(words)
+        key = tool[0] if tool is not None else _word_slug(words)
+        if key and is_valid_key(key):
+            facts.append((m.start(), VETO, old_tool[1], "avoid"))
+            facts.append((m.start(), TOOLING, key, tool[1] if tool is not None else "uses"))
     for m in _SHOP_RE.finditer(core):
         tool = _tool([m.group("tool").lower()])
         if tool is not None and not _negated(core, m.start()):
@@ -1040,6 +1064,12 @@ def _analyse(body: str) -> list[Fact]:
     values: dict[tuple[str, str], set[str]] = {}
     for _, cls, key, value in facts:
         values.setdefault((cls, key), set()).add(value)
+    # "no bullets" only says prose for want of another format: "don't use bullets, use
+    # tables" is tables
+    formats = values.get((STYLE, "format"), set())
+    if "prose" in formats and len(formats) == 2:
+        formats.discard("prose")
+        facts = [f for f in facts if f[1:] != (STYLE, "format", "prose")]
     return [
         f for f in facts if f[1] not in _SINGLE_VALUED or len(values[(f[1], f[2])]) == 1
     ]
