@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(BIN)/habitus up
 
 demo: $(STAMP)
-	$(BIN)/habitus up --demo
+	$(BIN)/habitus demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests

@@ -52,16 +52,27 @@ def _need(value: str | None, name: str) -> str:
 
 
 @app.command()
-def up(demo: Annotated[bool, typer.Option(help="ingest a first turn once ready")] = False
-       ) -> None:
+def up() -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
+    _run_up(demo=False, keep=True)
+
+
+@app.command()
+def demo(keep: Annotated[bool, typer.Option(help="leave the system running afterwards")
+                         ] = False) -> None:
+    """Start the system, replay a short realistic session through the gateway, and print the
+    learned facets, PROFILE.md and prompt.context; then stop (unless --keep)."""
+    _run_up(demo=True, keep=keep)
+
+
+def _run_up(*, demo: bool, keep: bool) -> None:
     from habitus.runtime.up import up as run_up
     from habitus.telemetry.logging import configure_logging
 
     settings = get_settings()
     configure_logging("up", "WARNING", settings.log_json)
-    raise typer.Exit(asyncio.run(run_up(settings, demo=demo)))
+    raise typer.Exit(asyncio.run(run_up(settings, demo=demo, keep=keep)))
 
 
 @app.command()

@@ -52,7 +52,7 @@ _LEARNING_COMMANDS = ("FacetPinned", "FacetUnpinned", "FacetForgotten", "FacetUp
 PROJECTIONS: dict[str, ProjectionInfo] = {p.name: p for p in (
     ProjectionInfo("producers.candidates", "producers",
                    consumes=("TurnRecorded", "EmailObserved", "ProviderProfileSynced"),
-                   emits=("CandidateEmitted",)),
+                   emits=("CandidateEmitted", "FacetUpdated")),
     ProjectionInfo("learning.cache", "learning",
                    consumes=("CandidateEmitted", *_LEARNING_COMMANDS, "RebuildRequested"),
                    emits=("CacheRebuilt",)),

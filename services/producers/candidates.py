@@ -21,6 +21,7 @@ LENGTH_RATIO = "length_ratio"
 EDIT_WINDOW = "edit_window"
 CORRECTION_REPEAT = "correction_repeat"
 REFLECTION = "reflection"
+EXPLICIT_STATEMENT = "explicit_statement"
 
 #: limits of `CandidateEmitted` (habitus.events.domain): a candidate outside them would be
 #: rejected at publish time, so producers must never build one

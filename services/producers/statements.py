@@ -53,13 +53,18 @@ Everything here is a pure function of the message, with every pattern compiled a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from habitus.events.domain import CueFamily, FacetClass
-from services.producers.candidates import Candidate, is_valid_key, slugify, squash_spaces
+from services.producers.candidates import (
+    EXPLICIT_STATEMENT,
+    Candidate,
+    is_valid_key,
+    slugify,
+    squash_spaces,
+)
 
-EXPLICIT_STATEMENT = "explicit_statement"
 CONFIDENCE = 0.9
 #: a key longer than this is dropped whole words from the end, never cut inside a word
 KEY_CHARS = 48
@@ -93,15 +98,36 @@ class Statement:
 
 Fact = tuple[int, str, str, str]  # (position in the sentence, class, key, value)
 
+#: the value of every veto; its key says what kind of thing is banned: `format=nested-bullets`,
+#: `tool=jquery`, `content=disclaimers`, `practice=global-state` (the shape the correction
+#: heuristics use too, so an explicit "no nested bullets" and three corrections are one facet)
+BANNED = "banned"
+_FORMAT_THINGS = frozenset(
+    "nested-bullets bullets bullet-points tables emoji emojis markdown headings headers "
+    "code-blocks numbered-lists lists bold italics all-caps caps exclamation-marks".split())
+_CONTENT_THINGS = frozenset(
+    "disclaimers apologies caveats jargon filler buzzwords fluff small-talk".split())
+
+
+def veto_key(thing: str, *, known_tool: bool = False) -> str:
+    """`<kind>=<thing>` for a banned thing: a format, some content, a tool, or a practice."""
+    if thing in _FORMAT_THINGS:
+        return f"format={thing}"
+    if thing in _CONTENT_THINGS:
+        return f"content={thing}"
+    if known_tool or "-" not in thing:
+        return f"tool={thing}"
+    return f"practice={thing}"
+
 # --------------------------------------------------------------------------- tables
 
 _TOOL_TABLE: dict[str, dict[str, tuple[str, ...]]] = {
-    "package-manager": {
+    "package_manager": {
         "npm": (), "pnpm": (), "yarn": (), "pip": ("pip3",), "uv": (), "poetry": (),
         "pipenv": (), "conda": ("anaconda", "miniconda"), "composer": (), "bundler": (),
         "cargo": (), "homebrew": ("brew",), "maven": (), "gradle": (),
     },
-    "language": {
+    "lang": {
         "python": ("py", "python3"), "rust": (), "go": ("golang",), "typescript": ("ts",),
         "javascript": ("js",), "java": (), "kotlin": (), "swift": (), "ruby": (), "php": (),
         "c": (), "c++": ("cpp",), "c#": ("csharp",), "elixir": (), "erlang": (), "scala": (),
@@ -139,7 +165,7 @@ _TOOL_TABLE: dict[str, dict[str, tuple[str, ...]]] = {
         "cloudflare": (), "heroku": (), "fly.io": (),
     },
     "infra": {"docker": (), "kubernetes": ("k8s",), "terraform": (), "podman": ()},
-    "test-framework": {
+    "test_framework": {
         "pytest": (), "jest": (), "vitest": (), "mocha": (), "playwright": (), "cypress": (),
     },
     "shell": {"bash": (), "zsh": (), "fish": ()},
@@ -816,8 +842,9 @@ def _bans(core: str) -> list[Fact]:
                 continue
             tool = _tool(words)
             key = tool[1] if tool is not None else _word_slug(words)
-            if key and is_valid_key(key):
-                facts.append((m.start(), VETO, key, "avoid"))
+            if key and is_valid_key(veto_key(key, known_tool=tool is not None)):
+                facts.append((m.start(), VETO, veto_key(key, known_tool=tool is not None),
+                              BANNED))
     return facts
 
 
@@ -984,7 +1011,7 @@ def _tooling(core: str) -> list[Fact]:
         tool = _tool(words)
         key = tool[0] if tool is not None else _word_slug(words)
         if key and is_valid_key(key):
-            facts.append((m.start(), VETO, old_tool[1], "avoid"))
+            facts.append((m.start(), VETO, veto_key(old_tool[1], known_tool=True), BANNED))
             facts.append((m.start(), TOOLING, key, tool[1] if tool is not None else "uses"))
     for m in _SHOP_RE.finditer(core):
         tool = _tool([m.group("tool").lower()])
@@ -1105,7 +1132,8 @@ def find_statements(message: str) -> list[Statement]:
 
 
 def statement_candidates(
-    message: str, *, session_id: str, turn_id: str, observed_at: float
+    message: str, *, session_id: str, turn_id: str, observed_at: float,
+    statements: Sequence[Statement] | None = None,
 ) -> list[Candidate]:
     """One Explicit candidate per distinct (class, key, value) stated in `message`.
 
@@ -1114,7 +1142,7 @@ def statement_candidates(
     """
     seen: set[tuple[str, str, str]] = set()
     out: list[Candidate] = []
-    for s in find_statements(message):
+    for s in find_statements(message) if statements is None else statements:
         triple = (s.facet_class, s.key, s.value)
         if triple in seen:
             continue

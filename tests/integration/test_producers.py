@@ -106,7 +106,10 @@ def facets(events: list[Event[Any]]) -> set[tuple[str, str, str, str]]:
 
 async def test_a_correction_soon_after_the_reply_becomes_a_style_candidate(agent: Agent) -> None:
     [result] = await agent.post(agent.turn("shorter please", after=10))
-    [event] = await agent.candidates(1)
+    events = await agent.candidates(2)
+    # said in so many words (explicit) and typed seconds after the reply (behavioral)
+    assert sorted(e.payload.producer for e in events) == ["edit_window", "explicit_statement"]
+    [event] = [e for e in events if e.payload.producer == "edit_window"]
     p = event.payload
     assert (p.class_.value, p.key, p.value, p.cue_family.value) == (
         "style", "verbosity", "terse", "behavioral")
@@ -143,7 +146,7 @@ async def test_the_same_ingest_event_twice_yields_one_candidate(agent: Agent, nc
     assert again[0]["status"] == "duplicate"
     assert again[0]["event_id"] == result["event_id"]
     await asyncio.sleep(1.0)
-    assert len(await agent.candidates(1)) == 1
+    assert len(await agent.candidates(2)) == 2  # explicit and behavioral, once each
 
 
 async def test_a_malformed_ingest_event_goes_to_the_dlq_and_the_next_still_produces(
@@ -153,7 +156,7 @@ async def test_a_malformed_ingest_event_goes_to_the_dlq_and_the_next_still_produ
     bad = json.dumps({"type": "TurnRecorded", "event_id": "nope", "payload": {}}).encode()
     ack = await nc.jetstream().publish(subject, bad)
     await agent.post(agent.turn("shorter please", after=10))
-    assert len(await agent.candidates(1)) == 1
+    assert len(await agent.candidates(2)) == 2
     letters = await dlq_for(nc, agent.tenant)
     assert [m.headers[dlqh.ORIGINAL_SEQ] for m in letters] == [str(ack.seq)]
     assert letters[0].headers[dlqh.REASON] == "invalid_event"

@@ -57,7 +57,7 @@ def S(key: str, value: str, standing: bool = False) -> Row:
 
 
 def V(key: str, standing: bool = False) -> Row:
-    return ("veto", key, "avoid", standing)
+    return ("veto", key, "banned", standing)
 
 
 def ID(key: str, value: str, standing: bool = False) -> Row:
@@ -78,7 +78,7 @@ STATING: list[tuple[str, set[Row]]] = [
      {S("verbosity", "terse", True), S("preamble", "skip", True)}),
     ("Too long. Shorter please, just code.",
      {S("verbosity", "terse"), S("format", "code-only")}),
-    ("No nested bullets please.", {V("nested-bullets")}),
+    ("No nested bullets please.", {V("format=nested-bullets")}),
     ("Remember that I work on the billing team", {ID("team", "billing", True)}),
     # --- style: verbosity
     ("keep it short", {S("verbosity", "terse")}),
@@ -126,19 +126,19 @@ STATING: list[tuple[str, set[Row]]] = [
     ("Going forward, be brief.", {S("verbosity", "terse", True)}),
     ("In every answer, skip the intro.", {S("preamble", "skip", True)}),
     ("All replies in English please.", {S("language", "english", True)}),
-    ("Never suggest jQuery again.", {V("jquery", True)}),
+    ("Never suggest jQuery again.", {V("tool=jquery", True)}),
     # --- veto
-    ("don't use lodash", {V("lodash")}),
-    ("Never suggest jQuery", {V("jquery")}),
-    ("Stop using var.", {V("var")}),
-    ("Avoid global state", {V("global-state")}),
-    ("I don't use pnpm anymore", {V("pnpm")}),
-    ("I no longer use Yarn.", {V("yarn")}),
-    ("We stopped using MongoDB", {V("mongodb")}),
-    ("Please don't recommend PostgreSQL", {V("postgres")}),
-    ("don't use lodash or underscore", {V("lodash"), V("underscore")}),
-    ("No disclaimers.", {V("disclaimers")}),
-    ("Don't use nested bullets.", {V("nested-bullets")}),
+    ("don't use lodash", {V("tool=lodash")}),
+    ("Never suggest jQuery", {V("tool=jquery")}),
+    ("Stop using var.", {V("tool=var")}),
+    ("Avoid global state", {V("practice=global-state")}),
+    ("I don't use pnpm anymore", {V("tool=pnpm")}),
+    ("I no longer use Yarn.", {V("tool=yarn")}),
+    ("We stopped using MongoDB", {V("tool=mongodb")}),
+    ("Please don't recommend PostgreSQL", {V("tool=postgres")}),
+    ("don't use lodash or underscore", {V("tool=lodash"), V("tool=underscore")}),
+    ("No disclaimers.", {V("content=disclaimers")}),
+    ("Don't use nested bullets.", {V("format=nested-bullets")}),
     # --- identity
     ("My name is Ada Lovelace.", {ID("name", "Ada Lovelace")}),
     ("Please call me Ada", {ID("preferred-name", "Ada")}),
@@ -157,16 +157,16 @@ STATING: list[tuple[str, set[Row]]] = [
     ("I work on the billing team", {ID("team", "billing")}),
     ("Please remember my name is Grace Hopper", {ID("name", "Grace Hopper", True)}),
     # --- tooling
-    ("I use pnpm", {T("package-manager", "pnpm")}),
+    ("I use pnpm", {T("package_manager", "pnpm")}),
     ("We use Postgres.", {T("database", "postgres")}),
-    ("we're on Rust", {T("language", "rust")}),
+    ("we're on Rust", {T("lang", "rust")}),
     ("Our stack is Astro and Bun.", {T("framework", "astro"), T("runtime", "bun")}),
     ("We use PostgreSQL 16", {T("database", "postgres")}),
     ("I use Neovim for everything", {T("editor", "neovim")}),
-    ("We use React with TypeScript", {T("framework", "react"), T("language", "typescript")}),
+    ("We use React with TypeScript", {T("framework", "react"), T("lang", "typescript")}),
     ("we use Foobarizer", {T("foobarizer", "uses")}),
     ("I'm on macOS", {T("os", "macos")}),
-    ("We've switched to uv.", {T("package-manager", "uv")}),
+    ("We've switched to uv.", {T("package_manager", "uv")}),
     # --- channel
     ("Email me instead.", {C("email")}),
     ("reach me on Slack", {C("slack")}),
@@ -176,8 +176,8 @@ STATING: list[tuple[str, set[Row]]] = [
     ("I work at Acme as a data engineer", {ID("employer", "Acme"), ID("role", "data engineer")}),
     ("I live in Frankfurt am Main", {ID("location", "Frankfurt am Main")}),
     ("I use Python, JavaScript and Go",
-     {T("language", "python"), T("language", "javascript"), T("language", "go")}),
-    ("we're a Rust shop", {T("language", "rust")}),
+     {T("lang", "python"), T("lang", "javascript"), T("lang", "go")}),
+    ("we're a Rust shop", {T("lang", "rust")}),
     ("I always use vim", {T("editor", "vim", True)}),
     ("Please answer briefly", {S("verbosity", "terse")}),
     ("no emoji and go deeper", {S("emoji", "none"), S("verbosity", "detailed")}),
@@ -186,19 +186,19 @@ STATING: list[tuple[str, set[Row]]] = [
     ("Message me on WhatsApp", {C("whatsapp")}),
     ("Reach me at ada@example.com", {C("email")}),
     ("I said no preamble!", {S("preamble", "skip")}),
-    ("I stopped using Redux", {V("redux")}),
-    ("I switched from yarn to pnpm", {V("yarn"), T("package-manager", "pnpm")}),
-    ("we don't use Docker", {V("docker")}),
+    ("I stopped using Redux", {V("tool=redux")}),
+    ("I switched from yarn to pnpm", {V("tool=yarn"), T("package_manager", "pnpm")}),
+    ("we don't use Docker", {V("tool=docker")}),
     ("Don't use bullets, use tables", {S("format", "tables")}),
     ("We're using Next.js and Tailwind", {T("framework", "next.js"), T("framework", "tailwind")}),
-    ("I'm using C++ and C#", {T("language", "c++"), T("language", "c#")}),
+    ("I'm using C++ and C#", {T("lang", "c++"), T("lang", "c#")}),
     ("Our backend is Django", {T("framework", "django")}),
     ("Could you be more formal?", {S("tone", "formal")}),
     ("Shorter answers please, and use bullets",
      {S("verbosity", "terse", True), S("format", "bullets", True)}),
     # --- several sentences
     ("Thanks! I use pnpm. Also, no emoji.",
-     {T("package-manager", "pnpm"), S("emoji", "none")}),
+     {T("package_manager", "pnpm"), S("emoji", "none")}),
 ]
 
 NOTHING: list[str] = [
@@ -299,19 +299,19 @@ def test_the_table_is_large_and_covers_every_class() -> None:
 def test_a_statement_keeps_its_sentence_as_written() -> None:
     message = "Thanks!  I   use pnpm.\nAlso, no emoji\u2019s fine?  No emoji."
     [pnpm, emoji] = find_statements(message)
-    assert pnpm == Statement("tooling", "package-manager", "pnpm", "I use pnpm.", False)
+    assert pnpm == Statement("tooling", "package_manager", "pnpm", "I use pnpm.", False)
     assert emoji.sentence == "No emoji."
 
 
 def test_typographic_apostrophes_count() -> None:
     assert _found("I\u2019m in Berlin") == {ID("location", "Berlin")}
-    assert _found("don\u2019t use lodash") == {V("lodash")}
+    assert _found("don\u2019t use lodash") == {V("tool=lodash")}
     assert _found("Please don\u2019t use emoji") == {S("emoji", "none")}
 
 
 def test_matching_ignores_case_and_squashes_whitespace() -> None:
     assert _found("KEEP   IT\tSHORT") == {S("verbosity", "terse")}
-    assert _found("i USE pnpm") == {T("package-manager", "pnpm")}
+    assert _found("i USE pnpm") == {T("package_manager", "pnpm")}
 
 
 def test_matching_is_word_bounded() -> None:
@@ -336,7 +336,7 @@ def test_time_zones_are_kept_as_written() -> None:
 
 
 def test_a_polite_question_is_a_request_and_a_real_question_is_not() -> None:
-    assert _found("Could you please not use lodash?") == {V("lodash")}
+    assert _found("Could you please not use lodash?") == {V("tool=lodash")}
     assert _found("Would you keep your replies brief?") == {S("verbosity", "terse", True)}
     assert _found("Should I keep it short?") == set()
     assert _found("Can we use pnpm?") == set()
@@ -357,11 +357,11 @@ def test_a_hedge_is_not_a_hypothetical() -> None:
 def test_a_quoted_object_makes_the_veto_yield_nothing() -> None:
     assert _found('Don\'t use "var".') == set()
     assert _found("Don't use `var`.") == set()
-    assert _found("Don't use var.") == {V("var")}
+    assert _found("Don't use var.") == {V("tool=var")}
 
 
 def test_a_blockquote_line_is_masked_but_the_reply_below_it_counts() -> None:
-    assert _found("> I use yarn\nI use pnpm") == {T("package-manager", "pnpm")}
+    assert _found("> I use yarn\nI use pnpm") == {T("package_manager", "pnpm")}
 
 
 def test_list_items_are_sentences() -> None:
@@ -385,13 +385,13 @@ def test_list_items_are_sentences() -> None:
     ("message", "expected"),
     [
         ("Reach me at ada@example.com. I use pnpm.",
-         {C("email"), T("package-manager", "pnpm")}),
+         {C("email"), T("package_manager", "pnpm")}),
         ("See https://example.com/a.b for details. No emoji.", {S("emoji", "none")}),
         ("We use Python 3.11. Keep it short.",
-         {T("language", "python"), S("verbosity", "terse")}),
+         {T("lang", "python"), S("verbosity", "terse")}),
         ("We use Node v20.1.2 now", {T("runtime", "node")}),
         ("Avoid heavy libraries, e.g. lodash. Keep it short.",
-         {V("heavy-libraries"), S("verbosity", "terse")}),
+         {V("practice=heavy-libraries"), S("verbosity", "terse")}),
         ("My name is Dr. Ada Lovelace", {ID("name", "Dr. Ada Lovelace")}),
         ("My name is Ada K. Lovelace", {ID("name", "Ada K. Lovelace")}),
         ("Postgres vs. MySQL is a long debate. I use Postgres.", {T("database", "postgres")}),
@@ -447,8 +447,8 @@ def test_keys_are_whole_words_never_cut() -> None:
     long_word = "x" * (KEY_CHARS + 5)
     assert find_statements(f"don't use {long_word}") == []
     [s] = find_statements("don't use extraordinarily overengineered abstractions")
-    assert s.key == "extraordinarily-overengineered-abstractions"
-    assert len(s.key) <= KEY_CHARS
+    assert s.key == "practice=extraordinarily-overengineered-abstractions"
+    assert len(s.key.partition("=")[2]) <= KEY_CHARS
 
 
 _PHRASES = st.sampled_from(

@@ -112,22 +112,12 @@ def _ready(url: str) -> bool:
         return False
 
 
-def run_demo(base_url: str, key: str) -> None:
-    """Ingest a first turn through the gateway, exactly as the printed curl would."""
-    body = json.dumps([example_turn()]).encode()
-    request = urllib.request.Request(
-        f"{base_url}/v1/events", data=body, method="POST",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
-    )
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(request, timeout=10) as response:
-        _say(f"  demo: POST /v1/events -> {response.status} {response.read().decode()}")
-
-
 class Up:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
+        #: whether the demo (when asked for) showed everything it teaches
+        self.demo_ok = False
         self.embedded: list[EmbeddedServer] = []
         self.supervisor = Supervisor(on_spawn=self._record_service)
         self.env: dict[str, str] = {}
@@ -322,7 +312,9 @@ class Up:
         _say("")
         _say(f"Habitus is ready at {base_url} (Ctrl-C to stop)")
         if demo:
-            await asyncio.to_thread(run_demo, base_url, key)
+            from habitus.demo import run_demo
+
+            self.demo_ok = await asyncio.to_thread(run_demo, base_url, key)
         return 0
 
     async def shutdown(self) -> None:
@@ -354,7 +346,9 @@ class Up:
         _say("Habitus: stopped")
 
 
-async def up(settings: Settings, demo: bool = False) -> int:
+async def up(settings: Settings, demo: bool = False, keep: bool = True) -> int:
+    """Run until Ctrl-C/SIGTERM; with `demo`, replay the demo session once ready, and unless
+    `keep`, stop everything after it (exit 1 if it did not show what it teaches)."""
     runner = Up(settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -375,6 +369,8 @@ async def up(settings: Settings, demo: bool = False) -> int:
                 return 1
             if code != 0:
                 return code
+            if demo and not keep:
+                return 0 if runner.demo_ok else 1
             await stop.wait()
         else:
             start.cancel()

@@ -1,0 +1,185 @@
+"""A new user's first conversation, as written, through the gateway with every service running
+(the scheduler on, no LLM): what they plainly said is in the prompt within seconds.
+
+Eight realistic turns and reports for one user: "please keep answers short, no preamble", "Too
+long. Shorter please, just code.", "No nested bullets please." three times, "Remember that I
+work on the billing team", a sent email with a signature, and a Gmail profile sync with name,
+email and timezone. Within 10 s of the last ingest `prompt.context` shows verbosity terse,
+preamble skip, the nested-bullets veto, team billing, the synced name and timezone, and
+PROFILE.md shows the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from habitus.auth.keys import create_key
+from habitus.db.migrate import migrate
+from services.gateway.main import service as gateway
+from services.producers.main import build as producers
+from services.profile_renderer.main import build as profile_renderer
+from services.stability_detector.main import build as learning
+from services.stability_detector.settings import LearningSettings
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+from tests.support.services import running
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+EXPECTED_PROMPT = (
+    "**style/verbosity**: terse",
+    "**style/preamble**: skip",
+    "**veto/format=nested-bullets**: banned",
+    "**identity/team**: billing",
+    "**identity/name**: Priya Raman",
+    "**identity/timezone**: Europe/London",
+)
+EXPECTED_PROFILE = (
+    "**verbosity**: terse",
+    "**preamble**: skip",
+    "**format=nested-bullets**: banned",
+    "**team**: billing",
+    "**name**: Priya Raman",
+    "**timezone**: Europe/London",
+)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(servers: ServerUrls) -> AsyncIterator[str]:
+    migrate(servers.database)
+    settings = servers.settings()
+    # The learning service as deployed: its scheduler turns settled evidence into rebuilds.
+    async with running(producers(), settings), \
+            running(learning(LearningSettings()), settings), \
+            running(profile_renderer(), settings), \
+            running(gateway, settings) as host:
+        yield f"http://127.0.0.1:{host.bound_port}"
+
+
+def conversation(user: str, now: float) -> list[dict[str, Any]]:
+    """The eight reports, timed like a real session: each reply a few seconds after the
+    message, each correction typed soon after the reply it corrects."""
+    messages = [
+        ("please keep answers short, no preamble", "Sure. Here is the plan in three steps..."),
+        ("Too long. Shorter please, just code.", "def total(xs): return sum(xs)"),
+        ("No nested bullets please.", "- one\n- two"),
+        ("No nested bullets please.", "- one\n- two\n- three"),
+        ("No nested bullets please.", "one, two, three"),
+        ("Remember that I work on the billing team", "Noted."),
+    ]
+    items: list[dict[str, Any]] = []
+    at = now - 120.0
+    previous: float | None = None
+    for n, (said, answer) in enumerate(messages, start=1):
+        payload: dict[str, Any] = {
+            "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
+            "user_message": said, "assistant_message": answer,
+            "user_at": at, "assistant_at": at + 4.0, "tool_calls": [],
+        }
+        if previous is not None:
+            payload["previous_assistant_at"] = previous
+        items.append({"type": "TurnRecorded", "user_id": user, "payload": payload})
+        previous = at + 4.0
+        at += 12.0
+    items.append({"type": "EmailObserved", "user_id": user, "payload": {
+        "message_id": "<m1@acme.example>", "direction": "sent",
+        "from": "priya@acme.example", "to": ["sam@acme.example"], "subject": "Invoices",
+        "body": "Hi Sam,\n\nThe March invoices are reconciled.\n\nThanks,\nPriya Raman\n"
+                "Billing Engineer\nAcme Ltd",
+        "sent_at": at}})
+    items.append({"type": "ProviderProfileSynced", "user_id": user, "payload": {
+        "toolkit": "gmail", "connection_id": "conn-gmail-1",
+        "fields": {"name": "Priya Raman", "email": "priya@acme.example",
+                   "timezone": "Europe/London"}}})
+    return items
+
+
+async def test_what_a_new_user_plainly_said_is_in_the_prompt_within_seconds(
+        stack: str, pool: Any) -> None:
+    tenant, user = unique("tn"), "priya"
+    key = await create_key(pool, tenant)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=stack, headers=headers, timeout=15) as client:
+        for item in conversation(user, time.time()):
+            response = await client.post("/v1/events", json=[item])
+            assert response.status_code == 200, response.text
+        last_ingest = time.monotonic()
+
+        async def rpc(method: str, **params: Any) -> Any:
+            answer = await client.post(f"/v1/rpc/{method}", json={"user_id": user, **params})
+            assert answer.status_code == 200, answer.text
+            return answer.json()["result"]
+
+        prompt = profile = ""
+        while time.monotonic() - last_ingest < 10.0:
+            prompt = (await rpc("prompt.context"))["text"]
+            if all(line in prompt for line in EXPECTED_PROMPT):
+                break
+            await asyncio.sleep(0.2)
+        missing = [line for line in EXPECTED_PROMPT if line not in prompt]
+        assert not missing, f"not in prompt.context 10 s after the last ingest: {missing}\n" \
+                            f"{prompt}"
+        profile = (await client.get(f"/v1/users/{user}/profile.md")).text
+        assert [line for line in EXPECTED_PROFILE if line not in profile] == [], profile
+        # what was declared is shown as set by the user, what the account says as reported
+        facets = {(f["class"], f["key"]): f for f in (await rpc("learning.list_facets"))["facets"]}
+        assert facets[("identity", "team")]["user_state"] == "pinned"
+        assert facets[("identity", "name")]["user_state"] == "auto"
+        assert not [k for k in facets if k[0] == "goal"]  # "remember that I work on" is identity
+
+
+async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_out(
+        stack: str, pool: Any) -> None:
+    tenant, user = unique("tn"), "lena"
+    key = await create_key(pool, tenant)
+    now = time.time()
+    async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
+                                 timeout=15) as client:
+        n = 0
+
+        async def say(message: str) -> None:
+            nonlocal n
+            n += 1
+            turn = {"type": "TurnRecorded", "user_id": user, "payload": {
+                "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
+                "user_message": message, "assistant_message": "ok",
+                "user_at": now - 100 + n, "assistant_at": now - 99 + n}}
+            response = await client.post("/v1/events", json=[turn])
+            assert response.status_code == 200, response.text
+
+        async def rpc(method: str, **params: Any) -> Any:
+            answer = await client.post(f"/v1/rpc/{method}", json={"user_id": user, **params})
+            assert answer.status_code == 200, answer.text
+            return answer.json()["result"]
+
+        async def prompt_shows(line: str, present: bool = True, wait: float = 10.0) -> str:
+            deadline = time.monotonic() + wait
+            text = ""
+            while time.monotonic() < deadline:
+                text = (await rpc("prompt.context"))["text"]
+                if (line in text) == present:
+                    return text
+                await asyncio.sleep(0.2)
+            raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
+
+        await say("From now on, answer in German.")
+        await prompt_shows("**style/language**: german *(pinned)*")
+        await say("Going forward please answer in French.")
+        text = await prompt_shows("**style/language**: french *(pinned)*")
+        assert "german" not in text
+
+        await rpc("learning.forget_facet", **{"class": "style", "key": "language"})
+        assert "style/language" not in (await rpc("prompt.context"))["text"]
+        for _ in range(3):  # new evidence for it, not a declaration: the user said forget it
+            await say("answer in French please")
+        await asyncio.sleep(4.0)  # past the debounce: a rebuild ran on the new evidence
+        assert "style/language" not in (await rpc("prompt.context"))["text"]
+        facet = await rpc("learning.get_facet", **{"class": "style", "key": "language"})
+        assert facet["user_state"] == "forgotten"
