@@ -50,7 +50,7 @@ class ProfileRpc:
 
     async def _document(self, tenant_id: str, user_id: str) -> tuple[int, str]:
         """The latest version, or (0, the document as it would be rendered now)."""
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with store.snapshot(self._ctx.pool) as cur:
             document = await store.latest(cur, tenant_id, user_id)
             if document is not None:
                 return document.version, document.markdown
@@ -99,8 +99,8 @@ class ProfileRpc:
             if hit is not None:
                 return hit
         generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
-            # First: the stamp must not be newer than the data read after it.
+        async with store.snapshot(self._ctx.pool) as cur:
+            # One snapshot: the stamp is exactly the checkpoint the data is at.
             stamp = await store.checkpoint(cur, self.projection.name)
             facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
             document = await store.latest(cur, rc.tenant_id, p.user_id)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncCursor
+from psycopg_pool import AsyncConnectionPool
 
 from habitus.db.checkpoints import checkpoint_table
 from habitus.prompt import ProfileFacet, ToolRule
@@ -129,3 +131,13 @@ async def checkpoint(cur: AsyncCursor[Any], projection: str) -> int:
                       (projection,))
     row = await cur.fetchone()
     return 0 if row is None else int(row[0])
+
+
+@asynccontextmanager
+async def snapshot(pool: AsyncConnectionPool) -> AsyncIterator[AsyncCursor[Any]]:
+    """A cursor whose reads all see one committed state. Reads made statement by statement
+    can straddle a render's commit: no document yet, but already its facets."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        async with conn.cursor() as cur:
+            yield cur
