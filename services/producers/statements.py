@@ -1035,8 +1035,23 @@ def _channel(core: str) -> list[Fact]:
     return facts
 
 
+#: every style pattern needs one of these words: a sentence with none of them (most sentences)
+#: is not scanned forty times for a style it cannot state
+_STYLE_WORDS = frozenset(
+    """short shorter brief briefer concise tight terse succinct snappy point briefly concisely
+    succinctly tersely detail details detailed long verbose wordy lengthy text rambling chatty
+    wall walls depth thorough elaboration elaborate deeper longer intro intros introduction
+    introductions preamble preambles pleasantries small warm fluff filler answer chase bullets
+    bullet bulleted code tables table prose paragraph paragraphs sentences emoji emojis sugar
+    sugarcoat sugarcoating coat coating""".split()
+) | frozenset(w for name in (*_LANGUAGES, *_TONES) for w in re.findall(r"[a-z]+", name))
+_WORD_RE = re.compile(r"[a-z]+")
+
+
 def _style(core: str) -> list[Fact]:
     facts: list[Fact] = []
+    if _STYLE_WORDS.isdisjoint(_WORD_RE.findall(core.lower())):
+        return facts
     for pattern, key, value in _STYLE_PATTERNS:
         for m in pattern.finditer(core):
             if _negated(core, m.start()):

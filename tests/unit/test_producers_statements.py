@@ -482,3 +482,26 @@ def test_statement_like_text_gives_valid_deterministic_deduplicated_candidates(
     for c in first:
         assert len(c.key) <= max(KEY_CHARS, 16)
         assert c.key == c.key.strip() and not c.key.startswith("/")
+
+
+_GATE_TEXTS = st.text(
+    alphabet=st.sampled_from(list("abcdefghijklmnopqrstuvwxyz ,.!'-")), max_size=60)
+
+
+@pytest.mark.parametrize("message", [m for m, _ in STATING] + NOTHING)
+def test_the_style_word_gate_never_hides_a_style_pattern_match(message: str) -> None:
+    from services.producers.statements import _STYLE_PATTERNS, _STYLE_WORDS, _WORD_RE
+
+    words = set(_WORD_RE.findall(message.lower()))
+    if any(p.search(message) for p, _, _ in _STYLE_PATTERNS):
+        assert not _STYLE_WORDS.isdisjoint(words)
+
+
+@given(_GATE_TEXTS, st.sampled_from(["keep it short", "no preamble", "answer in german",
+                                     "more detail", "be more formal", "tables please"]))
+def test_the_style_word_gate_passes_wherever_a_pattern_matches(noise: str, said: str) -> None:
+    from services.producers.statements import _STYLE_PATTERNS, _STYLE_WORDS, _WORD_RE
+
+    for text in (noise, f"{noise} {said}", f"{said} {noise}"):
+        if any(p.search(text) for p, _, _ in _STYLE_PATTERNS):
+            assert not _STYLE_WORDS.isdisjoint(_WORD_RE.findall(text.lower())), text
