@@ -1046,12 +1046,16 @@ _STYLE_WORDS = frozenset(
     sugarcoat sugarcoating coat coating""".split()
 ) | frozenset(w for name in (*_LANGUAGES, *_TONES) for w in re.findall(r"[a-z]+", name))
 _WORD_RE = re.compile(r"[a-z]+")
+#: a message states nothing unless it has a style word or one of these: every other rule is
+#: anchored on the speaker ("I", "my", "we", "our", "me") or on a ban ("don't", "no", ...)
+#: bans start at a negation or a speaker's "I/we don't use"; identity and tooling at a speaker
+_BAN_WORDS = frozenset("i we don dont not never stop avoid no without".split())
+_SPEAKER_WORDS = frozenset("i my me we our".split())
+_MESSAGE_WORDS = _STYLE_WORDS | _BAN_WORDS | _SPEAKER_WORDS | {"me"}
 
 
 def _style(core: str) -> list[Fact]:
     facts: list[Fact] = []
-    if _STYLE_WORDS.isdisjoint(_WORD_RE.findall(core.lower())):
-        return facts
     for pattern, key, value in _STYLE_PATTERNS:
         for m in pattern.finditer(core):
             if _negated(core, m.start()):
@@ -1099,9 +1103,21 @@ def _analyse(body: str) -> list[Fact]:
     elif is_question or _INVERTED_RE.match(core):
         return []
     core = _HEDGE_RE.sub(",", core)
-    if not core or _HYPOTHETICAL_RE.search(core) or _about_someone_else(core):
+    words = frozenset(_WORD_RE.findall(core.lower()))
+    if not core or _MESSAGE_WORDS.isdisjoint(words):
         return []
-    facts = _style(core) + _bans(core) + _identity(core) + _tooling(core) + _channel(core)
+    # Each family of rules is anchored on words it cannot do without (see the gates), so a
+    # sentence is only scanned by the rules that could match it; the costlier filters run
+    # once something was found.
+    facts = _style(core) if not _STYLE_WORDS.isdisjoint(words) else []
+    if not _BAN_WORDS.isdisjoint(words):
+        facts += _bans(core)
+    if not _SPEAKER_WORDS.isdisjoint(words):
+        facts += _identity(core) + _tooling(core)
+    if "me" in words:
+        facts += _channel(core)
+    if not facts or _HYPOTHETICAL_RE.search(core) or _about_someone_else(core):
+        return []
     facts.sort(key=lambda f: f[0])
     values: dict[tuple[str, str], set[str]] = {}
     for _, cls, key, value in facts:
@@ -1126,6 +1142,8 @@ def find_statements(message: str) -> list[Statement]:
     if not message or not message.strip():
         return []
     text = message.translate(_APOSTROPHES)
+    if _MESSAGE_WORDS.isdisjoint(_WORD_RE.findall(text.lower())):
+        return []  # most chat messages: nothing to read, and no need to split them
     masked = _mask(text)
     out: list[Statement] = []
     for start, end in _sentence_spans(masked):
