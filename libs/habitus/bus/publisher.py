@@ -41,6 +41,8 @@ from habitus.events.catalog import TYPE_HEADER, VERSION_HEADER
 log = logging.getLogger(__name__)
 
 MSG_ID = "Nats-Msg-Id"
+#: async publishes in flight below which no stall can occur (nats-py's window is 4,000)
+_ROOM = 3_500
 TRANSIENT = (NatsTimeoutError, NoRespondersError, NoStreamResponseError, asyncio.TimeoutError)
 #: Raised before anything was written to the connection.
 NOT_SENT = (OutboundBufferLimitError, ConnectionClosedError, ConnectionDrainingError,
@@ -168,7 +170,12 @@ class EventPublisher:
                     event.to_json(),
                     stream=stream_for(self._catalog.spec(event.type).stream),
                     headers=headers_for(event),
-                    wait_stall=self._timeout,
+                    # A timeout makes nats-py wrap the wait for a window slot in a task
+                    # (asyncio.wait_for before 3.12): per event, that cost as much as the
+                    # publish. With room left in the window no wait can happen, so none is
+                    # armed; near its end the bounded wait applies.
+                    wait_stall=(None if self._js.publish_async_pending() < _ROOM
+                                else self._timeout),
                 ))
             except Exception as exc:  # raised before anything was written
                 slots.append(exc)
