@@ -5,11 +5,12 @@ The real services run in-process, as `tests/integration/test_producers.py` build
 producers, the stability detector with its scheduler on (the default settings), the profile
 renderer and the gateway. A background task posts turns for other users through the gateway at
 a fixed rate (some of them explicit statements, so those users keep the scheduler busy too).
-Each probe user posts one batch of two turns that state the same goal ("From now on I ...");
-two explicit candidates for one facet make it Active at the first rebuild. One explicit
-candidate alone scores 2 x ln 2 = 1.39, under the Active threshold (1.5): Provisional, which the
-prompt context does not carry, so a single plain statement ("I work at X") is never measured
-here. The clock starts at the gateway's 200 and stops at the first `prompt.context` (polled
+Each probe user posts one batch of two turns that plainly state the same preference ("I use
+<tool>", read by the explicit-statement producer): two Explicit candidates for one facet make it
+Active at the first rebuild, which the scheduler requests once the evidence settled. (A single
+plain statement scores 2 x ln 2 = 1.39, under the Active threshold 1.5, and stays Provisional;
+a standing declaration, "from now on ...", is set at once as the user's own `FacetUpdated` and
+waits for no rebuild, so it is not what this measures.) The clock starts at the gateway's 200 and stops at the first `prompt.context` (polled
 every 20 ms) that contains the statement. Probes run one after another, so the polling is a
 constant load of one client.
 
@@ -114,9 +115,8 @@ async def probe(client: httpx.AsyncClient, headers: dict[str, str], user: str) -
     """Seconds from the ingest's 200 to the first prompt.context showing the statement (inf:
     not within TIMEOUT)."""
     token = unique("proj").replace("_", "").replace("-", "")
-    statement = f"From now on I want every answer about {token} to start with the code"
     response = await client.post("/v1/events", headers=headers, json=[
-        turn(user, 1, statement), turn(user, 2, statement)])
+        turn(user, 1, f"I use {token}"), turn(user, 2, f"We use {token} for builds")])
     answered = time.monotonic()
     assert response.status_code == 200, response.text[:300]
     body = {"user_id": user}
