@@ -10,9 +10,9 @@ Each probe user posts one batch of two turns that plainly state the same prefere
 Active at the first rebuild, which the scheduler requests once the evidence settled. (A single
 plain statement scores 2 x ln 2 = 1.39, under the Active threshold 1.5, and stays Provisional;
 a standing declaration, "from now on ...", is set at once as the user's own `FacetUpdated` and
-waits for no rebuild, so it is not what this measures.) The clock starts at the gateway's 200 and stops at the first `prompt.context` (polled
-every 20 ms) that contains the statement. Probes run one after another, so the polling is a
-constant load of one client.
+waits for no rebuild, so it is not what this measures.) The clock starts at the gateway's 200
+and stops at the first `prompt.context` (polled every 20 ms) that contains the statement.
+Probes run one after another, so the polling is a constant load of one client.
 
 A second test measures the scheduler's query at 1,000 and 100,000 users (none or ten of them
 dirty): a tick every 0.25 s is only cheap if its cost follows the dirty users.
