@@ -57,7 +57,9 @@ def candidate(tenant: str, user: str, n: int) -> Any:
 @contextlib.asynccontextmanager
 async def background_load(nc: Any) -> AsyncIterator[list[int]]:
     """Other users' evidence and tool rules, steadily, so that both the learning cache and the
-    profile renderer always have batches in flight."""
+    profile renderer always have batches in flight: about 500 of each a second, paced, so the
+    projections stay busy without falling behind (a saturated renderer would only measure how
+    far behind it is, and a command then times out, as it should)."""
     publisher = EventPublisher(nc.jetstream())
     tenant = unique("load")
     sent = [0]
@@ -67,11 +69,11 @@ async def background_load(nc: Any) -> AsyncIterator[list[int]]:
         n = 0
         while not stop.is_set():
             await publisher.publish_many(
-                [candidate(tenant, f"u{i % 25}", n + i) for i in range(100)]
-                + [rule(tenant, f"u{i % 25}", n + i) for i in range(100)])
-            n += 200
+                [candidate(tenant, f"u{i % 25}", n + i) for i in range(50)]
+                + [rule(tenant, f"u{i % 25}", n + i) for i in range(50)])
+            n += 100
             sent[0] = n
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
 
     task = asyncio.create_task(pump())
     try:
