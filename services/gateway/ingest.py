@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
 from habitus.events.ingest import TIMESTAMP, natural_event_id
@@ -123,7 +123,7 @@ def build_event(
     body.setdefault("producer", default_producer)
     body.setdefault("schema_version", 1)
     try:
-        event = _decode_strict(catalog, body)
+        event = catalog.decode(body, strict=True)
     except EventValidationError as exc:
         return ItemOutcome(index, type_name, errors=exc.errors)
     if max_clock_skew is not None:
@@ -138,27 +138,6 @@ def build_event(
         if derived is not None:
             event = event.model_copy(update={"event_id": derived})
     return ItemOutcome(index, type_name, event=event)
-
-
-def _decode_strict(catalog: Catalog, body: dict[str, Any]) -> Event[Any]:
-    """`Catalog.decode`, validating in strict mode (the edge coerces nothing)."""
-    spec = catalog.spec(body["type"])
-    version = body["schema_version"]
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise EventValidationError.single("schema_version", "must be a positive integer")
-    if version > spec.version:
-        raise EventValidationError.single(
-            "schema_version", f"{spec.type} v{version} is newer than this reader (v{spec.version})")
-    payload = body.get("payload")
-    if not isinstance(payload, dict):
-        raise EventValidationError.single("payload", "field required (an object)")
-    if version < spec.version:
-        body["payload"] = spec.upcast(dict(payload), version)
-        body["schema_version"] = spec.version
-    try:
-        return spec.model.model_validate(body, strict=True)
-    except ValidationError as exc:
-        raise EventValidationError.from_pydantic(exc) from exc
 
 
 def _timestamps(event: Event[Any]) -> Iterator[tuple[str, float]]:

@@ -163,8 +163,11 @@ class Catalog:
         except ValidationError as exc:
             raise EventValidationError.from_pydantic(exc) from exc
 
-    def decode(self, data: bytes | str | Mapping[str, Any]) -> Event[Any]:
-        """Parse and validate an event, upcasting an old payload version first."""
+    def decode(self, data: bytes | str | Mapping[str, Any], *, strict: bool = False
+               ) -> Event[Any]:
+        """Parse and validate an event, upcasting an old payload version first.
+
+        `strict`: coerce nothing (the edge: `"1764460800"` is no number, `1` no boolean)."""
         if isinstance(data, bytes | str):
             try:
                 raw = json.loads(data)
@@ -194,7 +197,7 @@ class Catalog:
             body["payload"] = spec.upcast(dict(payload), version)
             body["schema_version"] = spec.version
         try:
-            return spec.model.model_validate(body)
+            return spec.model.model_validate(body, strict=strict)
         except ValidationError as exc:
             raise EventValidationError.from_pydantic(exc) from exc
 
