@@ -9,7 +9,7 @@ integrator's agent would send it; nothing is written behind the gateway's back.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -29,6 +29,27 @@ EXPECTED = (
 )
 
 
+def session_turns(user: str, said: Sequence[tuple[str, str]], *, start: float,
+                  session_id: str, channel: str, reply_after: float = 3.0,
+                  next_after: float = 15.0) -> list[dict[str, Any]]:
+    """`TurnRecorded` items for (message, reply) pairs, timed like a real session: each reply
+    `reply_after` s after its message, the next message `next_after` s after the last one, and
+    each turn saying when the previous reply came (so a quick correction reads as one)."""
+    items: list[dict[str, Any]] = []
+    at, previous = start, None
+    for n, (message, reply) in enumerate(said, start=1):
+        payload: dict[str, Any] = {
+            "session_id": session_id, "turn_id": f"t{n}", "channel": channel,
+            "user_message": message, "assistant_message": reply,
+            "user_at": at, "assistant_at": at + reply_after, "tool_calls": [],
+        }
+        if previous is not None:
+            payload["previous_assistant_at"] = previous
+        items.append({"type": "TurnRecorded", "user_id": user, "payload": payload})
+        previous, at = at + reply_after, at + next_after
+    return items
+
+
 def session(user: str, now: float) -> list[dict[str, Any]]:
     """A developer's first morning with an agent: corrections, a standing request, a sent
     email, a connected Google account."""
@@ -40,18 +61,8 @@ def session(user: str, now: float) -> list[dict[str, Any]]:
         ("No nested bullets please.", "- build\n  - compile\n  - test"),
         ("Thanks, that works.", "Glad it helped."),
     ]
-    items: list[dict[str, Any]] = []
-    at, previous = now - 300.0, None
-    for n, (message, reply) in enumerate(said, start=1):
-        payload: dict[str, Any] = {
-            "session_id": "demo-1", "turn_id": f"t{n}", "channel": "cli",
-            "user_message": message, "assistant_message": reply,
-            "user_at": at, "assistant_at": at + 3.0, "tool_calls": [],
-        }
-        if previous is not None:
-            payload["previous_assistant_at"] = previous
-        items.append({"type": "TurnRecorded", "user_id": user, "payload": payload})
-        previous, at = at + 3.0, at + 15.0
+    items = session_turns(user, said, start=now - 300.0, session_id="demo-1", channel="cli")
+    at = now - 300.0 + 15.0 * len(said)
     items.append({"type": "EmailObserved", "user_id": user, "payload": {
         "message_id": "<demo-1@example.com>", "direction": "sent", "from": "sam@example.com",
         "to": ["ops@example.com"], "subject": "Deploy window",

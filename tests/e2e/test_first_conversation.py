@@ -22,6 +22,7 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.db.migrate import migrate
+from habitus.demo import session_turns
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile_renderer
@@ -74,20 +75,9 @@ def conversation(user: str, now: float) -> list[dict[str, Any]]:
         ("No nested bullets please.", "one, two, three"),
         ("Remember that I work on the billing team", "Noted."),
     ]
-    items: list[dict[str, Any]] = []
-    at = now - 120.0
-    previous: float | None = None
-    for n, (said, answer) in enumerate(messages, start=1):
-        payload: dict[str, Any] = {
-            "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
-            "user_message": said, "assistant_message": answer,
-            "user_at": at, "assistant_at": at + 4.0, "tool_calls": [],
-        }
-        if previous is not None:
-            payload["previous_assistant_at"] = previous
-        items.append({"type": "TurnRecorded", "user_id": user, "payload": payload})
-        previous = at + 4.0
-        at += 12.0
+    items = session_turns(user, messages, start=now - 120.0, session_id="s1", channel="web",
+                          reply_after=4.0, next_after=12.0)
+    at = now - 120.0 + 12.0 * len(messages)
     items.append({"type": "EmailObserved", "user_id": user, "payload": {
         "message_id": "<m1@acme.example>", "direction": "sent",
         "from": "priya@acme.example", "to": ["sam@acme.example"], "subject": "Invoices",
