@@ -1,0 +1,1 @@
+"""The gateway's routes, one module per concern; `services.gateway.app` registers them."""

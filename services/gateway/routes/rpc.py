@@ -1,0 +1,64 @@
+"""`POST /v1/rpc/{method}`: a Habitus method called with the caller's tenant, over the bus."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from habitus.bus.rpc import RpcError
+from habitus.contract import METHODS, method_names
+from habitus.service.context import ServiceContext
+from habitus.telemetry import metrics
+from services.gateway.access import Access
+from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
+from services.gateway.body_limit import BodyTooLarge, read_body
+
+
+def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
+    settings = ctx.settings
+    caller_for = access.caller_for
+
+    @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
+    async def rpc(method: str, request: Request) -> JSONResponse:
+        caller = await caller_for(request)
+        try:
+            raw = await read_body(request, settings.max_body_bytes)
+        except BodyTooLarge:
+            raise RpcError("payload_too_large", "body too large") from None
+        if raw.strip():
+            check_media_type(request)
+        try:
+            params = parse_json(raw, settings.max_json_depth) if raw.strip() else {}
+        except TooDeep as exc:
+            raise RpcError("invalid_argument", f"{format_path(exc.path)}: nested deeper than "
+                                               f"{exc.limit} levels") from None
+        except ValueError as exc:
+            raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
+        if not isinstance(params, dict):
+            raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
+        for where, reason in unstorable(params):
+            raise RpcError("invalid_argument", f"{where}: {reason}")
+        try:
+            reply = await ctx.rpc.call_raw(
+                method,
+                {"tenant_id": caller.tenant_id, "params": params,
+                 "correlation_id": request.headers.get("x-correlation-id")},
+            )
+        except ValueError as exc:  # an unspellable method name
+            metrics.RPC_REQUESTS.labels("invalid", "invalid_argument").inc()
+            raise RpcError("invalid_argument", str(exc)) from None
+        except RpcError as exc:
+            # No service answered: the name is the caller's, so it must not become a label.
+            label = "unknown" if exc.code == "unavailable" else method
+            if exc.code == "unavailable" and method not in METHODS:
+                # Nobody answers a name the RPC table lacks: the caller's mistake, not an outage.
+                exc = RpcError("not_found", f"unknown method {method!r}; the methods are "
+                                            + ", ".join(method_names()))
+            metrics.RPC_REQUESTS.labels(label, exc.code).inc()
+            raise exc from None
+        if "error" in reply:
+            err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))
+            metrics.RPC_REQUESTS.labels(method, err.code).inc()
+            raise err  # the handlers add Retry-After to "unavailable"
+        metrics.RPC_REQUESTS.labels(method, "ok").inc()
+        return JSONResponse({"result": reply["result"]})
