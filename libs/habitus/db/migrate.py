@@ -1,7 +1,10 @@
 """`habitus migrate`: apply every service's migrations, idempotently.
 
 Services register their migration package under the `habitus.migrations` entry-point group,
-named after the schema they own.
+named after the schema they own. A service's migrations are only its revision files
+(`<package>/versions/*.py`, literal SQL, frozen); they all run in the one shared Alembic
+environment, `habitus/db/alembic/` (`env.py`, `script.py.mako`), with the version table in the
+service's own schema.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from habitus.db.urls import sqlalchemy_url
 
 log = logging.getLogger(__name__)
 GROUP = "habitus.migrations"
+ENVIRONMENT = Path(__file__).resolve().parent / "alembic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +43,24 @@ def sources() -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+def versions_dir(location: Path) -> Path:
+    """The revision files of a service whose migrations package (or plain folder) is
+    `location`: its `versions/` folder."""
+    versions = Path(location) / "versions"
+    if not versions.is_dir():
+        raise FileNotFoundError(f"no migrations in {location}: {versions} is not a directory")
+    return versions.resolve()
+
+
 def alembic_config(database_url: str, schema: str, location: Path) -> Config:
+    """Alembic's configuration for migrating `schema` with the revisions under
+    `location/versions`, in the shared environment. `location` is the service's migrations
+    package directory, or any folder laid out the same way."""
     cfg = Config()
-    cfg.set_main_option("script_location", str(location))
+    cfg.set_main_option("script_location", str(ENVIRONMENT).replace("%", "%%"))
+    # one location; "newline" so a space (or colon) in the path is never taken for a separator
+    cfg.set_main_option("path_separator", "newline")
+    cfg.set_main_option("version_locations", str(versions_dir(location)).replace("%", "%%"))
     cfg.set_main_option("sqlalchemy.url", database_url.replace("%", "%%"))
     cfg.attributes["schema"] = schema
     return cfg

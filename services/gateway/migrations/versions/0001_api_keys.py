@@ -5,7 +5,6 @@ Revises:
 Create Date: 2026-11-30
 """
 
-import sqlalchemy as sa
 from alembic import op
 
 revision = "0001"
@@ -15,21 +14,22 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
-        "api_keys",
-        sa.Column("key_hash", sa.String(64), primary_key=True),
-        sa.Column("key_prefix", sa.String(16), nullable=False),
-        sa.Column("tenant_id", sa.String(64), nullable=False),
-        sa.Column("is_admin", sa.Boolean, nullable=False, server_default=sa.false()),
-        sa.Column("label", sa.String(200), nullable=False, server_default=""),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
-        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
-        schema="gateway",
-    )
-    op.create_index("ix_api_keys_tenant_id", "api_keys", ["tenant_id"], schema="gateway")
-    op.create_index("ix_api_keys_key_prefix", "api_keys", ["key_prefix"], schema="gateway")
+    # frozen: the SQL the SQLAlchemy `op.create_table` / `op.create_index` calls of this revision
+    # rendered for PostgreSQL
+    op.execute("""
+        CREATE TABLE gateway.api_keys (
+            key_hash VARCHAR(64) NOT NULL,
+            key_prefix VARCHAR(16) NOT NULL,
+            tenant_id VARCHAR(64) NOT NULL,
+            is_admin BOOLEAN DEFAULT false NOT NULL,
+            label VARCHAR(200) DEFAULT '' NOT NULL,
+            created_at TIMESTAMP WITH TIME ZONE DEFAULT now() NOT NULL,
+            revoked_at TIMESTAMP WITH TIME ZONE,
+            PRIMARY KEY (key_hash)
+        )""")
+    op.execute("CREATE INDEX ix_api_keys_tenant_id ON gateway.api_keys (tenant_id)")
+    op.execute("CREATE INDEX ix_api_keys_key_prefix ON gateway.api_keys (key_prefix)")
 
 
 def downgrade() -> None:
-    op.drop_table("api_keys", schema="gateway")
+    op.execute("DROP TABLE gateway.api_keys")

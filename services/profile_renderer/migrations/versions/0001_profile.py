@@ -7,8 +7,6 @@ Create Date: 2026-11-30
 
 from alembic import op
 
-from habitus.db.checkpoints import checkpoint_ddl
-
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -16,8 +14,17 @@ depends_on = None
 
 
 def upgrade() -> None:
-    for statement in checkpoint_ddl("profile"):
-        op.execute(statement)
+    # frozen: what habitus.db.checkpoints.checkpoint_ddl("profile") produced at this revision
+    op.execute("CREATE SCHEMA IF NOT EXISTS profile")
+    op.execute("""CREATE TABLE IF NOT EXISTS profile.projection_checkpoints (
+            projection text PRIMARY KEY,
+            last_seq bigint NOT NULL DEFAULT 0,
+            epoch bigint NOT NULL DEFAULT 0,
+            emitted_seq bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        )""")
+    op.execute("ALTER TABLE profile.projection_checkpoints "
+               "ADD COLUMN IF NOT EXISTS emitted_seq bigint NOT NULL DEFAULT 0")
     op.execute("""
         CREATE TABLE profile.facets (
             tenant_id text NOT NULL, user_id text NOT NULL,

@@ -7,8 +7,6 @@ Create Date: 2026-11-30
 
 from alembic import op
 
-from habitus.db.checkpoints import checkpoint_ddl
-
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -16,8 +14,17 @@ depends_on = None
 
 
 def upgrade() -> None:
-    for statement in checkpoint_ddl("learning"):
-        op.execute(statement)
+    # frozen: what habitus.db.checkpoints.checkpoint_ddl("learning") produced at this revision
+    op.execute("CREATE SCHEMA IF NOT EXISTS learning")
+    op.execute("""CREATE TABLE IF NOT EXISTS learning.projection_checkpoints (
+            projection text PRIMARY KEY,
+            last_seq bigint NOT NULL DEFAULT 0,
+            epoch bigint NOT NULL DEFAULT 0,
+            emitted_seq bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        )""")
+    op.execute("ALTER TABLE learning.projection_checkpoints "
+               "ADD COLUMN IF NOT EXISTS emitted_seq bigint NOT NULL DEFAULT 0")
     op.execute("""
         CREATE TABLE learning.evidence (
             tenant_id text NOT NULL,

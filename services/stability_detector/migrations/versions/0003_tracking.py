@@ -9,8 +9,6 @@ Create Date: 2026-12-01
 
 from alembic import op
 
-from habitus.db.checkpoints import tracking_ddl
-
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -18,8 +16,24 @@ depends_on = None
 
 
 def upgrade() -> None:
-    for statement in tracking_ddl("learning"):
-        op.execute(statement)
+    # frozen: what habitus.db.checkpoints.tracking_ddl("learning") produced at this revision
+    op.execute("""CREATE TABLE IF NOT EXISTS learning.applied_events (
+            projection text NOT NULL,
+            tenant_id text NOT NULL,
+            user_id text NOT NULL,
+            event_id text NOT NULL,
+            seq bigint NOT NULL,
+            PRIMARY KEY (projection, tenant_id, user_id, event_id)
+        )""")
+    op.execute("""CREATE TABLE IF NOT EXISTS learning.dead_letters (
+            projection text NOT NULL,
+            seq bigint NOT NULL,
+            event_id text,
+            reason text NOT NULL,
+            detail text NOT NULL,
+            dead_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (projection, seq)
+        )""")
 
 
 def downgrade() -> None:

@@ -1,3 +1,0 @@
-from habitus.db.alembic_env import run_migrations
-
-run_migrations("learning")
