@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from nats.aio.client import Client
 from psycopg_pool import AsyncConnectionPool
 
-from habitus.db.checkpoints import checkpoint_table, forget_tracking
 from habitus.projection.base import Projection
+from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.runner import ProjectionRunner, RunnerConfig
 
 log = logging.getLogger(__name__)
@@ -33,21 +33,10 @@ class ReplayResult:
 
 
 async def reset_projection(projection: Projection, pool: AsyncConnectionPool) -> None:
-    table = checkpoint_table(projection.schema)
+    """Empty the projection's tables and tracking; checkpoint 0, new epoch (one transaction)."""
     async with pool.connection() as conn, conn.transaction():
-        if projection.tables:
-            await conn.execute(f"TRUNCATE {', '.join(projection.tables)}")
-        async with conn.cursor() as cur:
-            await forget_tracking(cur, projection.schema, projection.name)
-        await conn.execute(
-            f"INSERT INTO {table} (projection) VALUES (%s) ON CONFLICT DO NOTHING",
-            (projection.name,),
-        )
-        await conn.execute(
-            f"UPDATE {table} SET last_seq = 0, epoch = epoch + 1, updated_at = now() "
-            "WHERE projection = %s",
-            (projection.name,),
-        )
+        await CheckpointStore(projection.schema).reset(conn, projection.name,
+                                                       list(projection.tables))
 
 
 class IncompleteHistory(RuntimeError):
@@ -71,8 +60,8 @@ async def replay(
             "force it to rebuild from what is left")
     await reset_projection(projection, pool)
     runner = ProjectionRunner(projection, nc, pool, config=config)
-    if not await runner._acquire_leadership():
+    if not await runner.try_lead():
         log.info("a live runner holds %s; it rebuilds itself", projection.name)
         return ReplayResult(projection.name, False, 0)
     await runner.run_until_caught_up(timeout=timeout)
-    return ReplayResult(projection.name, True, runner._checkpoint)
+    return ReplayResult(projection.name, True, runner.checkpoint)

@@ -1,19 +1,21 @@
 """Read-your-writes for commands: wait until a projection has applied a given stream sequence.
 
 An RPC that changes state publishes its event, then waits here before answering, so the caller's
-next read sees the change. It reads the checkpoint row, so it works whichever replica applies.
+next read sees the change. It reads the checkpoint row, so it works whichever replica applies;
+it is woken by the checkpoint's NOTIFY (`habitus.projection.watch`) rather than polling, and
+falls back to a slow re-read if the listener is unavailable.
 A checkpoint also moves past an event that was dead-lettered; the dead-letter record beside it
 tells the two apart, so a command never answers success for a change that was given up on.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from psycopg_pool import AsyncConnectionPool
 
-from habitus.db.checkpoints import DeadLetterRecord, checkpoint_table, dead_letter_at
+from habitus.projection.checkpoints import CheckpointStore, DeadLetterRecord
+from habitus.projection.watch import CheckpointWatcher, default_watcher
 
 
 class NotAppliedYet(TimeoutError):
@@ -30,27 +32,31 @@ class DeadLettered(Exception):
 
 
 async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
-                       timeout: float = 10.0, *, unless_absent: bool = False) -> None:
+                       timeout: float = 10.0, *, unless_absent: bool = False,
+                       watcher: CheckpointWatcher | None = None) -> None:
     """Return once `projection` applied `seq`; raise DeadLettered if it gave up on it.
 
     `unless_absent`: return at once when the projection has no checkpoint row at all (its
-    service was never run in this deployment, so nothing will ever apply the event there)."""
-    table = checkpoint_table(schema)
+    service was never run in this deployment, so nothing will ever apply the event there).
+    `watcher`: the listener to be woken by (default: the process's one for `pool`'s database).
+    """
+    store = CheckpointStore(schema)
+    watcher = watcher or default_watcher(pool)
     deadline = time.monotonic() + timeout
-    delay = 0.002
-    while True:
-        async with pool.connection() as conn:
-            cur = await conn.execute(f"SELECT last_seq FROM {table} WHERE projection = %s",
-                                     (projection,))
-            row = await cur.fetchone()
-            if row is not None and int(row[0]) >= seq:
-                dead = await dead_letter_at(conn, schema, projection, seq)
-                if dead is not None:
-                    raise DeadLettered(projection, dead)
-                return
-            if row is None and unless_absent:
-                return
-        if time.monotonic() > deadline:
-            raise NotAppliedYet(f"{projection} has not applied sequence {seq} in {timeout}s")
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.05)
+    # Registered before the first read: a commit after that read wakes this waiter.
+    with watcher.watch(schema, projection, seq) as change:
+        while True:
+            async with pool.connection() as conn:
+                last_seq = await store.last_seq(conn, projection)
+                if last_seq is not None and last_seq >= seq:
+                    dead = await store.dead_letter_at(conn, projection, seq)
+                    if dead is not None:
+                        raise DeadLettered(projection, dead)
+                    return
+                if last_seq is None and unless_absent:
+                    return
+            remaining = deadline - time.monotonic()
+            if remaining < 0:
+                raise NotAppliedYet(
+                    f"{projection} has not applied sequence {seq} in {timeout}s")
+            await change.wait(min(remaining, watcher.fallback_interval))

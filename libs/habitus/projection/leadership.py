@@ -1,0 +1,52 @@
+"""One active runner per projection: leadership by a Postgres advisory lock.
+
+Whoever holds the lock (`habitus.db.leader.LeaderLock`, one session per runner) is the only
+runner that applies the projection; a standby polls for it. A lock is only known to be lost at
+the next round trip on its session, so the leader checks it before every batch and, because a
+check can still be overtaken by events, every commit is also fenced by the checkpoint's epoch
+(`CheckpointStore.commit`). Losing the lock mid-run surfaces as `Fenced`.
+
+`event` is set while this runner believes it leads (the worker's readiness, tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from habitus.db.leader import LeaderLock, LostLeadership
+from habitus.projection.faults import Fenced
+
+
+class Leadership:
+    def __init__(self, conninfo: str, projection: str):
+        self._lock = LeaderLock(conninfo, f"projection:{projection}")
+        self.event = asyncio.Event()
+
+    @property
+    def held(self) -> bool:
+        return self._lock.held
+
+    async def try_acquire(self) -> bool:
+        """Take the lock if it is free (or still ours); False when another runner holds it."""
+        if self._lock.held:
+            try:
+                await self._lock.check()  # a dead lock connection is only noticed by using it
+            except LostLeadership:
+                self.event.clear()
+        if await self._lock.try_acquire():
+            self.event.set()
+            return True
+        self.event.clear()
+        return False
+
+    async def check(self) -> None:
+        """Raise Fenced unless the lock's session is still alive."""
+        try:
+            await self._lock.check()
+        except LostLeadership as exc:
+            self.event.clear()
+            raise Fenced(str(exc)) from exc
+
+    async def release(self) -> None:
+        self.event.clear()
+        await self._lock.release()
