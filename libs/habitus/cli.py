@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from importlib.metadata import entry_points
 from typing import Annotated, Any
 
 import typer
@@ -89,19 +88,18 @@ def migrate(only: Annotated[list[str] | None, typer.Option(help="schemas to migr
 @app.command()
 def serve(service: str) -> None:
     """Run one service in the foreground (what containers and `habitus up` run)."""
+    from habitus.service import registry
     from habitus.service.host import ServiceHost
-    from habitus.service.spec import ServiceSpec
     from habitus.telemetry.logging import configure_logging
 
-    specs = {ep.name: ep for ep in entry_points(group="habitus.services")}
-    if service not in specs:
-        console.print(f"[red]unknown service {service!r}; installed: {', '.join(sorted(specs))}")
-        raise typer.Exit(2)
+    try:
+        descriptor = registry.service(service)
+    except LookupError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
     settings = _settings()
     configure_logging(service, settings.log_level, settings.log_json)
-    loaded = specs[service].load()
-    spec = loaded if isinstance(loaded, ServiceSpec) else loaded()
-    run_event_loop(ServiceHost(spec, settings).serve_forever())
+    run_event_loop(ServiceHost(descriptor, settings).serve_forever())
 
 
 @app.command()

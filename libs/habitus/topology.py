@@ -1,20 +1,25 @@
-"""Which projection reads which events and emits which: the data flow, in one table.
+"""Which projection reads which events and emits which: the data flow, derived.
 
 A command must answer only once every view it changes reflects it, and those views belong to
 other services (a forgotten facet leaves the prompt only when the profile renderer applied the
-`CacheRebuilt` the learning cache emitted). A service may not import another, so the flow is
-declared here, beside the event catalog; each projection takes its subject filters from its
-entry, and a test checks that every registered projection matches the table.
+`CacheRebuilt` the learning cache emitted). Each projection's handler table says what it reads
+and its `emits` what it publishes; the flow is computed from the installed service descriptors
+(plus each service's erasure projection), so there is no second table to keep in step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG
-from habitus.subjects import EVENT_ROOT, INGEST_ROOT
+from habitus.projection.base import Projection, subject_for
+from habitus.projection.erasure import erasure_for
+from habitus.service.descriptor import ServiceDescriptor
+
+__all__ = ("ProjectionInfo", "Topology", "current", "projection", "readers_of", "subject_for")
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,11 @@ class ProjectionInfo:
     #: event types it publishes as consequences
     emits: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, projection: type[Projection]) -> ProjectionInfo:
+        return cls(projection.name, projection.schema, projection.consumes,
+                   projection.emitted_types)
+
     @property
     def stream(self) -> str:
         streams = {CATALOG.spec(t).stream for t in self.consumes}
@@ -38,39 +48,43 @@ class ProjectionInfo:
         return [subject_for(t, tenant_id, user_id) for t in self.consumes]
 
 
-def subject_for(event_type: str, tenant_id: str = "*", user_id: str = "*") -> str:
-    """The subject (or filter, with wildcards) carrying `event_type` for a tenant and user."""
-    spec = CATALOG.spec(event_type)
-    if spec.stream == "ingest":
-        return f"{INGEST_ROOT}.{spec.kind}.{tenant_id}.{user_id}"
-    return f"{EVENT_ROOT}.{event_type}.{tenant_id}.{user_id}"
+def service_projections(descriptor: ServiceDescriptor) -> list[type[Projection]]:
+    """A service's projections as it runs them: its own, then its erasure projection."""
+    own = list(descriptor.projections)
+    if own and descriptor.schema:
+        own.append(erasure_for(descriptor.schema, own))
+    return own
 
 
-_LEARNING_COMMANDS = ("FacetPinned", "FacetUnpinned", "FacetForgotten", "FacetUpdated",
-                      "CacheResetRequested")
+class Topology:
+    def __init__(self, projections: Iterable[ProjectionInfo]):
+        self.projections = {p.name: p for p in projections}
 
-PROJECTIONS: dict[str, ProjectionInfo] = {p.name: p for p in (
-    ProjectionInfo("producers.candidates", "producers",
-                   consumes=("TurnRecorded", "EmailObserved", "ProviderProfileSynced"),
-                   emits=("CandidateEmitted", "FacetUpdated")),
-    ProjectionInfo("learning.cache", "learning",
-                   consumes=("CandidateEmitted", *_LEARNING_COMMANDS, "RebuildRequested"),
-                   emits=("CacheRebuilt",)),
-    ProjectionInfo("profile.accounts", "profile", consumes=("ProviderProfileSynced",),
-                   emits=("ConnectedAccountSynced",)),
-    ProjectionInfo("profile.render", "profile",
-                   consumes=("CacheRebuilt", "ConnectedAccountSynced", "ToolRuleUpserted",
-                             "ToolRuleDeleted", "ProfileNotesSaved"),
-                   emits=("ProfileRendered",)),
-)}
+    @classmethod
+    def of(cls, services: Iterable[ServiceDescriptor]) -> Topology:
+        return cls(ProjectionInfo.of(p) for s in services for p in service_projections(s))
+
+    def projection(self, name: str) -> ProjectionInfo:
+        try:
+            return self.projections[name]
+        except KeyError:
+            raise LookupError(f"no installed service runs the projection {name!r}") from None
+
+    def readers_of(self, event_type: str) -> Iterator[ProjectionInfo]:
+        return (p for p in self.projections.values() if event_type in p.consumes)
+
+
+@cache
+def current() -> Topology:
+    """The flow of the installed services."""
+    from habitus.service.registry import services
+
+    return Topology.of(services())
 
 
 def projection(name: str) -> ProjectionInfo:
-    try:
-        return PROJECTIONS[name]
-    except KeyError:
-        raise LookupError(f"{name} is not in habitus.topology.PROJECTIONS") from None
+    return current().projection(name)
 
 
 def readers_of(event_type: str) -> Iterator[ProjectionInfo]:
-    return (p for p in PROJECTIONS.values() if event_type in p.consumes)
+    return current().readers_of(event_type)

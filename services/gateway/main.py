@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from habitus.auth import keys
 from habitus.service.context import ServiceContext
-from habitus.service.spec import ServiceSpec
+from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.gateway.admin import AdminRpc
 from services.gateway.app import create_app
 
 log = logging.getLogger(__name__)
@@ -22,4 +24,17 @@ async def ensure_configured_keys(ctx: ServiceContext) -> None:
         await keys.store_key(ctx.pool, "admin", key, is_admin=True, label="admin")
 
 
-service = ServiceSpec(name="gateway", http_app=create_app, on_start=[ensure_configured_keys])
+async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
+    await ensure_configured_keys(ctx)
+    return Wiring(rpc=AdminRpc(ctx).registry, http_app=create_app(ctx))
+
+
+service = ServiceDescriptor(
+    name="gateway",
+    deploy_name="gateway",
+    schema="gateway",
+    rpc_prefixes=("admin",),
+    wire=wire,
+    migrations="services.gateway.migrations",
+    public_http=True,
+)

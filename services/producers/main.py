@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from habitus.projection import RunnerConfig
-from habitus.service.spec import ServiceSpec
+from habitus.service.context import ServiceContext
+from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.producers import store
 from services.producers.projection import ProducersProjection
 
 
-def build() -> ServiceSpec:
-    projection = ProducersProjection()
-    return ServiceSpec(name="producers", projections=lambda ctx: [projection],
-                       runner_config=RunnerConfig(batch_size=2000))
+async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
+    return Wiring(projections=[ProducersProjection()])
 
 
-def service() -> ServiceSpec:
-    return build()
+service = ServiceDescriptor(
+    name="producers",
+    deploy_name="producers",
+    schema=store.SCHEMA,
+    projections=(ProducersProjection,),
+    wire=wire,
+    migrations="services.producers.migrations",
+    runner_config=RunnerConfig(batch_size=2000),
+)
+
+
+def build() -> ServiceDescriptor:
+    return service

@@ -138,3 +138,11 @@ class ContextCache:
         except RedisError as exc:
             # The marks still turn earlier entries away; they expire with their TTL.
             log.error("context cache invalidation failed", extra={"error": repr(exc)})
+
+    async def forget(self, users: Iterable[tuple[str, str]]) -> None:
+        """An erased user's keys, generation and change mark included: nothing is left under
+        the user's name (a failure is raised, so the erasure is retried, not reported done)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for tenant_id, user_id in users:
+            pipe.delete(*self._keys(tenant_id, user_id))
+        await pipe.execute()

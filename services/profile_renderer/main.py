@@ -7,7 +7,8 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from habitus.service.context import ServiceContext
-from habitus.service.spec import ServiceSpec
+from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.profile_renderer import store
 from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.mirror import Mirror
 from services.profile_renderer.projection import AccountsProjection, RenderProjection
@@ -24,31 +25,26 @@ class ProfileSettings(BaseSettings):
         "how long a cached prompt context may live"))
 
 
-def build(settings: ProfileSettings | None = None) -> ServiceSpec:
-    config = settings or ProfileSettings()
-    accounts = AccountsProjection()
-    render = RenderProjection()
-    rpc = ProfileRpc(render)
-
-    async def start(ctx: ServiceContext) -> None:
-        cache = ContextCache(ctx.redis, config.context_cache_ttl_seconds)
-        mirror = Mirror(ctx, ctx.settings.data_dir.resolve()) if config.mirror else None
-        rpc.bind(ctx, cache)
-
-        async def committed(users: set[tuple[str, str]]) -> None:
-            await cache.invalidate(users)
-            if mirror is not None:
-                await mirror.sync(users)
-
-        render.set_hooks(after_commit=committed, before_commit=cache.mark_changed)
-
-    return ServiceSpec(
-        name="profile_renderer",
-        projections=lambda ctx: [accounts, render],
-        rpc=rpc.registry,
-        on_start=[start],
-    )
+async def wire(ctx: ServiceContext, settings: ProfileSettings) -> Wiring:
+    cache = ContextCache(ctx.redis, settings.context_cache_ttl_seconds)
+    mirror = (Mirror(ctx.pool, ctx.publisher, ctx.settings.data_dir.resolve())
+              if settings.mirror else None)
+    return Wiring(rpc=ProfileRpc(ctx, cache).registry,
+                  projections=[AccountsProjection(), RenderProjection(cache, mirror)])
 
 
-def service() -> ServiceSpec:
-    return build()
+service = ServiceDescriptor(
+    name="profile_renderer",
+    deploy_name="profile-renderer",
+    schema=store.SCHEMA,
+    rpc_prefixes=("profile", "prompt"),
+    projections=(AccountsProjection, RenderProjection),
+    settings=ProfileSettings,
+    wire=wire,
+    migrations="services.profile_renderer.migrations",
+)
+
+
+def build(settings: ProfileSettings | None = None) -> ServiceDescriptor:
+    """The service with these settings instead of the environment's (tests, benchmarks)."""
+    return service.configured(settings)

@@ -8,15 +8,18 @@ compare-and-swap as any save) and overwritten only once that import is part of a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.bus.publisher import EventPublisher
 from habitus.events import CATALOG
 from habitus.events.domain import ProfileNotesSaved
-from habitus.service.context import ServiceContext
 from services.profile_renderer import store
 
 log = logging.getLogger(__name__)
@@ -47,10 +50,28 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _remove(root: Path, tenant_id: str, user_id: str) -> None:
+    path = mirror_path(root, tenant_id, user_id)
+    folder = path.parent
+    if folder.exists():
+        for leftover in folder.iterdir():  # PROFILE.md and any half-written temporary file
+            if leftover.is_file():
+                leftover.unlink(missing_ok=True)
+    for parent in (folder, folder.parent):  # the user's folder, then an empty tenant folder
+        with contextlib.suppress(OSError):
+            parent.rmdir()
+
+
 class Mirror:
-    def __init__(self, ctx: ServiceContext, root: Path):
-        self._ctx = ctx
+    def __init__(self, pool: AsyncConnectionPool, publisher: EventPublisher, root: Path):
+        self._pool = pool
+        self._publisher = publisher
         self._root = root
+
+    async def remove(self, users: Iterable[tuple[str, str]]) -> None:
+        """An erased user's PROFILE.md and the folders that held only it."""
+        for tenant_id, user_id in sorted(set(users)):
+            await asyncio.to_thread(_remove, self._root, tenant_id, user_id)
 
     async def sync(self, users: Iterable[tuple[str, str]]) -> None:
         for tenant_id, user_id in sorted(set(users)):
@@ -60,7 +81,7 @@ class Mirror:
                 log.exception("mirror write failed", extra={"tenant": tenant_id})
 
     async def _sync_user(self, tenant_id: str, user_id: str) -> None:
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self._pool.connection() as conn, conn.cursor() as cur:
             document = await store.latest(cur, tenant_id, user_id)
             await cur.execute(
                 f"SELECT written_version, written_sha, pending_sha FROM {store.MIRROR} "
@@ -76,7 +97,7 @@ class Mirror:
                 await self._import(tenant_id, user_id, on_disk, int(row[0]), digest)
                 return  # written once the import is part of a newer version
         await asyncio.to_thread(write_atomically, path, document.markdown)
-        async with self._ctx.pool.connection() as conn:
+        async with self._pool.connection() as conn:
             await conn.execute(
                 f"""INSERT INTO {store.MIRROR} (tenant_id, user_id, written_version,
                         written_sha) VALUES (%s, %s, %s, %s)
@@ -91,8 +112,8 @@ class Mirror:
         log.info("importing a hand edit of the mirror", extra={"tenant": tenant_id})
         event = CATALOG.new(ProfileNotesSaved(markdown=text, base_version=base_version),
                             tenant_id=tenant_id, user_id=user_id, producer="profile.mirror")
-        await self._ctx.publisher.publish(event)
-        async with self._ctx.pool.connection() as conn:
+        await self._publisher.publish(event)
+        async with self._pool.connection() as conn:
             await conn.execute(f"UPDATE {store.MIRROR} SET pending_sha = %s "
                                "WHERE tenant_id = %s AND user_id = %s",
                                (digest, tenant_id, user_id))

@@ -13,19 +13,25 @@ and the workspace mirror is written.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import AsyncCursor
 
-from habitus import topology
-from habitus.bus.streams import EVENTS, INGEST
-from habitus.events import CATALOG
-from habitus.events.domain import ConnectedAccountSynced, ProfileRendered
-from habitus.ids import derived_event_id
+from habitus.events.causation import caused
+from habitus.events.domain import (
+    CacheRebuilt,
+    ConnectedAccountSynced,
+    ProfileNotesSaved,
+    ProfileRendered,
+    ToolRuleDeleted,
+    ToolRuleUpserted,
+)
+from habitus.events.ingest import ProviderProfileSynced
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.prompt import ProfileFacet, ToolRule
 from services.profile_renderer import store
+from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.document import (
     FACET_BLOCKS,
     Account,
@@ -34,11 +40,9 @@ from services.profile_renderer.document import (
     facet_bodies,
     render,
 )
+from services.profile_renderer.mirror import Mirror
 
 PRODUCER = "profile_renderer"
-UserKey = tuple[str, str]
-AfterCommit = Callable[[set[UserKey]], Awaitable[None]]
-BeforeCommit = Callable[[dict[UserKey, int]], Awaitable[None]]
 
 
 def account_label(fields: Any) -> str:
@@ -50,79 +54,83 @@ class AccountsProjection(Projection):
 
     name = "profile.accounts"
     schema = store.SCHEMA
-    stream = INGEST
-    filter_subjects = topology.projection(name).filter_subjects()
-    tables = ()
 
-    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
-                          ctx: ApplyContext) -> None:
-        for delivered in batch:
+    async def on_syncs(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                       ctx: ApplyContext) -> None:
+        for delivered in run:
             cause = delivered.event
             p = cause.payload
-            event = CATALOG.new(
-                ConnectedAccountSynced(toolkit=p.toolkit, connection_id=p.connection_id,
-                                       label=account_label(p.fields)),
-                tenant_id=cause.tenant_id, user_id=cause.user_id, producer=PRODUCER,
-                occurred_at=cause.occurred_at,
-                event_id=derived_event_id(cause.event_id, "ConnectedAccountSynced"),
-                causation_id=cause.event_id,
-                correlation_id=cause.correlation_id or cause.event_id,
-            )
-            ctx.emit(event, delivered)
+            ctx.emit(caused(
+                cause, ConnectedAccountSynced(toolkit=p.toolkit, connection_id=p.connection_id,
+                                              label=account_label(p.fields)),
+                producer=PRODUCER), delivered)
+
+    handlers = {ProviderProfileSynced: on_syncs}
+    emits = (ConnectedAccountSynced,)
 
 
 class RenderProjection(Projection):
     name = "profile.render"
     schema = store.SCHEMA
-    stream = EVENTS
-    filter_subjects = topology.projection(name).filter_subjects()
     tables = store.TABLES
 
-    def __init__(self, after_commit_hook: AfterCommit | None = None,
-                 before_commit_hook: BeforeCommit | None = None):
-        self._hook = after_commit_hook
-        self._before = before_commit_hook
+    def __init__(self, cache: ContextCache | None = None, mirror: Mirror | None = None):
+        self._cache = cache
+        self._mirror = mirror
 
-    def set_hooks(self, *, after_commit: AfterCommit, before_commit: BeforeCommit) -> None:
-        """`before_commit` gets each user the batch touches with the sequence of its newest
-        event, before the transaction commits (the prompt cache's change marks); it must not
-        fail the batch. `after_commit` gets the users once it committed."""
-        self._hook = after_commit
-        self._before = before_commit
-
-    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
-                          ctx: ApplyContext) -> None:
-        for delivered in batch:
-            await self._apply(cur, delivered, ctx)
-        if self._before is not None:
-            await self._before({(d.event.tenant_id, d.event.user_id): d.seq for d in batch})
-
-    async def _apply(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext
-                     ) -> None:
-        event = delivered.event
-        t, u, p = event.tenant_id, event.user_id, event.payload
-        if event.type == "ProfileNotesSaved":
-            await self._save_notes(cur, delivered, ctx)
-            return
-        if event.type == "CacheRebuilt":
-            await store.replace_facets(cur, t, u, [
+    async def on_facets(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                        ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            await store.replace_facets(cur, event.tenant_id, event.user_id, [
                 ProfileFacet(f.class_.value, f.key, f.value, f.user_state.value == "pinned",
                              f.stability)
-                for f in p.active])
-            blocks: tuple[str, ...] = FACET_BLOCKS
-        elif event.type == "ConnectedAccountSynced":
-            await store.upsert_account(cur, t, u, p.toolkit, p.connection_id, p.label)
-            blocks = ("connected-accounts",)
-        elif event.type == "ToolRuleUpserted":
-            await store.upsert_rule(cur, t, u, ToolRule(p.rule_id, p.tool_name, p.rule,
-                                                        p.priority.value))
-            return  # tool rules are in the prompt context, not in PROFILE.md
-        elif event.type == "ToolRuleDeleted":
-            await store.delete_rule(cur, t, u, p.rule_id)
-            return
-        else:
-            return
-        await self._render(cur, delivered, ctx, blocks)
+                for f in event.payload.active])
+            await self._render(cur, delivered, ctx, FACET_BLOCKS)
+
+    async def on_accounts(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        for delivered in run:
+            event, p = delivered.event, delivered.event.payload
+            await store.upsert_account(cur, event.tenant_id, event.user_id, p.toolkit,
+                                       p.connection_id, p.label)
+            await self._render(cur, delivered, ctx, ("connected-accounts",))
+
+    async def on_rule_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                               ctx: ApplyContext) -> None:
+        """Tool rules are in the prompt context, not in PROFILE.md: nothing to render."""
+        for delivered in run:
+            event, p = delivered.event, delivered.event.payload
+            await store.upsert_rule(cur, event.tenant_id, event.user_id,
+                                    ToolRule(p.rule_id, p.tool_name, p.rule, p.priority.value))
+
+    async def on_rule_deleted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                              ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            await store.delete_rule(cur, event.tenant_id, event.user_id, event.payload.rule_id)
+
+    async def on_notes(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                       ctx: ApplyContext) -> None:
+        for delivered in run:
+            await self._save_notes(cur, delivered, ctx)
+
+    handlers = {
+        CacheRebuilt: on_facets,
+        ConnectedAccountSynced: on_accounts,
+        ToolRuleUpserted: on_rule_upserted,
+        ToolRuleDeleted: on_rule_deleted,
+        ProfileNotesSaved: on_notes,
+    }
+    emits = (ProfileRendered,)
+
+    async def before_commit(self, cur: AsyncCursor[Any], batch: Sequence[Delivered]) -> None:
+        """The prompt cache's change marks: each user the batch touches, at the sequence of
+        its newest event (a failure only leaves entries to their TTL; it never fails the
+        batch)."""
+        if self._cache is not None:
+            await self._cache.mark_changed({(d.event.tenant_id, d.event.user_id): d.seq
+                                            for d in batch})
 
     async def _bodies(self, cur: AsyncCursor[Any], t: str, u: str, blocks: Sequence[str]
                       ) -> dict[str, str]:
@@ -174,16 +182,23 @@ class RenderProjection(Projection):
         version = (current.version if current else 0) + 1
         digest = await store.add_version(cur, event.tenant_id, event.user_id, version, text,
                                          origin, event.event_id, changed)
-        ctx.emit(CATALOG.new(
-            ProfileRendered(version=version, sha256=digest, blocks_changed=list(changed)),
-            tenant_id=event.tenant_id, user_id=event.user_id, producer=PRODUCER,
-            occurred_at=event.occurred_at,
-            event_id=derived_event_id(event.event_id, "ProfileRendered"),
-            causation_id=event.event_id,
-            correlation_id=event.correlation_id or event.event_id,
-        ), delivered)
+        ctx.emit(caused(event, ProfileRendered(version=version, sha256=digest,
+                                               blocks_changed=list(changed)),
+                        producer=PRODUCER), delivered)
 
     async def after_commit(self, batch: Sequence[Delivered]) -> None:
-        if self._hook is not None:
-            await self._hook({(d.event.tenant_id, d.event.user_id) for d in batch})
+        users = {(d.event.tenant_id, d.event.user_id) for d in batch}
+        if self._cache is not None:
+            await self._cache.invalidate(users)
+        if self._mirror is not None:
+            await self._mirror.sync(users)
 
+    async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+        await super().erase_user(cur, tenant_id, user_id)
+        await store.forget_mirror(cur, tenant_id, user_id)
+
+    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+        if self._cache is not None:
+            await self._cache.forget(users)
+        if self._mirror is not None:
+            await self._mirror.remove(users)

@@ -30,27 +30,17 @@ from services.profile_renderer.projection import RenderProjection
 
 
 class ProfileRpc:
-    def __init__(self, projection: RenderProjection):
-        self.projection = projection
-        self.ctx: ServiceContext | None = None
-        self.cache: ContextCache | None = None
+    def __init__(self, ctx: ServiceContext, cache: ContextCache | None):
+        self.ctx = ctx
+        self.cache = cache
         self.registry = RpcRegistry()
         self.registry.implement(METHODS["profile.get"])(self.get)
         self.registry.implement(METHODS["profile.save_notes"])(self.save_notes)
         self.registry.implement(METHODS["prompt.context"])(self.prompt_context)
 
-    def bind(self, ctx: ServiceContext, cache: ContextCache) -> None:
-        self.ctx, self.cache = ctx, cache
-
-    @property
-    def _ctx(self) -> ServiceContext:
-        if self.ctx is None:
-            raise RpcError("unavailable", "the profile service is starting")
-        return self.ctx
-
     async def _document(self, tenant_id: str, user_id: str) -> tuple[int, str]:
         """The latest version, or (0, the document as it would be rendered now)."""
-        async with store.snapshot(self._ctx.pool) as cur:
+        async with store.snapshot(self.ctx.pool) as cur:
             document = await store.latest(cur, tenant_id, user_id)
             if document is not None:
                 return document.version, document.markdown
@@ -65,7 +55,7 @@ class ProfileRpc:
                 "sha256": store.sha256(markdown)}
 
     async def save_notes(self, p: SaveNotes, rc: RpcContext) -> dict[str, Any]:
-        ctx = self._ctx
+        ctx = self.ctx
         version, current = await self._document(rc.tenant_id, p.user_id)
         if p.base_version > version:
             raise RpcError("invalid_argument",
@@ -75,10 +65,9 @@ class ProfileRpc:
                 raise RpcError("conflict", f"the notes changed since version {p.base_version}; "
                                            f"load version {version} and apply the edit again")
         ignored = apply_edit(current, p.markdown).ignored
-        event = CATALOG.new(ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
-                            tenant_id=rc.tenant_id, user_id=p.user_id, producer="profile.rpc",
-                            correlation_id=rc.correlation_id)
-        await ctx.commands.run(event)
+        event, _ = await ctx.commands.issue(
+            rc, p.user_id, ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
+            "profile.rpc")
         async with ctx.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 f"SELECT version FROM {store.DOCUMENTS} WHERE tenant_id = %s AND user_id = %s "
@@ -99,9 +88,9 @@ class ProfileRpc:
             if hit is not None:
                 return hit
         generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
-        async with store.snapshot(self._ctx.pool) as cur:
+        async with store.snapshot(self.ctx.pool) as cur:
             # One snapshot: the stamp is exactly the checkpoint the data is at.
-            stamp = await store.checkpoint(cur, self.projection.name)
+            stamp = await store.checkpoint(cur, RenderProjection.name)
             facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
             document = await store.latest(cur, rc.tenant_id, p.user_id)
             rules = await store.load_rules(cur, rc.tenant_id, p.user_id)

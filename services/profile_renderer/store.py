@@ -11,7 +11,7 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
-from habitus.db.checkpoints import checkpoint_table
+from habitus.projection.checkpoints import CheckpointStore
 from habitus.prompt import ProfileFacet, ToolRule
 
 SCHEMA = "profile"
@@ -127,10 +127,7 @@ async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
 
 async def checkpoint(cur: AsyncCursor[Any], projection: str) -> int:
     """How far `projection` has applied the stream (0 before its first batch)."""
-    await cur.execute(f"SELECT last_seq FROM {checkpoint_table(SCHEMA)} WHERE projection = %s",
-                      (projection,))
-    row = await cur.fetchone()
-    return 0 if row is None else int(row[0])
+    return await CheckpointStore(SCHEMA).last_seq(cur, projection) or 0
 
 
 @asynccontextmanager
@@ -141,3 +138,9 @@ async def snapshot(pool: AsyncConnectionPool) -> AsyncIterator[AsyncCursor[Any]]
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         async with conn.cursor() as cur:
             yield cur
+
+
+async def forget_mirror(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+    """The mirror's bookkeeping of an erased user (its file goes with `Mirror.remove`)."""
+    await cur.execute(f"DELETE FROM {MIRROR} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))

@@ -1,43 +1,41 @@
-"""The stability-detector service: the learning projection, its scheduler, `learning.*`."""
+"""The stability-detector service: the learning projection, its scheduler, `learning.*`.
+
+One service, four names, all here: `stability_detector` (the process), `stability-detector`
+(deploy files), schema `learning`, RPC `learning.*`.
+"""
 
 from __future__ import annotations
 
 from habitus.projection import RunnerConfig
 from habitus.service.context import ServiceContext
-from habitus.service.spec import ServiceSpec
+from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.stability_detector import store
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.rpc import LearningRpc
 from services.stability_detector.scheduler import RebuildScheduler
-from services.stability_detector.settings import LearningSettings, get_learning_settings
+from services.stability_detector.settings import LearningSettings
 
 
-def build(settings: LearningSettings | None = None) -> ServiceSpec:
-    learning = settings or get_learning_settings()
-    projection = LearningProjection(learning)
-    rpc = LearningRpc(learning, projection)
-
-    async def start(ctx: ServiceContext) -> None:
-        await rpc.bind(ctx)
-        if learning.scheduler_enabled:
-            scheduler = RebuildScheduler(ctx, learning)
-            scheduler.start()
-            ctx.state["scheduler"] = scheduler
-
-    async def stop(ctx: ServiceContext) -> None:
-        scheduler = ctx.state.get("scheduler")
-        if scheduler is not None:
-            await scheduler.stop()
-
-    return ServiceSpec(
-        name="stability_detector",
-        # Candidate intake is the hot path: 2,000-event batches (see docs/benchmarks.md).
-        runner_config=RunnerConfig(batch_size=2000),
-        projections=lambda ctx: [projection],
-        rpc=rpc.registry,
-        on_start=[start],
-        on_stop=[stop],
-    )
+async def wire(ctx: ServiceContext, settings: LearningSettings) -> Wiring:
+    scheduler = [RebuildScheduler(ctx, settings)] if settings.scheduler_enabled else []
+    return Wiring(rpc=LearningRpc(ctx, settings).registry,
+                  projections=[LearningProjection(settings)], background=scheduler)
 
 
-def service() -> ServiceSpec:
-    return build()
+service = ServiceDescriptor(
+    name="stability_detector",
+    deploy_name="stability-detector",
+    schema=store.SCHEMA,
+    rpc_prefixes=("learning",),
+    projections=(LearningProjection,),
+    settings=LearningSettings,
+    wire=wire,
+    migrations="services.stability_detector.migrations",
+    # Candidate intake is the hot path: 2,000-event batches (see docs/benchmarks.md).
+    runner_config=RunnerConfig(batch_size=2000),
+)
+
+
+def build(settings: LearningSettings | None = None) -> ServiceDescriptor:
+    """The service with these settings instead of the environment's (tests, benchmarks)."""
+    return service.configured(settings)

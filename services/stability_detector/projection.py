@@ -18,17 +18,22 @@ import psycopg
 from psycopg import AsyncCursor
 from pydantic import TypeAdapter
 
-from habitus import topology
-from habitus.bus.streams import EVENTS
-from habitus.events import CATALOG, Event
+from habitus.events import Event
+from habitus.events.causation import caused
 from habitus.events.domain import (
     ActiveFacet,
     CacheRebuilt,
+    CacheResetRequested,
     CandidateEmitted,
     FacetChange,
+    FacetForgotten,
+    FacetPinned,
+    FacetUnpinned,
+    FacetUpdated,
+    RebuildRequested,
 )
+from habitus.events.envelope import Payload
 from habitus.events.evidence import EvidenceRef
-from habitus.ids import derived_event_id
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.stability_detector import store
 from services.stability_detector.scoring import (
@@ -43,12 +48,13 @@ from services.stability_detector.settings import LearningSettings, get_learning_
 
 log = logging.getLogger(__name__)
 PRODUCER = "stability_detector"
-COMMAND_KINDS = {
-    "FacetPinned": "pin",
-    "FacetUnpinned": "unpin",
-    "FacetForgotten": "forget",
-    "FacetUpdated": "update",
-    "CacheResetRequested": "reset",
+#: the user's commands, by payload type: what each does to the cache
+COMMANDS: dict[type[Payload], str] = {
+    FacetPinned: "pin",
+    FacetUnpinned: "unpin",
+    FacetForgotten: "forget",
+    FacetUpdated: "update",
+    CacheResetRequested: "reset",
 }
 
 
@@ -69,7 +75,7 @@ def command_of(delivered: Delivered) -> Command:
     event = delivered.event
     payload = event.payload
     return Command(
-        kind=COMMAND_KINDS[event.type],
+        kind=COMMANDS[type(payload)],
         at=event.occurred_at,
         seq=delivered.seq,
         facet_class=getattr(payload, "class_", None) and payload.class_.value,
@@ -104,70 +110,57 @@ def cache_rebuilt(cause: Event[Any], tenant_id: str, user_id: str, as_of: float,
     ]
     payload = CacheRebuilt(as_of=as_of, added=d.added, evicted=d.evicted, kept=d.kept,
                            total_size=len(active), changes=changes, active=active)
-    return CATALOG.new(
-        payload,
-        tenant_id=tenant_id,
-        user_id=user_id,
-        producer=PRODUCER,
-        occurred_at=as_of,
-        event_id=derived_event_id(cause.event_id, "CacheRebuilt", tenant_id, user_id),
-        causation_id=cause.event_id,
-        correlation_id=cause.correlation_id or cause.event_id,
-    )
+    return caused(cause, payload, producer=PRODUCER, key=(tenant_id, user_id),
+                  tenant_id=tenant_id, user_id=user_id, occurred_at=as_of)
 
 
 class LearningProjection(Projection):
     name = "learning.cache"
     schema = store.SCHEMA
-    stream = EVENTS
-    filter_subjects = topology.projection(name).filter_subjects()
     tables = store.TABLES
 
     def __init__(self, settings: LearningSettings | None = None):
         self.settings = settings or get_learning_settings()
 
-    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
-                          ctx: ApplyContext) -> None:
-        pending: list[store.EvidenceRow] = []
-        for delivered in batch:
-            kind = delivered.event.type
-            if kind == "CandidateEmitted":
-                pending.append(evidence_of(delivered))
+    async def on_candidates(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                            ctx: ApplyContext) -> None:
+        """Evidence only: folded into the cache at the user's next rebuild."""
+        await store.insert_evidence(cur, [evidence_of(d) for d in run])
+
+    async def on_command(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                         ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            command = command_of(delivered)
+            if not await store.insert_command(cur, event.tenant_id, event.user_id,
+                                              event.event_id, command):
+                continue  # the same command event seen again (published twice past the window)
+            last_as_of, _ = await store.user_state(cur, event.tenant_id, event.user_id)
+            as_of = command.at if last_as_of is None else last_as_of  # commands do not move time
+            await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
+
+    async def on_rebuild_requested(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                                   ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            as_of = event.payload.as_of
+            if event.payload.scope != "periodic":
+                await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered,
+                                        ctx)
                 continue
-            if pending:  # keep order: candidates before this event land first
-                await store.insert_evidence(cur, pending)
-                pending = []
-            if kind in COMMAND_KINDS:
-                await self._command(cur, delivered, ctx)
-            elif kind == "RebuildRequested":
-                await self._rebuild_requested(cur, delivered, ctx)
-        if pending:
-            await store.insert_evidence(cur, pending)
-
-    async def _command(self, cur: AsyncCursor[Any], delivered: Delivered,
-                       ctx: ApplyContext) -> None:
-        event = delivered.event
-        command = command_of(delivered)
-        if not await store.insert_command(cur, event.tenant_id, event.user_id, event.event_id,
-                                          command):
-            return  # the same command event seen again (published twice past the window)
-        last_as_of, _ = await store.user_state(cur, event.tenant_id, event.user_id)
-        as_of = command.at if last_as_of is None else last_as_of  # commands do not move time
-        await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
-
-    async def _rebuild_requested(self, cur: AsyncCursor[Any], delivered: Delivered,
-                                 ctx: ApplyContext) -> None:
-        event = delivered.event
-        as_of = event.payload.as_of
-        if event.payload.scope == "periodic":
             for tenant_id, user_id in await store.due_users(cur, as_of):
                 try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
                     await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx)
                 except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
                     log.error("periodic rebuild of a user failed; it stays due",
                               extra={"tenant": tenant_id, "error": repr(exc)})
-            return
-        await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
+
+    handlers = {
+        CandidateEmitted: on_candidates,
+        **dict.fromkeys(COMMANDS, on_command),
+        RebuildRequested: on_rebuild_requested,
+    }
+    emits = (CacheRebuilt,)
 
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext) -> None:

@@ -27,7 +27,6 @@ from habitus.events.domain import (
 from habitus.events.envelope import Payload
 from habitus.service.context import ServiceContext
 from services.stability_detector import store
-from services.stability_detector.projection import LearningProjection
 from services.stability_detector.scoring import (
     ACTIVE,
     AUTO,
@@ -63,12 +62,11 @@ def facet_doc(row: FacetRow) -> dict[str, Any]:
 
 
 class LearningRpc:
-    """Handlers bound to the running service's resources (set by the start hook)."""
+    """The `learning.*` handlers, built on the running service's resources."""
 
-    def __init__(self, settings: LearningSettings, projection: LearningProjection):
+    def __init__(self, ctx: ServiceContext, settings: LearningSettings):
+        self.ctx = ctx
         self.settings = settings
-        self.projection = projection
-        self.ctx: ServiceContext | None = None
         self.registry = RpcRegistry()
         r = self.registry
         r.implement(METHODS["learning.list_facets"])(self.list_facets)
@@ -82,24 +80,15 @@ class LearningRpc:
         r.implement(METHODS["learning.cache_stats"])(self.cache_stats)
         r.implement(METHODS["learning.explain_facet"])(self.explain_facet)
 
-    async def bind(self, ctx: ServiceContext) -> None:
-        self.ctx = ctx
-
-    @property
-    def _ctx(self) -> ServiceContext:
-        if self.ctx is None:
-            raise RpcError("unavailable", "the learning service is starting")
-        return self.ctx
-
     # ------------------------------------------------------------------ reads
 
     async def _facets(self, tenant_id: str, user_id: str) -> dict[Any, FacetRow]:
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             return await store.load_facets(cur, tenant_id, user_id)
 
     async def _at(self, tenant_id: str, user_id: str, as_of: float) -> dict[Any, FacetRow]:
         """The cache as it was at `as_of`, recomputed from the log."""
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             evidence = await store.load_evidence(cur, tenant_id, user_id)
             commands = await store.load_commands(cur, tenant_id, user_id)
         return compute_cache(evidence, commands, as_of, self.settings)
@@ -107,7 +96,7 @@ class LearningRpc:
     async def _current(self, tenant_id: str, user_id: str
                        ) -> tuple[dict[Any, FacetRow], float | None]:
         """The cache and when its oldest evidence not yet rebuilt arrived (None: none)."""
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             rows = await store.load_facets(cur, tenant_id, user_id)
             return rows, await store.pending_since(cur, tenant_id, user_id)
 
@@ -152,7 +141,7 @@ class LearningRpc:
         }
 
     async def explain_facet(self, p: ExplainFacet, rc: RpcContext) -> dict[str, Any]:
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id,
                                                  (p.class_.value, p.key))
             commands = await store.load_commands(cur, rc.tenant_id, p.user_id)
@@ -212,9 +201,8 @@ class LearningRpc:
     async def _command(self, rc: RpcContext, user_id: str, payload: Payload) -> int:
         """Publish the command and answer once the learning cache, PROFILE.md and the prompt
         context all reflect it (or with the reason it was refused)."""
-        event = CATALOG.new(payload, tenant_id=rc.tenant_id, user_id=user_id,
-                            producer="learning.rpc", correlation_id=rc.correlation_id)
-        return (await self._ctx.commands.run(event)).seq
+        _, result = await self.ctx.commands.issue(rc, user_id, payload, "learning.rpc")
+        return result.seq
 
     def _ref(self, p: FacetParams, **extra: Any) -> dict[str, Any]:
         return {"class": p.class_.value, "key": p.key, **extra}

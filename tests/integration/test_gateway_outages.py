@@ -25,7 +25,8 @@ from habitus.bus.streams import INGEST
 from habitus.db.migrate import migrate
 from habitus.db.pool import open_pool
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres
-from habitus.service.spec import ServiceSpec
+from habitus.service.context import ServiceContext
+from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
@@ -174,7 +175,7 @@ class NoParams(BaseModel):
     pass
 
 
-def database_spec(holder: list[Any]) -> ServiceSpec:
+def database_spec(holder: list[Any]) -> ServiceDescriptor:
     """A service whose method reads its database, as every real one does."""
     registry = RpcRegistry()
 
@@ -184,7 +185,11 @@ def database_spec(holder: list[Any]) -> ServiceSpec:
             await conn.execute("SELECT 1")
         return {"ok": True}
 
-    return ServiceSpec(name="dbcheck", rpc=registry)
+    async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
+        return Wiring(rpc=registry)
+
+    return ServiceDescriptor(name="dbcheck", deploy_name="dbcheck", rpc_prefixes=("dbcheck",),
+                             wire=wire)
 
 
 @pytest_asyncio.fixture

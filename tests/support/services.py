@@ -11,7 +11,8 @@ from pydantic import BaseModel
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.config import Settings
 from habitus.service.host import ServiceHost
-from habitus.service.spec import ServiceSpec
+from habitus.service.context import ServiceContext
+from habitus.service.descriptor import ServiceDescriptor, Wiring
 
 
 class WhoAmI(BaseModel):
@@ -19,7 +20,7 @@ class WhoAmI(BaseModel):
     fail: str | None = None
 
 
-def echo_spec(name: str = "echo") -> ServiceSpec:
+def echo_spec(name: str = "echo") -> ServiceDescriptor:
     """A tiny service answering `<name>.whoami`: shows which tenant the gateway forwarded."""
     registry = RpcRegistry()
 
@@ -29,11 +30,15 @@ def echo_spec(name: str = "echo") -> ServiceSpec:
             raise RpcError(params.fail, f"asked to fail with {params.fail}")
         return {"tenant_id": ctx.tenant_id, "user_id": params.user_id}
 
-    return ServiceSpec(name=name, rpc=registry)
+    async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
+        return Wiring(rpc=registry)
+
+    return ServiceDescriptor(name=name, deploy_name=name.replace("_", "-"),
+                             rpc_prefixes=(name,), wire=wire)
 
 
 @asynccontextmanager
-async def running(spec: ServiceSpec, settings: Settings) -> AsyncIterator[ServiceHost]:
+async def running(spec: ServiceDescriptor, settings: Settings) -> AsyncIterator[ServiceHost]:
     host = ServiceHost(spec, settings, http_port=0)
     await host.start()
     try:

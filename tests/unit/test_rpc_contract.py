@@ -4,54 +4,57 @@ the table (and so the gateway's OpenAPI document) does not know."""
 
 from __future__ import annotations
 
-import importlib
-import tomllib
-from pathlib import Path
-
 import pytest
 from pydantic import BaseModel
 
 from habitus.bus.rpc import RpcContext, RpcRegistry
 from habitus.contract import METHODS, MethodSpec, conformance_problems
 from habitus.contract.learning import FacetParams, UserOnly
-from habitus.service.spec import ServiceSpec
+from habitus.service import registry
+from habitus.service.descriptor import ServiceDescriptor, Wiring
 
 
-def service_specs() -> dict[str, ServiceSpec]:
-    """Every service `habitus serve` can run, read from pyproject.toml itself (the installed
-    metadata may predate an edit of it)."""
-    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
-    specs = {}
-    for name, target in project["project"]["entry-points"]["habitus.services"].items():
-        module, _, attr = target.partition(":")
-        loaded = getattr(importlib.import_module(module), attr)
-        spec = loaded if isinstance(loaded, ServiceSpec) else loaded()
-        assert isinstance(spec, ServiceSpec), target
-        specs[name] = spec
-    return specs
+def test_every_method_is_owned_by_a_service_answering_its_prefix() -> None:
+    for spec in METHODS.values():
+        owner = registry.service(spec.service)
+        assert owner.answers(spec.name), (spec.name, owner.rpc_prefixes)
 
 
-def implemented(specs: dict[str, ServiceSpec]) -> dict[str, dict[str, type[BaseModel]]]:
-    return {name: {m.name: m.params for m in spec.rpc.methods.values()}
-            for name, spec in specs.items()}
+def test_no_two_services_answer_a_prefix_and_pings_stay_host_level() -> None:
+    services = registry.services()
+    assert {"gateway", "stability_detector", "profile_renderer"} <= {s.name for s in services}
+    for descriptor in services:
+        assert descriptor.ping_method not in METHODS
+        assert not descriptor.answers(descriptor.ping_method)
 
 
-def test_the_services_implement_exactly_the_table() -> None:
-    specs = service_specs()
-    assert {"gateway", "stability_detector", "profile_renderer"} <= set(specs)
-    assert conformance_problems(implemented(specs)) == []
+def _learning_wiring(*skip: str) -> Wiring:
+    reg = RpcRegistry()
+    for name, spec in METHODS.items():
+        if spec.service == "stability_detector" and name not in skip:
+            reg.implement(spec)(_noop)
+    return Wiring(rpc=reg)
 
 
-def test_entry_point_names_are_the_service_names() -> None:
-    # The table names an owner by entry point; the host subscribes under the spec's name.
-    assert all(name == spec.name for name, spec in service_specs().items())
+def test_a_service_whose_wiring_misses_a_method_of_the_table_does_not_start() -> None:
+    descriptor = ServiceDescriptor("stability_detector", "stability-detector",
+                                   rpc_prefixes=("learning",))
+    descriptor.check_wiring(_learning_wiring())
+    with pytest.raises(RuntimeError, match=r"learning\.pin_facet is implemented by no service"):
+        descriptor.check_wiring(_learning_wiring("learning.pin_facet"))
 
 
-def test_ping_methods_stay_host_level() -> None:
-    specs = service_specs()
-    assert not {spec.ping_method for spec in specs.values()} & set(METHODS)
-    for spec in specs.values():
-        assert spec.ping_method not in spec.rpc.methods
+def test_a_service_answering_outside_its_prefixes_or_the_table_does_not_start() -> None:
+    descriptor = ServiceDescriptor("stability_detector", "stability-detector",
+                                   rpc_prefixes=("learning",))
+    stray = _learning_wiring()
+    stray.rpc.method("learning.secret", UserOnly)(_noop)
+    with pytest.raises(RuntimeError, match=r"learning\.secret, which is not in the RPC table"):
+        descriptor.check_wiring(stray)
+    other = _learning_wiring()
+    other.rpc.implement(METHODS["prompt.context"])(_noop)
+    with pytest.raises(RuntimeError, match="outside its RPC prefixes"):
+        descriptor.check_wiring(other)
 
 
 def test_every_method_has_a_summary_and_distinct_models() -> None:
@@ -76,7 +79,8 @@ def test_a_method_nobody_implements_is_reported() -> None:
     everything_but_one = {"stability_detector": {
         n: s.params for n, s in METHODS.items() if s.service == "stability_detector"
         and n != "learning.pin_facet"}, "profile_renderer": {
-        n: s.params for n, s in METHODS.items() if s.service == "profile_renderer"}}
+        n: s.params for n, s in METHODS.items() if s.service == "profile_renderer"},
+        "gateway": {n: s.params for n, s in METHODS.items() if s.service == "gateway"}}
     assert conformance_problems(everything_but_one) == [
         "learning.pin_facet is implemented by no service"]
 

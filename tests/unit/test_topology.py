@@ -1,35 +1,45 @@
-"""The data-flow table matches the projections the services really run.
+"""The data flow is derived from the installed services' handler tables.
 
-Commands wait for the readers the table names; a projection that consumed an event type
-without being listed would let a command answer before that view reflected it."""
+Commands wait for the readers the flow names; a projection that consumed an event type
+without being in the flow would let a command answer before that view reflected it."""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
 from habitus import topology
 from habitus.events import CATALOG
+from habitus.events.domain import CacheRebuilt, FacetPinned
+from habitus.events.ingest import TurnRecorded
+from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.projection.registry import resolve
+from habitus.service import registry
 
-REGISTERED = sorted(ep.name for ep in entry_points(group="habitus.projections"))
+RUNNING = sorted(p for s in registry.services() for p in
+                 (c.name for c in topology.service_projections(s)))
 
 
-@pytest.mark.parametrize("name", REGISTERED)
-def test_every_registered_projection_is_in_the_table_as_it_runs(name: str) -> None:
+@pytest.mark.parametrize("name", RUNNING)
+def test_every_running_projection_is_in_the_flow_as_it_runs(name: str) -> None:
     running = resolve(name)
     info = topology.projection(name)
     assert running.schema == info.schema
     assert running.stream == info.stream
     assert sorted(running.filter_subjects) == sorted(info.filter_subjects())
+    for event_type in (*info.consumes, *info.emits):
+        CATALOG.spec(event_type)  # raises for an unknown type
 
 
-def test_the_table_lists_only_registered_projections_and_known_types() -> None:
-    assert sorted(topology.PROJECTIONS) == REGISTERED
-    for info in topology.PROJECTIONS.values():
-        for event_type in (*info.consumes, *info.emits):
-            CATALOG.spec(event_type)  # raises for an unknown type
+def test_the_flow_lists_each_services_projections_and_its_erasure() -> None:
+    assert sorted(topology.current().projections) == RUNNING
+    for descriptor in registry.services():
+        if descriptor.projections:
+            assert f"{descriptor.schema}.erasure" in RUNNING
+    erasers = sorted(p.name for p in topology.readers_of("UserErased"))
+    assert erasers == ["learning.erasure", "producers.erasure", "profile.erasure"]
 
 
 def test_readers_follow_the_flow_from_a_command_to_the_prompt() -> None:
@@ -45,3 +55,21 @@ def test_subjects_follow_the_catalog() -> None:
     assert topology.subject_for("CacheRebuilt", "t", "u") == "habitus.v1.event.CacheRebuilt.t.u"
     with pytest.raises(ValueError, match="one stream"):
         _ = topology.ProjectionInfo("x", "x", ("TurnRecorded", "CacheRebuilt")).stream
+
+
+async def _noop(self: Any, cur: Any, run: Sequence[Delivered], ctx: ApplyContext) -> None:
+    return None
+
+
+def test_a_handler_table_gives_the_subjects_and_refuses_two_streams() -> None:
+    class Pins(Projection):
+        name = "example.pins"
+        schema = "example"
+        handlers = {FacetPinned: _noop, CacheRebuilt: _noop}
+
+    assert Pins.consumes == ("FacetPinned", "CacheRebuilt")
+    assert Pins.subjects("t1") == ["habitus.v1.event.FacetPinned.t1.*",
+                                   "habitus.v1.event.CacheRebuilt.t1.*"]
+    with pytest.raises(TypeError, match="one stream only"):
+        type("Mixed", (Projection,), {"name": "x.y", "schema": "x",
+                                      "handlers": {TurnRecorded: _noop, FacetPinned: _noop}})

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import learning, profile
+from habitus.contract import admin, learning, profile
 from habitus.subjects import rpc_subject
 
 
@@ -34,6 +34,7 @@ class MethodSpec:
         rpc_subject(self.name)  # a name that cannot be a subject is a bug in this table
 
 
+_GATEWAY = "gateway"
 _LEARNING = "stability_detector"
 _PROFILE = "profile_renderer"
 
@@ -69,6 +70,11 @@ _TABLE = (
     MethodSpec("prompt.context", _PROFILE, profile.PromptContextParams, profile.PromptContext,
                "What the next prompt should carry for a user",
                description="The hot path: answered from a cache invalidated by every change."),
+    MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
+               "Erase everything of a user", changes_state=True,
+               description=("Every view drops the user, caches and mirror files are deleted, "
+                            "the user's messages are purged from the streams (the `UserErased` "
+                            "tombstone stays); answered once all of it is done.")),
 )
 
 METHODS: Mapping[str, MethodSpec] = MappingProxyType({m.name: m for m in _TABLE})

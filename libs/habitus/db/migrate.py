@@ -1,7 +1,6 @@
 """`habitus migrate`: apply every service's migrations, idempotently.
 
-Services register their migration package under the `habitus.migrations` entry-point group,
-named after the schema they own. A service's migrations are only its revision files
+Each service's descriptor names its migrations package and the schema it owns. A service's migrations are only its revision files
 (`<package>/versions/*.py`, literal SQL, frozen); they all run in the one shared Alembic
 environment, `habitus/db/alembic/` (`env.py`, `script.py.mako`), with the version table in the
 service's own schema.
@@ -12,7 +11,6 @@ from __future__ import annotations
 import importlib
 import logging
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from alembic import command
@@ -23,7 +21,6 @@ from sqlalchemy import create_engine, pool
 from habitus.db.urls import sqlalchemy_url
 
 log = logging.getLogger(__name__)
-GROUP = "habitus.migrations"
 ENVIRONMENT = Path(__file__).resolve().parent / "alembic"
 
 
@@ -35,11 +32,16 @@ class MigrationResult:
 
 
 def sources() -> dict[str, Path]:
+    """Each installed service's schema and migrations folder, from its descriptor."""
+    from habitus.service.registry import services
+
     found: dict[str, Path] = {}
-    for ep in entry_points(group=GROUP):
-        module = importlib.import_module(ep.value)
+    for descriptor in services():
+        if descriptor.migrations is None or descriptor.schema is None:
+            continue
+        module = importlib.import_module(descriptor.migrations)
         assert module.__file__ is not None
-        found[ep.name] = Path(module.__file__).parent
+        found[descriptor.schema] = Path(module.__file__).parent
     return dict(sorted(found.items()))
 
 

@@ -5,18 +5,26 @@ through the cursor of the batch transaction, which also carries the checkpoint. 
 publish as a consequence are handed to `emit` and are published (and acknowledged by the stream)
 before that transaction commits, with ids derived from their cause so a redelivery re-publishes
 the same ids and the stream drops them.
+
+What a projection reads is its handler table, `{PayloadType: handler}`: the event types, the
+stream and the subject filters are all derived from it, so there is no second list to keep in
+step and no dispatch on type names. A handler gets a run of consecutive events of its type (in
+stream order), so one that can batch its writes does, and order across types is kept.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
-from psycopg import AsyncCursor
+from psycopg import AsyncCursor, sql
 
-from habitus.events import Event
+from habitus.bus.streams import EVENTS, INGEST
+from habitus.events import CATALOG, Event
+from habitus.events.envelope import Payload
+from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,42 +45,128 @@ class ApplyContext:
     emitted: list[Event[Any]] = field(default_factory=list)
     #: consequences of events at or below this sequence were published before (replay)
     suppress_through: int = 0
+    #: consequences skipped because they were published before (what a replay would re-emit)
+    suppressed: list[Event[Any]] = field(default_factory=list)
 
     def emit(self, event: Event[Any], cause: Delivered) -> None:
         """Publish `event` as a consequence of `cause`, before the batch commits; skipped
         when replaying an event whose consequences were already published."""
         if cause.seq > self.suppress_through:
             self.emitted.append(event)
+        else:
+            self.suppressed.append(event)
+
+
+#: a handler: the projection, the batch cursor, a run of events of one type, the context
+Handler = Callable[[Any, AsyncCursor[Any], Sequence[Delivered], ApplyContext], Awaitable[None]]
+
+
+def type_name(payload: type[Payload]) -> str:
+    """The catalog's name for a payload class (a class outside the catalog is a bug)."""
+    for spec in CATALOG:
+        if spec.payload is payload:
+            return str(spec.type)
+    raise LookupError(f"{payload.__name__} is not in the event catalog")
+
+
+def subject_for(event_type: str, tenant_id: str = "*", user_id: str = "*") -> str:
+    """The subject (or filter, with wildcards) carrying `event_type` for a tenant and user."""
+    spec = CATALOG.spec(event_type)
+    if spec.stream == "ingest":
+        return f"{INGEST_ROOT}.{spec.kind}.{tenant_id}.{user_id}"
+    return f"{EVENT_ROOT}.{event_type}.{tenant_id}.{user_id}"
+
+
+def runs(batch: Sequence[Delivered]) -> Iterator[list[Delivered]]:
+    """Maximal runs of consecutive events of the same type, in order."""
+    run: list[Delivered] = []
+    for delivered in batch:
+        if run and run[-1].event.type != delivered.event.type:
+            yield run
+            run = []
+        run.append(delivered)
+    if run:
+        yield run
 
 
 class Projection(abc.ABC):
-    #: unique name, e.g. "learning.evidence"; the durable consumer is derived from it
-    name: str
+    """Subclasses set `name`, `schema`, `handlers` (and `emits`, `tables`); the rest derives."""
+
+    #: unique name, e.g. "learning.cache"; the durable consumer and checkpoint row derive from it
+    name: ClassVar[str]
     #: the Postgres schema of the owning service (holds the checkpoint row)
-    schema: str
-    #: "HABITUS_EVENTS" or "HABITUS_INGEST"
-    stream: str
-    #: subject filters within the stream
-    filter_subjects: Sequence[str]
-    #: tables emptied by `habitus replay` before rebuilding from sequence 1
-    tables: Sequence[str] = ()
+    schema: ClassVar[str]
+    #: what it applies: payload type -> handler (functions of the class body)
+    handlers: ClassVar[Mapping[type[Payload], Handler]]
+    #: payload types it publishes as consequences (commands wait for their readers too)
+    emits: ClassVar[tuple[type[Payload], ...]] = ()
+    #: tables it owns (schema-qualified), each with `tenant_id` and `user_id` columns: emptied
+    #: by `habitus replay`, and a user's rows deleted when the user is erased
+    tables: ClassVar[Sequence[str]] = ()
+
+    # derived from `handlers` when the class is created
+    consumes: ClassVar[tuple[str, ...]] = ()
+    emitted_types: ClassVar[tuple[str, ...]] = ()
+    stream: ClassVar[str]
+    filter_subjects: ClassVar[Sequence[str]] = ()
+    _by_type: ClassVar[dict[str, Handler]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "handlers" not in cls.__dict__:
+            return
+        by_type = {type_name(payload): handler for payload, handler in cls.handlers.items()}
+        if not by_type:
+            raise TypeError(f"{cls.__name__}: an empty handler table reads nothing")
+        streams = {CATALOG.spec(t).stream for t in by_type}
+        if len(streams) != 1:
+            raise TypeError(f"{cls.__name__} reads from {sorted(streams)}: one stream only")
+        cls._by_type = by_type
+        cls.consumes = tuple(by_type)
+        cls.emitted_types = tuple(type_name(p) for p in cls.emits)
+        cls.stream = INGEST if streams == {"ingest"} else EVENTS
+        cls.filter_subjects = cls.subjects()
+
+    @classmethod
+    def subjects(cls, tenant_id: str = "*", user_id: str = "*") -> list[str]:
+        """The subject filters of what it reads, for every user or for one tenant or user."""
+        return [subject_for(t, tenant_id, user_id) for t in cls.consumes]
 
     async def apply_batch(
         self, cur: AsyncCursor[Any], batch: Sequence[Delivered], ctx: ApplyContext
     ) -> None:
-        """Apply events in order. Override to batch writes (executemany/COPY)."""
-        for delivered in batch:
-            await self.apply(cur, delivered, ctx)
+        """Hand each run of same-type events to its handler, in order."""
+        for run in runs(batch):
+            handler = self._by_type.get(run[0].event.type)
+            if handler is not None:  # the filter lets nothing else through
+                await handler(self, cur, run, ctx)
+        await self.before_commit(cur, batch)
 
-    async def apply(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext
-                    ) -> None:
-        raise NotImplementedError
+    async def before_commit(self, cur: AsyncCursor[Any], batch: Sequence[Delivered]) -> None:
+        """Work after the batch's writes, in its transaction (change marks and the like)."""
+        return None
 
     async def after_commit(self, batch: Sequence[Delivered]) -> None:
         """Best-effort work once `batch` is committed (cache invalidation and the like).
 
         Never part of the fold: it may be skipped by a crash, so what it does must be
         recoverable without it (a cache that can go stale only until its TTL, ...)."""
+        return None
+
+    async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+        """Delete every row of the user from the tables it owns, in the erasure's transaction.
+
+        A projection whose tables hold the user elsewhere than in `tenant_id`/`user_id`
+        overrides this; the contract test proves nothing of the user is left."""
+        for table in self.tables:
+            await cur.execute(
+                sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND user_id = %s").format(
+                    sql.Identifier(*table.split("."))),
+                (tenant_id, user_id))
+
+    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+        """Delete what the projection keeps outside its tables (caches, files) for erased
+        users; runs inside the erasure, before it is reported done, so it must be idempotent."""
         return None
 
     @property

@@ -1,33 +1,34 @@
-"""Finding projections by name, for `habitus replay` and the service runner.
-
-Services register theirs under the `habitus.projections` entry-point group; a `module:attr` path
-works too (tests, one-off tools). The attribute is a Projection instance or a zero-argument factory.
-"""
+"""Finding projections by name, for `habitus replay`: the installed services' projections
+(their descriptors list them), or a `module:attr` path (tests, one-off tools). The attribute is
+a Projection instance or a zero-argument factory."""
 
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from habitus.projection.base import Projection
+from habitus.projection.erasure import ErasureProjection
 
-GROUP = "habitus.projections"
 
+def available() -> dict[str, type[Projection]]:
+    from habitus.service.registry import services
+    from habitus.topology import service_projections
 
-def available() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=GROUP)}
+    return {p.name: p for s in services() for p in service_projections(s)}
 
 
 def resolve(name: str) -> Projection:
-    for ep in entry_points(group=GROUP):
-        if ep.name == name:
-            return _instantiate(ep.load(), name)
+    known = available()
+    if name in known:
+        cls = known[name]
+        if issubclass(cls, ErasureProjection):
+            return cls([sibling() for sibling in cls.erases])
+        return cls()
     if ":" in name:
         module, _, attr = name.partition(":")
         return _instantiate(getattr(importlib.import_module(module), attr), name)
-    known = ", ".join(sorted(available())) or "none registered yet"
-    raise LookupError(f"unknown projection {name!r} (known: {known})")
+    raise LookupError(f"unknown projection {name!r} (known: {', '.join(sorted(known))})")
 
 
 def _instantiate(obj: Any, name: str) -> Projection:

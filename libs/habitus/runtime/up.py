@@ -25,7 +25,6 @@ import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from habitus.auth.keys import generate_key
@@ -57,12 +56,12 @@ from habitus.runtime.supervisor import (
     backoff_delay,
     describe_exit,
 )
+from habitus.service import registry
 
 __all__ = ["RUNTIME_FILE", "Up", "runtime_file", "up"]
 
 log = logging.getLogger(__name__)
 
-SERVICE_GROUP = "habitus.services"
 DEV_TENANT = "dev"
 #: A server that stayed up this long counts as healthy again: its next crash restarts fast.
 STABLE_AFTER_SECONDS = 60.0
@@ -70,7 +69,7 @@ STABLE_AFTER_SECONDS = 60.0
 
 def service_names() -> list[str]:
     """Every installed service, the gateway last (it checks the others are ready)."""
-    names = sorted(ep.name for ep in entry_points(group=SERVICE_GROUP))
+    names = [s.name for s in registry.services()]
     return [n for n in names if n != "gateway"] + (["gateway"] if "gateway" in names else [])
 
 

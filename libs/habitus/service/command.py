@@ -19,10 +19,11 @@ from nats.js.errors import NotFoundError
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.bus.publisher import EventPublisher, PublishResult
-from habitus.bus.rpc import RpcError
-from habitus.events import Event
+from habitus.bus.rpc import RpcContext, RpcError
+from habitus.events import CATALOG, Event
+from habitus.events.envelope import Payload
 from habitus.projection.wait import DeadLettered, NotAppliedYet, wait_applied
-from habitus.topology import ProjectionInfo, readers_of, subject_for
+from habitus.topology import ProjectionInfo, Topology, subject_for
 
 #: dead-letter reasons that mean the caller's data can never be applied (else: our fault)
 _CALLERS_FAULT = ("invalid_event",)
@@ -31,11 +32,21 @@ _MAX_HOPS = 4
 
 class Commands:
     def __init__(self, publisher: EventPublisher, js: JetStreamContext,
-                 pool: AsyncConnectionPool, timeout: float):
+                 pool: AsyncConnectionPool, timeout: float, topology: Topology):
+        self._topology = topology
         self._publisher = publisher
         self._js = js
         self._pool = pool
         self._timeout = timeout
+
+    async def issue(self, rc: RpcContext, user_id: str, payload: Payload, producer: str
+                    ) -> tuple[Event[Any], PublishResult]:
+        """The command helper every state-changing RPC uses: the caller's change as an event
+        (its tenant and correlation from the request), published, and answered once every
+        view downstream of it applied it; RpcError with the reason otherwise."""
+        event = CATALOG.new(payload, tenant_id=rc.tenant_id, user_id=user_id,
+                            producer=producer, correlation_id=rc.correlation_id)
+        return event, await self.run(event)
 
     async def run(self, event: Event[Any]) -> PublishResult:
         """Publish `event` and wait for the views downstream of it; RpcError on failure."""
@@ -53,14 +64,33 @@ class Commands:
                            f"{exc}; the change is recorded and will apply") from None
         return result
 
+    @property
+    def topology(self) -> Topology:
+        return self._topology
+
+    async def settle(self, tenant_id: str, user_id: str) -> None:
+        """Wait until every projection applied what the streams hold of this user so far."""
+        deadline = time.monotonic() + self._timeout
+        try:
+            for reader in self._topology.projections.values():
+                target = await self._last_seq(reader.consumes, tenant_id, user_id,
+                                              reader.stream)
+                if target:
+                    await self._wait(reader, target, deadline, unless_absent=True)
+        except DeadLettered:
+            return  # given up on: nothing of it is in the view to wait for
+        except NotAppliedYet as exc:
+            raise RpcError("deadline_exceeded", f"{exc}; nothing was changed") from None
+
     async def _wait_flow(self, event: Event[Any], seq: int, deadline: float) -> None:
-        readers = list(readers_of(event.type))
+        readers = list(self._topology.readers_of(event.type))
         for reader in readers:
             await self._wait(reader, seq, deadline, unless_absent=False)
         seen = {r.name for r in readers}
         emitted = {t for r in readers for t in r.emits}
         for _ in range(_MAX_HOPS):
-            downstream = [r for t in sorted(emitted) for r in readers_of(t) if r.name not in seen]
+            downstream = [r for t in sorted(emitted) for r in self._topology.readers_of(t)
+                          if r.name not in seen]
             if not downstream:
                 return
             emitted = set()

@@ -1,9 +1,9 @@
-"""The resources a running service shares between its handlers."""
+"""The resources a running service shares between its handlers, built by the host before the
+service's `wire` (which receives them) and injected into what it builds."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -13,7 +13,6 @@ from redis.asyncio import Redis
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient
 from habitus.config import Settings
-from habitus.projection.runner import ProjectionRunner
 from habitus.service.command import Commands
 
 
@@ -28,5 +27,3 @@ class ServiceContext:
     publisher: EventPublisher
     rpc: RpcClient
     commands: Commands
-    runners: list[ProjectionRunner] = field(default_factory=list)
-    state: dict[str, Any] = field(default_factory=dict)

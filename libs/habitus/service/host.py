@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
-from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -22,19 +22,22 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from redis.asyncio import Redis
 
 from habitus.bus.publisher import EventPublisher
-from habitus.bus.rpc import RpcClient
+from habitus.bus.rpc import RpcClient, RpcError
 from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
+from habitus.projection.erasure import erasure_for
 from habitus.projection.runner import ProjectionRunner
 from habitus.runtime.lifetime import orphan_watchdog
+from habitus.service import registry
 from habitus.service.command import Commands
 from habitus.service.context import ServiceContext
+from habitus.service.descriptor import ServiceDescriptor, Wiring
 from habitus.service.health import add_standard_routes
-from habitus.service.spec import ServiceSpec
-from habitus.subjects import rpc_subject
+from habitus.subjects import rpc_method, rpc_subject
 from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import tune_gc
+from habitus.topology import Topology
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +48,23 @@ def _require(value: str | None, name: str) -> str:
     return value
 
 
+def _topology_for(descriptor: ServiceDescriptor) -> Topology:
+    """The installed services' flow, with this one in it even when it is not installed (a
+    test's service): its own commands wait for its own projections."""
+    found = registry.services()
+    if all(s.name != descriptor.name for s in found):
+        found.append(descriptor)
+    return Topology.of(found)
+
+
 class ServiceHost:
-    def __init__(self, spec: ServiceSpec, settings: Settings, *, http_port: int | None = None):
-        self.spec = spec
+    def __init__(self, descriptor: ServiceDescriptor, settings: Settings, *,
+                 http_port: int | None = None):
+        self.descriptor = descriptor
         self.settings = settings
         self.ctx: ServiceContext | None = None
+        self.runners: list[ProjectionRunner] = []
+        self._wiring: Wiring | None = None
         self._broker: NatsBroker | None = None
         self._server: uvicorn.Server | None = None
         self._server_task: asyncio.Task[None] | None = None
@@ -57,50 +72,50 @@ class ServiceHost:
         self.bound_port: int | None = None
 
     def _make_broker(self) -> NatsBroker:
-        spec = self.spec
+        d = self.descriptor
         broker = NatsBroker(
             _require(self.settings.nats_url, "NATS_URL"),
-            name=f"habitus-{spec.name}",
-            graceful_timeout=spec.runner_config.graceful_timeout,
+            name=f"habitus-{d.name}",
+            graceful_timeout=d.runner_config.graceful_timeout,
             max_reconnect_attempts=-1,
             reconnect_time_wait=1,
             # Fail fast while disconnected: a publish buffered during a reconnect would be
             # stored after its caller was told it failed (see habitus.bus.publisher).
             pending_size=0,
-            middlewares=[NatsPrometheusMiddleware(registry=metrics.registry, app_name=spec.name)],
+            middlewares=[NatsPrometheusMiddleware(registry=metrics.registry, app_name=d.name)],
             logger=None,
         )
-        methods = dict(spec.rpc.methods)
-        for name in [*methods, spec.ping_method]:
-            broker.subscriber(rpc_subject(name), queue=spec.name)(self._rpc_handler(name))
+        # Subjects derive from the descriptor's prefixes, so they are known before the
+        # handlers exist; a request arriving before `wire` finished is told to retry.
+        for prefix in d.rpc_prefixes:
+            broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name)(self._dispatch)
+        broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
 
-    def _rpc_handler(self, name: str) -> Any:
-        registry = self.spec.rpc
+    async def _pong(self, msg: NatsMessage) -> bytes:
+        return b'{"result": {"status": "ok", "service": "%s"}}' % self.descriptor.name.encode()
 
-        async def pong(msg: NatsMessage) -> bytes:
-            return b'{"result": {"status": "ok", "service": "%s"}}' % self.spec.name.encode()
-
-        async def handle(msg: NatsMessage) -> bytes:
-            return await registry.dispatch(name, msg.body)
-
-        handler = pong if name == self.spec.ping_method else handle
-        handler.__name__ = f"rpc_{name.replace('.', '_')}"
-        return handler
+    async def _dispatch(self, msg: NatsMessage) -> bytes:
+        method = rpc_method(msg.raw_message.subject)
+        if self._wiring is None:
+            return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
+                                                      "retry").as_reply()).encode()
+        return await self._wiring.rpc.dispatch(method, msg.body)
 
     async def start(self) -> ServiceContext:
         settings = self.settings
+        d = self.descriptor
         self._broker = self._make_broker()
         await self._broker.start()
         nc = self._broker.connection
         js = nc.jetstream(timeout=10.0)
         await ensure_streams(js, settings)
         pool = await open_pool(_require(settings.database_url, "DATABASE_URL"), min_size=1,
-                               max_size=10, name=self.spec.name)
+                               max_size=10, name=d.name)
         redis = Redis.from_url(_require(settings.redis_url, "REDIS_URL"))
         publisher = EventPublisher(js)
         ctx = ServiceContext(
-            name=self.spec.name,
+            name=d.name,
             settings=settings,
             nc=nc,
             js=js,
@@ -108,26 +123,34 @@ class ServiceHost:
             redis=redis,
             publisher=publisher,
             rpc=RpcClient(nc, timeout=settings.rpc_timeout_seconds),
-            commands=Commands(publisher, js, pool, timeout=settings.rpc_timeout_seconds),
+            commands=Commands(publisher, js, pool, timeout=settings.rpc_timeout_seconds,
+                              topology=_topology_for(d)),
         )
         self.ctx = ctx
-        for hook in self.spec.on_start:
-            await hook(ctx)
-        for projection in self.spec.projections(ctx):
-            runner = ProjectionRunner(projection, nc, pool, config=self.spec.runner_config)
+        wiring = await d.wire(ctx, d.load_settings())
+        d.check_wiring(wiring)
+        for task in wiring.background:
+            task.start()
+        projections = list(wiring.projections)
+        if projections and d.schema:
+            projections.append(erasure_for(d.schema, d.projections)(wiring.projections))
+        for projection in projections:
+            runner = ProjectionRunner(projection, nc, pool, config=d.runner_config)
             runner.start()
-            ctx.runners.append(runner)
-        await self._start_http(ctx)
+            self.runners.append(runner)
+        self._wiring = wiring
+        await self._start_http(ctx, wiring)
         tune_gc()
-        log.info("service started", extra={"service": self.spec.name, "port": self.bound_port})
+        log.info("service started", extra={"service": d.name, "port": self.bound_port})
         return ctx
 
-    async def _start_http(self, ctx: ServiceContext) -> None:
-        if self.spec.http_app is not None:
-            app = self.spec.http_app(ctx)
+    async def _start_http(self, ctx: ServiceContext, wiring: Wiring) -> None:
+        if wiring.http_app is not None:
+            app = wiring.http_app
             port = self._http_port if self._http_port is not None else self.settings.http_port
         else:
-            app = FastAPI(title=f"habitus {self.spec.name}", docs_url=None, redoc_url=None)
+            app = FastAPI(title=f"habitus {self.descriptor.name}", docs_url=None,
+                          redoc_url=None)
             port = self._http_port if self._http_port is not None else self.settings.metrics_port
         add_standard_routes(app, ctx)
         config = uvicorn.Config(
@@ -139,7 +162,7 @@ class ServiceHost:
         while not self._server.started:
             if self._server_task.done():
                 self._server_task.result()
-                raise RuntimeError(f"{self.spec.name}: HTTP server exited on start")
+                raise RuntimeError(f"{self.descriptor.name}: HTTP server exited on start")
             await asyncio.sleep(0.02)
         sockets = self._server.servers[0].sockets
         self.bound_port = int(sockets[0].getsockname()[1])
@@ -151,11 +174,11 @@ class ServiceHost:
             if self._server_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._server_task, 10)
-        if ctx is not None:
-            await asyncio.gather(*(r.stop() for r in ctx.runners), return_exceptions=True)
-            for hook in self.spec.on_stop:
+        await asyncio.gather(*(r.stop() for r in self.runners), return_exceptions=True)
+        if self._wiring is not None:
+            for task in self._wiring.background:
                 with contextlib.suppress(Exception):
-                    await hook(ctx)
+                    await task.stop()
         if self._broker is not None:
             with contextlib.suppress(Exception):
                 await self._broker.stop()
@@ -164,7 +187,7 @@ class ServiceHost:
                 await ctx.redis.aclose()
             with contextlib.suppress(Exception):
                 await ctx.pool.close()
-        log.info("service stopped", extra={"service": self.spec.name})
+        log.info("service stopped", extra={"service": self.descriptor.name})
 
     async def serve_forever(self) -> None:
         stop = asyncio.Event()
@@ -174,7 +197,7 @@ class ServiceHost:
                 loop.add_signal_handler(sig, stop.set)
         watchdog = orphan_watchdog(stop.set)  # keep a reference: the loop holds tasks weakly
         await self.start()
-        print(f"habitus {self.spec.name} ready on port {self.bound_port}", flush=True)
+        print(f"habitus {self.descriptor.name} ready on port {self.bound_port}", flush=True)
         await stop.wait()
         await self.stop()
         if watchdog is not None:

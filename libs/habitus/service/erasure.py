@@ -1,0 +1,64 @@
+"""Erasing a user: one command through the same flow as every other.
+
+1. Settle: every projection first applies what the streams hold of the user, so nothing of the
+   user arrives at a view after it was erased.
+2. Publish `UserErased` and wait until every service's erasure projection applied it: each
+   dropped the user's rows, applied ids, cache keys and mirror files in that step.
+3. Purge the user's raw messages from the ingest stream and its dead letters, and its domain
+   events up to the tombstone, which stays: a replay from sequence 1 erases the user again.
+
+Events for the user sent while this runs are the caller's to stop (erasure is idempotent: run
+it again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+
+from habitus.bus.streams import DLQ, EVENTS, INGEST
+from habitus.events import CATALOG
+from habitus.events.domain import UserErased
+from habitus.service.command import Commands
+from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT
+from habitus.topology import Topology
+
+
+@dataclass(frozen=True)
+class Erased:
+    tombstone_seq: int
+    projections: list[str]
+    purged_messages: int
+
+
+def user_filters(tenant_id: str, user_id: str) -> dict[str, str]:
+    """Every subject of the user, by stream (the user is the last token of each)."""
+    return {INGEST: f"{INGEST_ROOT}.*.{tenant_id}.{user_id}",
+            EVENTS: f"{EVENT_ROOT}.*.{tenant_id}.{user_id}",
+            DLQ: f"{DLQ_ROOT}.*.{tenant_id}.{user_id}"}
+
+
+async def count(js: JetStreamContext, stream: str, subject: str) -> int:
+    info = await js.stream_info(stream, subjects_filter=subject)
+    return sum((info.state.subjects or {}).values())
+
+
+async def erase_user(commands: Commands, js: JetStreamContext, topology: Topology,
+                     tenant_id: str, user_id: str, reason: str | None, producer: str) -> Erased:
+    await commands.settle(tenant_id, user_id)
+    event = CATALOG.new(UserErased(reason=reason), tenant_id=tenant_id, user_id=user_id,
+                        producer=producer)
+    tombstone = await commands.run(event)
+    purged = 0
+    for stream, subject in user_filters(tenant_id, user_id).items():
+        before = await count(js, stream, subject)
+        if not before:
+            continue
+        if stream == EVENTS:  # up to, not including, the tombstone
+            await js.purge_stream(stream, subject=subject, seq=tombstone.seq)
+        else:
+            await js.purge_stream(stream, subject=subject)
+        purged += before - await count(js, stream, subject)
+    return Erased(tombstone.seq, sorted(p.name for p in topology.readers_of("UserErased")),
+                  purged)

@@ -1,0 +1,24 @@
+"""`admin.*`: what the platform asks of Habitus about a user as a whole (erasure)."""
+
+from __future__ import annotations
+
+from habitus.bus.rpc import RpcContext, RpcRegistry
+from habitus.contract.admin import EraseUser, UserErasedResult
+from habitus.contract.rpc import METHODS
+from habitus.service.context import ServiceContext
+from habitus.service.erasure import erase_user
+
+
+class AdminRpc:
+    def __init__(self, ctx: ServiceContext):
+        self.ctx = ctx
+        self.registry = RpcRegistry()
+        self.registry.implement(METHODS["admin.erase_user"])(self.erase_user)
+
+    async def erase_user(self, p: EraseUser, rc: RpcContext) -> UserErasedResult:
+        ctx = self.ctx
+        done = await erase_user(ctx.commands, ctx.js, ctx.commands.topology, rc.tenant_id,
+                                p.user_id, p.reason, producer="gateway.admin")
+        return UserErasedResult(user_id=p.user_id, tombstone_seq=done.tombstone_seq,
+                                projections=done.projections,
+                                purged_messages=done.purged_messages)
