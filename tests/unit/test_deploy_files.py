@@ -3,18 +3,18 @@
 Checks the Dockerfile, docker-compose.yml, the Prometheus scrape config and alert rules, the
 Grafana provisioning and dashboard, and the kustomize base and dev overlay against the facts the
 code fixes: commands, ports, environment, probe paths and metric names. Where the docker compose
-plugin or kubectl is installed, their own validators run too; otherwise those two tests skip.
+plugin or kubectl is installed, their own validators run too; otherwise those tests skip.
 
-PyYAML is used when it is importable. It is not a project dependency, so a small reader for the
-block-style YAML these files use is included; when PyYAML is present the two are compared on
-every file, which keeps the reader honest.
+Which services exist comes from the service descriptors (`habitus.service.registry`), never from
+a list here: `tests/support/deploy_check.deploy_problems` names every deploy file, entry point
+and list where a service is missing or extra, and resolves the kustomize layout itself (compared
+with `kubectl kustomize` where kubectl is installed).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -23,36 +23,47 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import yaml
+
+from habitus.service import registry
+from habitus.service.descriptor import ServiceDescriptor
+from tests.support import deploy_check
+from tests.support.deploy_check import (
+    COMPOSE_FILE,
+    GATEWAY_PORT,
+    K8S_BASE,
+    METRICS_PORT,
+    PLACES,
+    SERVICES_PROFILE,
+    deploy_problems,
+    kustomization,
+    kustomize_build,
+    planned_compose_services,
+    scrape_targets,
+)
+from tests.support.deploy_check import compose_command as command_of
+from tests.support.deploy_check import compose_env as env_of
+from tests.support.deploy_check import generator_literals as generator
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
 GRAFANA_DIR = ROOT / "deploy" / "grafana"
 DASHBOARD_FILE = GRAFANA_DIR / "dashboards" / "habitus-overview.json"
-K8S_BASE = ROOT / "k8s" / "base"
 K8S_DEV = ROOT / "k8s" / "overlays" / "dev"
+K8S_SERVICE_BASE = K8S_BASE / "service"
+K8S_SERVICES = K8S_BASE / "services"
 
 # --- Facts fixed by the code --------------------------------------------------------------------
 
-# Compose service name -> the `habitus serve <name>` argument, for the services that are not the
-# gateway. Compose names use hyphens (they are DNS names); the CLI uses the package names.
-BUS_SERVICES = {
-    "producers": "producers",
-    "extractor": "extractor",
-    "stability-detector": "stability_detector",
-    "profile-renderer": "profile_renderer",
-    "tool-memory": "tool_memory",
-    "trace-router": "trace_router",
-    "habits": "habits",
-}
+#: the services in code; the gateway is the one serving the public HTTP API
+SERVICES = registry.services()
+[GATEWAY] = [s for s in SERVICES if s.public_http]
+#: the bus services in code (every one but the gateway)
+BUILT = [s for s in SERVICES if not s.public_http]
 INFRA_SERVICES = {"nats", "postgres", "redis", "nats-exporter", "prometheus", "grafana"}
-HABITUS_CONTAINERS = {"migrate", "gateway", *BUS_SERVICES}
-SERVICES_PROFILE = "services"
 
-GATEWAY_PORT = 8080
-METRICS_PORT = 9000
 GRACEFUL_TIMEOUT_SECONDS = 30
 
 COMPOSE_ENV = {
@@ -95,27 +106,13 @@ DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
 # --- Loading ------------------------------------------------------------------------------------
 
 
-def _pyyaml_loader() -> tuple[Callable[[str], Any], Callable[[str], list[Any]]] | None:
-    try:
-        import yaml  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return yaml.safe_load, lambda text: [d for d in yaml.safe_load_all(text) if d is not None]
-
-
-def load_yaml(text: str) -> Any:
-    loaders = _pyyaml_loader()
-    return loaders[0](text) if loaders else MiniYaml(text).load()
-
-
 def load_yaml_all(text: str) -> list[Any]:
-    loaders = _pyyaml_loader()
-    return loaders[1](text) if loaders else mini_load_all(text)
+    return [d for d in yaml.safe_load_all(text) if d is not None]
 
 
 def read_yaml(path: Path) -> Any:
     assert path.is_file(), f"missing {path.relative_to(ROOT)}"
-    return load_yaml(path.read_text(encoding="utf-8"))
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -128,6 +125,19 @@ def compose() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return compose["services"]
+
+
+@pytest.fixture(scope="module")
+def bus_services(compose: dict[str, Any]) -> dict[str, str]:
+    """Compose name -> `habitus serve` argument of every bus service: the ones in code, and the
+    planned ones behind the `services` profile."""
+    planned = planned_compose_services(compose, (s.name for s in SERVICES))
+    return {s.deploy_name: s.name for s in BUILT} | planned
+
+
+@pytest.fixture(scope="module")
+def habitus_containers(bus_services: dict[str, str]) -> set[str]:
+    return {"migrate", GATEWAY.deploy_name, *bus_services}
 
 
 @pytest.fixture(scope="module")
@@ -144,32 +154,6 @@ def prometheus_config() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def alert_rules() -> dict[str, Any]:
     return read_yaml(PROMETHEUS_DIR / "alerts.yml")
-
-
-def interpolate(value: Any) -> str:
-    """Compose's `${VAR:-default}` with an empty environment: the default (or "")."""
-    text = "" if value is None else str(value)
-    if isinstance(value, bool):
-        text = text.lower()
-
-    def default(match: re.Match[str]) -> str:
-        return match.group(2) or ""
-
-    return re.sub(r"\$\{(\w+)(?::?-([^}]*))?\}", default, text)
-
-
-def env_of(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
-    return {key: interpolate(value) for key, value in env.items()}
-
-
-def command_of(service: dict[str, Any]) -> list[str]:
-    command = service.get("command")
-    if command is None:
-        return []
-    return shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
 
 
 def depends_of(service: dict[str, Any]) -> dict[str, str]:
@@ -245,34 +229,55 @@ def test_dockerignore_keeps_local_state_out_of_the_context() -> None:
 # --- docker-compose.yml -------------------------------------------------------------------------
 
 
-def test_compose_defines_every_service(services: dict[str, dict[str, Any]]) -> None:
-    assert set(services) == INFRA_SERVICES | HABITUS_CONTAINERS
+def test_every_service_is_named_everywhere_it_must_be() -> None:
+    assert deploy_problems(SERVICES) == []
 
 
-def built_services() -> set[str]:
-    """Compose names of the bus services that exist in code (registered entry points)."""
-    from importlib.metadata import entry_points
+def test_a_new_service_is_reported_missing_in_every_place() -> None:
+    example = ServiceDescriptor(name="example_notes", deploy_name="example-notes")
+    problems = deploy_problems(registry.services(extra=[example]))
+    for place in PLACES:
+        found = [p for p in problems if p.startswith(f"{place}:")]
+        assert len(found) == 1, (place, problems)
+        assert "example_notes" in found[0], found
+    assert len(problems) == len(PLACES), problems
 
-    installed = {ep.name for ep in entry_points(group="habitus.services")}
-    return {name for name, cli in BUS_SERVICES.items() if cli in installed}
+
+def test_a_service_named_but_not_in_code_is_reported() -> None:
+    # Without the stability detector's descriptor, every place that names it is extra.
+    others = [s for s in SERVICES if s.name != "stability_detector"]
+    problems = deploy_problems(others)
+    for place in PLACES:
+        found = [p for p in problems if p.startswith(f"{place}:")]
+        assert len(found) == 1, (place, problems)
+        assert "stability_detector" in found[0], found
+    assert len(problems) == len(PLACES), problems
+
+
+def test_compose_defines_every_service(
+    services: dict[str, dict[str, Any]], habitus_containers: set[str]
+) -> None:
+    assert set(services) == INFRA_SERVICES | habitus_containers
 
 
 def test_only_unbuilt_services_are_behind_the_services_profile(
-    services: dict[str, dict[str, Any]],
+    services: dict[str, dict[str, Any]], bus_services: dict[str, str]
 ) -> None:
-    built = built_services()
+    built = {s.deploy_name for s in BUILT}
     assert {"producers", "stability-detector"} <= built
     for name, service in services.items():
         profiles = service.get("profiles") or []
-        if name in BUS_SERVICES and name not in built:
+        if name in bus_services and name not in built:
             assert profiles == [SERVICES_PROFILE], name
         else:
             assert not profiles, f"{name} must start with a plain `docker compose up`"
 
 
-def test_every_habitus_container_runs_the_same_image(services: dict[str, dict[str, Any]]) -> None:
-    builds = {json.dumps(services[n].get("build"), sort_keys=True) for n in HABITUS_CONTAINERS}
-    images = {services[n].get("image") for n in HABITUS_CONTAINERS}
+def test_every_habitus_container_runs_the_same_image(
+    services: dict[str, dict[str, Any]], habitus_containers: set[str]
+) -> None:
+    builds = {json.dumps(services[n].get("build"), sort_keys=True) for n in habitus_containers}
+    images = {services[n].get("image") for n in habitus_containers}
     assert len(builds) == 1 and len(images) == 1, (builds, images)
     build = services["gateway"]["build"]
     context = build if isinstance(build, str) else build.get("context")
@@ -285,30 +290,38 @@ def test_every_habitus_container_runs_the_same_image(services: dict[str, dict[st
         assert services[name].get("image") != image
 
 
-def test_habitus_commands(services: dict[str, dict[str, Any]]) -> None:
+def test_habitus_commands(
+    services: dict[str, dict[str, Any]], bus_services: dict[str, str]
+) -> None:
     assert command_of(services["migrate"]) == ["migrate"]
-    assert command_of(services["gateway"]) == ["serve", "gateway"]
-    for name, package in BUS_SERVICES.items():
+    assert command_of(services[GATEWAY.deploy_name]) == ["serve", GATEWAY.name]
+    for name, package in bus_services.items():
         assert command_of(services[name]) == ["serve", package], name
+        # Compose names are DNS names (hyphens); the CLI uses the package names.
+        assert package.replace("_", "-") == name, name
 
 
-def test_habitus_environment(services: dict[str, dict[str, Any]]) -> None:
-    for name in HABITUS_CONTAINERS:
+def test_habitus_environment(
+    services: dict[str, dict[str, Any]],
+    habitus_containers: set[str],
+    bus_services: dict[str, str],
+) -> None:
+    for name in habitus_containers:
         env = env_of(services[name])
         for key, value in COMPOSE_ENV.items():
             assert env.get(key) == value, f"{name}: {key}={env.get(key)!r}"
         assert COMPOSE_ENV_PRESENT <= set(env), name
         assert env["HABITUS_DATA_DIR"] in mounts_of(services[name]), f"{name}: data dir volume"
     assert env_of(services["gateway"]).get("HABITUS_HTTP_PORT") == str(GATEWAY_PORT)
-    for name in BUS_SERVICES:
+    for name in bus_services:
         assert env_of(services[name]).get("HABITUS_METRICS_PORT") == str(METRICS_PORT), name
 
 
-def test_startup_order(services: dict[str, dict[str, Any]]) -> None:
+def test_startup_order(services: dict[str, dict[str, Any]], bus_services: dict[str, str]) -> None:
     migrate = services["migrate"]
     assert depends_of(migrate).get("postgres") == "service_healthy"
     assert str(migrate.get("restart", "no")) in {"no", "on-failure"}, "migrate is one-shot"
-    for name in ("gateway", *BUS_SERVICES):
+    for name in (GATEWAY.deploy_name, *bus_services):
         deps = depends_of(services[name])
         assert deps.get("migrate") == "service_completed_successfully", name
         assert deps.get("nats") == "service_healthy", name
@@ -320,14 +333,14 @@ def test_startup_order(services: dict[str, dict[str, Any]]) -> None:
                 assert services[dep].get("healthcheck"), f"{dep} has no healthcheck"
 
 
-def test_published_ports(services: dict[str, dict[str, Any]]) -> None:
+def test_published_ports(services: dict[str, dict[str, Any]], bus_services: dict[str, str]) -> None:
     def published(name: str) -> set[str]:
         return {str(p) for p in services[name].get("ports") or []}
 
     assert f"{GATEWAY_PORT}:{GATEWAY_PORT}" in published("gateway")
     assert "9090:9090" in published("prometheus")
     assert "3000:3000" in published("grafana")
-    for name in BUS_SERVICES:
+    for name in bus_services:
         assert str(METRICS_PORT) in {str(p) for p in services[name].get("expose") or []}, name
 
 
@@ -399,26 +412,16 @@ def test_docker_compose_config_validates() -> None:
 # --- Prometheus ---------------------------------------------------------------------------------
 
 
-def scrape_targets(config: dict[str, Any]) -> dict[str, set[str]]:
-    """job -> host:port targets, with DNS discovery expanded to name:port."""
-    jobs: dict[str, set[str]] = {}
-    for job in config["scrape_configs"]:
-        targets = jobs.setdefault(job["job_name"], set())
-        for static in job.get("static_configs") or []:
-            targets.update(static["targets"])
-        for dns in job.get("dns_sd_configs") or []:
-            targets.update(f"{name}:{dns['port']}" for name in dns["names"])
-    return jobs
-
-
 def test_prometheus_scrapes_every_habitus_process(
-    prometheus_config: dict[str, Any], services: dict[str, dict[str, Any]]
+    prometheus_config: dict[str, Any],
+    services: dict[str, dict[str, Any]],
+    bus_services: dict[str, str],
 ) -> None:
     jobs = scrape_targets(prometheus_config)
     assert len(jobs) == len(prometheus_config["scrape_configs"]), "duplicate job names"
     targets = set().union(*jobs.values())
     assert f"gateway:{GATEWAY_PORT}" in targets
-    for name in BUS_SERVICES:
+    for name in bus_services:
         assert f"{name}:{METRICS_PORT}" in targets, name
     assert "nats-exporter:7777" in targets
     for target in targets:
@@ -622,32 +625,22 @@ def test_dashboard_covers_the_required_views(dashboard: dict[str, Any]) -> None:
 
 # --- Kubernetes ---------------------------------------------------------------------------------
 
-GATEWAY_DEPLOYMENT = "habitus-gateway"
+GATEWAY_DEPLOYMENT = deploy_check.deployment_name(GATEWAY)
 MIGRATE_JOB = "habitus-migrate"
 
 
-def deployment_name(service: str) -> str:
-    """Kubernetes Deployment name of a bus service, from its compose name."""
-    return f"habitus-{service}"
-
-
-def kustomization(directory: Path) -> dict[str, Any]:
-    return read_yaml(directory / "kustomization.yaml")
+def deployment_name(service: ServiceDescriptor) -> str:
+    return deploy_check.deployment_name(service)
 
 
 def base_resources() -> dict[tuple[str, str], dict[str, Any]]:
-    """(kind, name) -> the resource, for the files listed in the base kustomization."""
+    """(kind, name) -> the resource, as k8s/base builds (generators left out)."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for name in kustomization(K8S_BASE)["resources"]:
-        for doc in load_yaml_all((K8S_BASE / name).read_text(encoding="utf-8")):
-            key = (doc["kind"], doc["metadata"]["name"])
-            assert key not in out, f"{key} defined twice in base"
-            out[key] = doc
+    for doc in kustomize_build(K8S_BASE):
+        key = (doc["kind"], doc["metadata"]["name"])
+        assert key not in out, f"{key} defined twice in base"
+        out[key] = doc
     return out
-
-
-def of_kind(resources: dict[tuple[str, str], dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [doc for (k, _), doc in resources.items() if k == kind]
 
 
 def gateway_deployment() -> dict[str, Any]:
@@ -657,11 +650,6 @@ def gateway_deployment() -> dict[str, Any]:
 def workloads() -> dict[tuple[str, str], dict[str, Any]]:
     """Every Deployment and Job in base: everything that runs the Habitus image."""
     return {key: doc for key, doc in base_resources().items() if key[0] in {"Deployment", "Job"}}
-
-
-def generator(directory: Path, key: str, name: str) -> dict[str, str]:
-    [gen] = [g for g in kustomization(directory).get(key) or [] if g["name"] == name]
-    return dict(literal.split("=", 1) for literal in gen.get("literals") or [])
 
 
 def container_of(resource: dict[str, Any]) -> dict[str, Any]:
@@ -711,30 +699,153 @@ def test_base_lists_only_what_exists() -> None:
         ("Deployment", GATEWAY_DEPLOYMENT),
         ("Service", GATEWAY_DEPLOYMENT),
         ("Job", MIGRATE_JOB),
-    } | {("Deployment", deployment_name(name)) for name in built_services()}
+    } | {("Deployment", deployment_name(s)) for s in BUILT}
     assert set(base_resources()) == expected
+
+
+def test_bus_services_share_one_deployment() -> None:
+    """k8s/base/services/<deploy name> per bus service in code, each the shared Deployment
+    (k8s/base/service) with a name suffix, labels and a patch of the container name and args."""
+    assert {p.name for p in K8S_SERVICES.iterdir()} == {s.deploy_name for s in BUILT}
+    base = kustomization(K8S_BASE)["resources"]
+    assert [r for r in base if r.startswith("services/")] == sorted(
+        f"services/{s.deploy_name}" for s in BUILT
+    )
+    assert kustomization(K8S_SERVICE_BASE)["resources"] == ["deployment.yaml"]
+    [shared] = kustomize_build(K8S_SERVICE_BASE)
+    for service in BUILT:
+        directory = K8S_SERVICES / service.deploy_name
+        assert {p.name for p in directory.iterdir()} == {"kustomization.yaml"}, directory
+        spec = kustomization(directory)
+        assert spec["resources"] == ["../../service"], directory
+        assert spec["nameSuffix"] == f"-{service.deploy_name}", directory
+        assert len(directory.joinpath("kustomization.yaml").read_text().splitlines()) < 40
+        [built] = kustomize_build(directory)
+        text = json.dumps(built)
+        assert "SERVICE" not in text, f"{directory}: a placeholder is left"
+        # Only the name, the labels, the container name and args differ from the shared one.
+        container, shared_container = container_of(built), container_of(shared)
+        assert {k: v for k, v in container.items() if k not in {"name", "args"}} == {
+            k: v for k, v in shared_container.items() if k not in {"name", "args"}
+        }
+        assert container["name"] == service.deploy_name
+        assert built["spec"]["template"]["spec"] | {"containers": []} == (
+            shared["spec"]["template"]["spec"] | {"containers": []}
+        )
+
+
+def test_kustomize_build_agrees_with_kubectl() -> None:
+    tool = shutil.which("kubectl")
+    if tool is None:
+        pytest.skip("kubectl is not installed")
+    result = _run([tool, "kustomize", str(K8S_BASE)])
+    assert result.returncode == 0, result.stderr
+    docs = load_yaml_all(result.stdout)
+    # The resolver leaves generators out; kubectl names the ConfigMap with a content hash.
+    generated = {
+        d["metadata"]["name"]: d["metadata"]["name"].rsplit("-", 1)[0]
+        for d in docs
+        if d["kind"] == "ConfigMap"
+    }
+    text = json.dumps([d for d in docs if d["kind"] != "ConfigMap"], sort_keys=True)
+    for name, plain in generated.items():
+        text = text.replace(f'"{name}"', f'"{plain}"')
+    by_kubectl = {(d["kind"], d["metadata"]["name"]): d for d in json.loads(text)}
+    assert by_kubectl == base_resources()
+
+
+def test_kustomize_build_applies_patches_and_labels(tmp_path: Path) -> None:
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "kustomization.yaml").write_text("resources: [d.yaml]\n")
+    (tmp_path / "base" / "d.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "x"},
+                "spec": {
+                    "replicas": 1,
+                    "selector": {"matchLabels": {"a": "1"}},
+                    "template": {
+                        "metadata": {"labels": {"a": "1"}},
+                        "spec": {"containers": [{"name": "c", "image": "i", "args": ["old"]}]},
+                    },
+                },
+            }
+        )
+    )
+    (tmp_path / "smp.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "kind": "Deployment",
+                "metadata": {"name": "x"},
+                "spec": {
+                    "replicas": 3,
+                    "template": {"spec": {"containers": [{"name": "c", "image": "j"}]}},
+                },
+            }
+        )
+    )
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "resources": ["base"],
+                "namePrefix": "p-",
+                "nameSuffix": "-s",
+                "labels": [
+                    {"pairs": {"sel": "y"}, "includeSelectors": True},
+                    {"pairs": {"tpl": "z"}, "includeTemplates": True},
+                    {"pairs": {"meta": "m"}},
+                ],
+                "patches": [
+                    {"path": "smp.yaml"},
+                    {
+                        "target": {"kind": "Deployment", "name": "x"},
+                        "patch": "- op: replace\n  path: /spec/template/spec/containers/0/args\n"
+                        "  value: [new]\n",
+                    },
+                ],
+            }
+        )
+    )
+    [d] = kustomize_build(tmp_path)
+    assert d["metadata"] == {"name": "p-x-s", "labels": {"sel": "y", "tpl": "z", "meta": "m"}}
+    assert d["spec"]["replicas"] == 3
+    assert d["spec"]["selector"]["matchLabels"] == {"a": "1", "sel": "y"}
+    assert d["spec"]["template"]["metadata"]["labels"] == {"a": "1", "sel": "y", "tpl": "z"}
+    assert d["spec"]["template"]["spec"]["containers"] == [
+        {"name": "c", "image": "j", "args": ["new"]}
+    ]
+    (tmp_path / "kustomization.yaml").write_text("resources: [base]\nimages: []\n")
+    with pytest.raises(ValueError, match="images"):
+        kustomize_build(tmp_path)
 
 
 def test_gateway_deployment() -> None:
     deployment = gateway_deployment()
-    assert container_of(deployment)["args"] == ["serve", "gateway"]
+    assert container_of(deployment)["args"] == ["serve", GATEWAY.name]
     check_pod(deployment, GATEWAY_PORT)
 
 
-@pytest.mark.parametrize("service", sorted(built_services()))
-def test_bus_service_deployment(service: str) -> None:
+@pytest.mark.parametrize("service", BUILT, ids=lambda s: s.deploy_name)
+def test_bus_service_deployment(service: ServiceDescriptor) -> None:
     resources = base_resources()
     deployment = resources[("Deployment", deployment_name(service))]
     container = container_of(deployment)
-    assert container["args"] == ["serve", BUS_SERVICES[service]]
+    assert container["args"] == ["serve", service.name]
     assert container["image"] == container_of(gateway_deployment())["image"]
     ports = {p.get("name"): p["containerPort"] for p in container["ports"]}
     assert ports.get("metrics") == METRICS_PORT
     check_pod(deployment, METRICS_PORT)
     # One active consumer per projection (advisory lock); more replicas are standbys only.
     assert deployment["spec"]["replicas"] == 1
-    # No other workload's selector, nor the gateway Service's, picks up these pods.
     labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/name"] == deployment_name(service)
+    assert labels["app.kubernetes.io/component"] == service.deploy_name
+    assert deployment["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": deployment_name(service)
+    }
+    # No other workload's selector, nor the gateway Service's, picks up these pods.
     for (kind, name), doc in resources.items():
         if name == deployment_name(service):
             continue
@@ -760,7 +871,7 @@ def test_config_comes_from_the_configmap_and_secret() -> None:
     [config_name] = [g["name"] for g in base["configMapGenerator"]]
     [secret_name] = [g["name"] for g in kustomization(K8S_DEV)["secretGenerator"]]
     running = workloads()
-    assert len(running) == 2 + len(built_services())
+    assert len(running) == 2 + len(BUILT)
     for key, resource in running.items():
         config_maps, secrets = env_sources(container_of(resource))
         assert config_maps == {config_name}, key
@@ -789,11 +900,10 @@ def test_gateway_readiness_waits_for_the_deployed_services(
 ) -> None:
     [config_name] = [g["name"] for g in kustomization(K8S_BASE)["configMapGenerator"]]
     config = generator(K8S_BASE, "configMapGenerator", config_name)
-    expected = {s.strip() for s in config.get("HABITUS_EXPECTED_SERVICES", "").split(",")}
+    expected = config.get("HABITUS_EXPECTED_SERVICES", "")
     # The gateway pings `<cli name>.ping`: exactly the bus services that have a Deployment.
-    assert expected == {BUS_SERVICES[name] for name in built_services()}
-    compose = env_of(services["gateway"])["HABITUS_EXPECTED_SERVICES"]
-    assert {s.strip() for s in compose.split(",")} == expected
+    assert expected == ",".join(sorted(s.name for s in BUILT))
+    assert env_of(services[GATEWAY.deploy_name])["HABITUS_EXPECTED_SERVICES"] == expected
 
 
 def test_migrate_job() -> None:
@@ -830,7 +940,7 @@ def test_kubectl_kustomize_builds_the_dev_overlay() -> None:
     assert config_map["metadata"]["name"].startswith("habitus-config-")
     assert secret["metadata"]["name"].startswith("habitus-secrets-")
     deployments = {d["metadata"]["name"]: d for d in by_kind["Deployment"]}
-    assert set(deployments) == {GATEWAY_DEPLOYMENT} | {deployment_name(s) for s in built_services()}
+    assert set(deployments) == {GATEWAY_DEPLOYMENT} | {deployment_name(s) for s in BUILT}
     assert [job["metadata"]["name"] for job in by_kind["Job"]] == [MIGRATE_JOB]
     for resource in [*by_kind["Deployment"], *by_kind["Job"]]:
         name = resource["metadata"]["name"]
@@ -845,390 +955,8 @@ def test_kubectl_kustomize_builds_the_dev_overlay() -> None:
         assert deployment["spec"]["replicas"] == 1, f"{name}: one replica in dev"
 
 
-# --- YAML reader --------------------------------------------------------------------------------
-
-
-def deploy_yaml_texts() -> dict[str, str]:
+def test_every_deploy_file_is_valid_yaml() -> None:
     paths = [COMPOSE_FILE, *sorted((ROOT / "deploy").rglob("*.y*ml"))]
     paths += sorted((ROOT / "k8s").rglob("*.yaml"))
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in paths}
-
-
-def test_yaml_reader_agrees_with_pyyaml() -> None:
-    loaders = _pyyaml_loader()
-    if loaders is None:
-        pytest.skip("PyYAML is not installed; nothing to compare the reader with")
-    texts = deploy_yaml_texts()
-    kubectl = shutil.which("kubectl")
-    if kubectl:
-        texts["kustomize build"] = _run([kubectl, "kustomize", str(K8S_DEV)]).stdout
-    for name, text in texts.items():
-        assert mini_load_all(text) == loaders[1](text), name
-
-
-def test_yaml_reader_handles_the_constructs_in_use() -> None:
-    text = """
-# comment
-base: &base
-  image: "img:1"   # trailing comment
-  list: [a, 'b c', "d", {k: v}]
-merged:
-  <<: *base
-  image: other
-seq:
-- one
-- key: 1
-  other: -2.5
-- - nested
-block: |
-  line one
-    indented # not a comment
-folded: >-
-  a
-  b
-
-  c
-empty:
-flag: true
-none: ~
-quoted: 'it''s'
-"""
-    assert MiniYaml(text).load() == {
-        "base": {"image": "img:1", "list": ["a", "b c", "d", {"k": "v"}]},
-        "merged": {"image": "other", "list": ["a", "b c", "d", {"k": "v"}]},
-        "seq": ["one", {"key": 1, "other": -2.5}, ["nested"]],
-        "block": "line one\n  indented # not a comment\n",
-        "folded": "a b\nc",
-        "empty": None,
-        "flag": True,
-        "none": None,
-        "quoted": "it's",
-    }
-    with pytest.raises(ValueError):
-        MiniYaml("a: 1\n  b: 2\n").load()
-
-
-def mini_load_all(text: str) -> list[Any]:
-    docs: list[list[str]] = [[]]
-    for line in text.splitlines():
-        if line.rstrip() == "---":
-            docs.append([])
-        else:
-            docs[-1].append(line)
-    loaded = [MiniYaml("\n".join(lines)).load() for lines in docs]
-    return [doc for doc in loaded if doc is not None]
-
-
-class MiniYaml:
-    """Block-style YAML as written in config files: mappings, sequences, flow collections on
-    one line, quoted and plain scalars, `|`/`>` block scalars, anchors, aliases and `<<` merges.
-    Anything else raises ValueError rather than being read wrongly."""
-
-    _INT = re.compile(r"[-+]?[0-9]+")
-    _FLOAT = re.compile(r"[-+]?(?:[0-9][0-9_]*)?\.[0-9]+(?:[eE][-+][0-9]+)?")
-
-    def __init__(self, text: str) -> None:
-        self.lines = text.replace("\t", "    ").splitlines()
-        self.anchors: dict[str, Any] = {}
-
-    def load(self) -> Any:
-        i = self._skip(0)
-        if i < len(self.lines) and self._content(i) == "---":
-            i = self._skip(i + 1)
-        if i >= len(self.lines):
-            return None
-        value, i = self._block(i, self._indent(i))
-        i = self._skip(i)
-        if i < len(self.lines):
-            raise ValueError(f"line {i + 1}: unexpected {self.lines[i]!r}")
-        return value
-
-    # Lines.
-
-    @staticmethod
-    def _strip_comment(line: str) -> str:
-        quote = ""
-        for pos, ch in enumerate(line):
-            if quote:
-                if ch == quote and not (quote == '"' and line[pos - 1] == "\\"):
-                    quote = ""
-            elif ch in "\"'" and (pos == 0 or line[pos - 1] in " \t[{,:"):
-                quote = ch
-            elif ch == "#" and (pos == 0 or line[pos - 1] in " \t"):
-                return line[:pos].rstrip()
-        return line.rstrip()
-
-    def _content(self, i: int) -> str:
-        return self._strip_comment(self.lines[i]).strip()
-
-    def _indent(self, i: int) -> int:
-        line = self.lines[i]
-        return len(line) - len(line.lstrip(" "))
-
-    def _skip(self, i: int) -> int:
-        while i < len(self.lines) and not self._content(i):
-            i += 1
-        return i
-
-    @staticmethod
-    def _is_item(content: str) -> bool:
-        return content == "-" or content.startswith("- ")
-
-    # Structure.
-
-    def _block(self, i: int, indent: int) -> tuple[Any, int]:
-        if self._is_item(self._content(i)):
-            return self._sequence(i, indent)
-        return self._mapping(i, indent)
-
-    def _sequence(self, i: int, indent: int) -> tuple[list[Any], int]:
-        items: list[Any] = []
-        while True:
-            i = self._skip(i)
-            if i >= len(self.lines) or self._indent(i) < indent:
-                return items, i
-            content = self._content(i)
-            if self._indent(i) > indent or not self._is_item(content):
-                if self._indent(i) == indent:
-                    return items, i
-                raise ValueError(f"line {i + 1}: bad indentation")
-            rest = content[1:].lstrip(" ")
-            if not rest:
-                value, i = self._value(i, "", indent)
-            elif self._is_item(rest) or self._split_key(rest) is not None:
-                column = indent + len(content) - len(rest)
-                self.lines[i] = " " * column + self.lines[i].lstrip(" ")[len(content) - len(rest) :]
-                value, i = self._block(i, column)
-            else:
-                value, i = self._value(i, rest, indent)
-            items.append(value)
-
-    def _mapping(self, i: int, indent: int) -> tuple[dict[Any, Any], int]:
-        result: dict[Any, Any] = {}
-        merges: list[Any] = []
-        while True:
-            i = self._skip(i)
-            if i >= len(self.lines) or self._indent(i) < indent:
-                break
-            if self._indent(i) > indent:
-                raise ValueError(f"line {i + 1}: bad indentation")
-            content = self._content(i)
-            if self._is_item(content):
-                break
-            pair = self._split_key(content)
-            if pair is None:
-                raise ValueError(f"line {i + 1}: expected `key: value`, got {content!r}")
-            key_text, value_text = pair
-            value, i = self._value(i, value_text, indent)
-            if key_text == "<<":
-                merges.extend(value if isinstance(value, list) else [value])
-                continue
-            key = self._scalar(key_text)
-            if key in result:
-                raise ValueError(f"duplicate key {key!r}")
-            result[key] = value
-        merged: dict[Any, Any] = {}
-        for source in merges:
-            if not isinstance(source, dict):
-                raise ValueError("`<<` needs a mapping")
-            for key, value in source.items():
-                merged.setdefault(key, value)
-        merged.update(result)
-        return merged, i
-
-    @staticmethod
-    def _split_key(content: str) -> tuple[str, str] | None:
-        if content[:1] in "[{&*|>" or content.startswith("- "):
-            return None
-        quote = ""
-        for pos, ch in enumerate(content):
-            if quote:
-                if ch == quote:
-                    quote = ""
-            elif ch in "\"'" and pos == 0:
-                quote = ch
-            elif ch == ":" and (pos + 1 == len(content) or content[pos + 1] == " "):
-                return content[:pos].strip(), content[pos + 1 :].strip()
-        return None
-
-    def _value(self, i: int, text: str, indent: int) -> tuple[Any, int]:
-        """The value that starts on line i with `text` (after `key:` or `- `)."""
-        anchor = None
-        if text.startswith("&"):
-            anchor, _, text = text[1:].partition(" ")
-            text = text.strip()
-        if not text:
-            j = self._skip(i + 1)
-            deeper = j < len(self.lines) and self._indent(j) > indent
-            same_level_items = (
-                j < len(self.lines)
-                and self._indent(j) == indent
-                and self._is_item(self._content(j))
-            )
-            value, i = (
-                self._block(j, self._indent(j)) if deeper or same_level_items else (None, i + 1)
-            )
-        elif text.startswith("*"):
-            value, i = self.anchors[text[1:]], i + 1
-        elif text[0] in "|>":
-            value, i = self._block_scalar(i, text, indent)
-        elif text[0] in "[{":
-            value, end = self._flow(text, 0)
-            if text[end:].strip():
-                raise ValueError(f"line {i + 1}: text after a flow collection")
-            i += 1
-        elif text[0] in "\"'":
-            value, end = self._quoted(text, 0)
-            if text[end:].strip():
-                raise ValueError(f"line {i + 1}: text after a quoted scalar")
-            i += 1
-        else:
-            parts = [text]
-            i += 1
-            while i < len(self.lines) and self._content(i) and self._indent(i) > indent:
-                more = self._content(i)
-                if self._is_item(more) or self._split_key(more) is not None:
-                    raise ValueError(f"line {i + 1}: bad indentation")
-                parts.append(more)
-                i += 1
-            value = self._scalar(" ".join(parts))
-        if anchor:
-            self.anchors[anchor] = value
-        return value, i
-
-    def _block_scalar(self, i: int, header: str, indent: int) -> tuple[str, int]:
-        style, chomp = header[0], header[1:].strip()
-        if chomp not in {"", "-", "+"}:
-            raise ValueError(f"line {i + 1}: unsupported block scalar header {header!r}")
-        body: list[str] = []
-        j = i + 1
-        while j < len(self.lines) and (not self.lines[j].strip() or self._indent(j) > indent):
-            body.append(self.lines[j])
-            j += 1
-        filled = [line for line in body if line.strip()]
-        width = min((len(line) - len(line.lstrip(" ")) for line in filled), default=0)
-        lines = [line[width:] if line.strip() else "" for line in body]
-        while lines and not lines[-1]:
-            lines.pop()
-        trailing = len(body) - len(lines)
-        kept = lines
-        if style == "|":
-            text = "\n".join(kept)
-        else:
-            text = ""
-            for line in kept:
-                if line.startswith(" "):
-                    raise ValueError("more-indented lines in a folded scalar are not supported")
-                if not line:
-                    text += "\n"
-                elif text and not text.endswith("\n"):
-                    text += " " + line
-                else:
-                    text += line
-        if not kept:
-            return "", j
-        if chomp == "-":
-            return text, j
-        if chomp == "+":
-            return text + "\n" * (trailing + 1), j
-        return text + "\n", j
-
-    # Scalars.
-
-    def _scalar(self, text: str) -> Any:
-        text = text.strip()
-        if text[:1] in "\"'":
-            value, end = self._quoted(text, 0)
-            if text[end:].strip():
-                raise ValueError(f"text after a quoted scalar: {text!r}")
-            return value
-        if text in {"", "~", "null", "Null", "NULL"}:
-            return None
-        if text in {"true", "True", "TRUE"}:
-            return True
-        if text in {"false", "False", "FALSE"}:
-            return False
-        if self._INT.fullmatch(text):
-            return int(text)
-        if self._FLOAT.fullmatch(text):
-            return float(text.replace("_", ""))
-        return text
-
-    @staticmethod
-    def _quoted(text: str, pos: int) -> tuple[str, int]:
-        quote, pos, out = text[pos], pos + 1, []
-        escapes = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", '"': '"', "\\": "\\", "/": "/"}
-        while pos < len(text):
-            ch = text[pos]
-            if quote == "'" and ch == "'":
-                if text[pos + 1 : pos + 2] == "'":
-                    out.append("'")
-                    pos += 2
-                    continue
-                return "".join(out), pos + 1
-            if quote == '"' and ch == '"':
-                return "".join(out), pos + 1
-            if quote == '"' and ch == "\\":
-                code = text[pos + 1 : pos + 2]
-                if code == "u":
-                    out.append(chr(int(text[pos + 2 : pos + 6], 16)))
-                    pos += 6
-                    continue
-                if code not in escapes:
-                    raise ValueError(f"unsupported escape \\{code}")
-                out.append(escapes[code])
-                pos += 2
-                continue
-            out.append(ch)
-            pos += 1
-        raise ValueError(f"unterminated quoted scalar: {text!r}")
-
-    def _flow(self, text: str, pos: int) -> tuple[Any, int]:
-        def skip(p: int) -> int:
-            while p < len(text) and text[p] == " ":
-                p += 1
-            return p
-
-        def node(p: int, stops: str) -> tuple[Any, int]:
-            p = skip(p)
-            if text[p] in "[{":
-                return self._flow(text, p)
-            if text[p] in "\"'":
-                return self._quoted(text, p)
-            if text[p] == "*":
-                end = p
-                while end < len(text) and text[end] not in stops:
-                    end += 1
-                return self.anchors[text[p + 1 : end].strip()], end
-            end = p
-            while end < len(text) and text[end] not in stops:
-                if text[end] == ":" and ":" in stops and text[end + 1 : end + 2] in {" ", ""}:
-                    break
-                end += 1
-            return self._scalar(text[p:end]), end
-
-        opening, pos = text[pos], pos + 1
-        closing = "]" if opening == "[" else "}"
-        items: list[Any] = []
-        mapping: dict[Any, Any] = {}
-        while True:
-            pos = skip(pos)
-            if pos >= len(text):
-                raise ValueError(f"unterminated flow collection: {text!r}")
-            if text[pos] == closing:
-                return (items if opening == "[" else mapping), pos + 1
-            if opening == "[":
-                value, pos = node(pos, ",]")
-                items.append(value)
-            else:
-                key, pos = node(pos, ":,}")
-                pos = skip(pos)
-                if text[pos : pos + 1] != ":":
-                    raise ValueError(f"flow mapping entry without a value: {text!r}")
-                value, pos = node(pos + 1, ",}")
-                mapping[key] = value
-            pos = skip(pos)
-            if text[pos : pos + 1] == ",":
-                pos += 1
-            elif text[pos : pos + 1] != closing:
-                raise ValueError(f"bad flow collection: {text!r}")
+    for path in paths:
+        assert load_yaml_all(path.read_text(encoding="utf-8")), path.relative_to(ROOT)
