@@ -1,0 +1,209 @@
+"""Realistic example payloads for every event type a projection consumes.
+
+`examples_for(event_type, tenant, user, i)` returns the i-th example payload of a type (i = 0,
+1, ...), deterministic in its arguments, so two runs of the same sequence (and two tenants fed
+"the same" events) are comparable. The facets the examples talk about are the ones the
+candidates create (style.verbosity, identity.name, ...), so pins, updates and rebuilds act on
+real rows. A type with no example fails the contract with "add an example for X".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from habitus.events import CATALOG, Event
+from habitus.events.domain import (
+    CacheRebuilt,
+    CacheResetRequested,
+    CandidateEmitted,
+    ConnectedAccountSynced,
+    FacetForgotten,
+    FacetPinned,
+    FacetUnpinned,
+    FacetUpdated,
+    ProfileNotesSaved,
+    RebuildRequested,
+    ToolRuleDeleted,
+    ToolRuleUpserted,
+    UserErased,
+)
+from habitus.events.envelope import Payload
+from habitus.events.ingest import EmailObserved, ProviderProfileSynced, TurnRecorded
+
+#: every example happens at T0 + i minutes: in the past, deterministic
+T0 = 1_790_000_000.0
+STEP = 60.0
+
+TURN_MESSAGES = (
+    "Please keep it short, no preamble.",
+    "I'm Dana, I work in Berlin.",
+    "From now on, always answer in British English.",
+    "No bullet points please, just plain paragraphs.",
+)
+SIGNATURE = ("\n\nBest regards,\nDana Keller\nStaff Engineer\nNorthwind GmbH\nBerlin, Germany\n"
+             "CET")
+#: the facets the candidates are about, and so what pins, updates and rebuilds act on
+FACETS = (("style", "verbosity", "terse"), ("identity", "name", "Dana"),
+          ("style", "spelling", "british"), ("style", "format", "no-bullets"))
+
+
+def at(i: int) -> float:
+    return T0 + i * STEP
+
+
+def facet(i: int) -> tuple[str, str, str]:
+    return FACETS[i % len(FACETS)]
+
+
+def _turn(tenant: str, user: str, i: int) -> Payload:
+    t = at(i)
+    return TurnRecorded(
+        session_id="s1", turn_id=f"t{i}", channel="web",
+        user_message=TURN_MESSAGES[i % len(TURN_MESSAGES)],
+        assistant_message="Sure. Here is a longer answer than you asked for, I am afraid. " * 3,
+        user_at=t, assistant_at=t + 4, previous_assistant_at=t - 10 if i else None)
+
+
+def _email(tenant: str, user: str, i: int) -> Payload:
+    return EmailObserved.model_validate({
+        "message_id": f"<m{i}.{user}@northwind.example>", "direction": "sent",
+        "from": f"{user}@northwind.example", "to": ["bob@contoso.example"],
+        "subject": f"Quarterly report {i}",
+        "body": f"Hi Bob,\n\nThe figures for week {i} are attached.{SIGNATURE}",
+        "sent_at": at(i)})
+
+
+def _provider(tenant: str, user: str, i: int) -> Payload:
+    return ProviderProfileSynced.model_validate({
+        "toolkit": "gmail" if i % 2 == 0 else "github", "connection_id": f"conn-{i % 2}",
+        "fields": {"email": f"{user}@northwind.example", "name": "Dana Keller",
+                   "timezone": "Europe/Berlin", "role": "Staff Engineer",
+                   "employer": "Northwind GmbH"},
+        "synced_at": at(i)})
+
+
+def _candidate(tenant: str, user: str, i: int) -> Payload:
+    cls, key, value = facet(i)
+    return CandidateEmitted.model_validate({
+        "class": cls, "key": key, "value": value, "cue_family": "explicit",
+        "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{i}"}],
+        "initial_confidence": 0.9, "observed_at": at(i), "producer": "statements"})
+
+
+def _ref(model: type[Payload], i: int, **extra: Any) -> Payload:
+    cls, key, _ = facet(i)
+    return model.model_validate({"class": cls, "key": key, **extra})
+
+
+def _pinned(tenant: str, user: str, i: int) -> Payload:
+    return _ref(FacetPinned, i, value=facet(i)[2])
+
+
+def _unpinned(tenant: str, user: str, i: int) -> Payload:
+    return _ref(FacetUnpinned, i)
+
+
+def _forgotten(tenant: str, user: str, i: int) -> Payload:
+    return _ref(FacetForgotten, i + 1)  # another facet than the one pinned at i
+
+
+def _updated(tenant: str, user: str, i: int) -> Payload:
+    return _ref(FacetUpdated, i, value="very-terse" if facet(i)[1] == "verbosity" else "Dana K.")
+
+
+def _reset(tenant: str, user: str, i: int) -> Payload:
+    return CacheResetRequested(reason=f"user asked for a fresh start ({i})")
+
+
+def _rebuild(tenant: str, user: str, i: int) -> Payload:
+    # "user", never "periodic": a periodic rebuild scans every tenant's due users
+    return RebuildRequested(as_of=at(i) + 30, scope="user", reason="new evidence")
+
+
+def _rebuilt(tenant: str, user: str, i: int) -> Payload:
+    active = [{"class": c, "key": k, "value": v, "stability": 2.5 + j,
+               "user_state": "pinned" if j == i % 3 else "auto"}
+              for j, (c, k, v) in enumerate(FACETS[: 1 + i % 3])]
+    return CacheRebuilt.model_validate({
+        "as_of": at(i), "added": 1, "evicted": 0, "kept": len(active) - 1,
+        "total_size": len(active),
+        "changes": [{"class": active[-1]["class"], "key": active[-1]["key"],
+                     "old_value": None, "new_value": active[-1]["value"],
+                     "old_state": None, "new_state": "active"}],
+        "active": active})
+
+
+def _account(tenant: str, user: str, i: int) -> Payload:
+    return ConnectedAccountSynced(toolkit="gmail" if i % 2 == 0 else "github",
+                                  connection_id=f"conn-{i % 2}",
+                                  label=f"{user}@northwind.example")
+
+
+def _rule(tenant: str, user: str, i: int) -> Payload:
+    return ToolRuleUpserted(rule_id=f"rule-{i % 2}", tool_name="web_search",
+                            rule=f"Prefer primary sources; cite at most {i + 2} links.",
+                            priority="high" if i % 2 else "normal", tags=["research"])
+
+
+def _rule_deleted(tenant: str, user: str, i: int) -> Payload:
+    return ToolRuleDeleted(rule_id="rule-0", tool_name="web_search")
+
+
+def _notes(tenant: str, user: str, i: int) -> Payload:
+    # base_version 0: the first save applies, a later one over a newer version is a conflict
+    return ProfileNotesSaved(
+        markdown=f"# Notes\n\nI review pull requests in the morning ({i}).\n", base_version=0)
+
+
+def _erased(tenant: str, user: str, i: int) -> Payload:
+    return UserErased(reason="account closed")
+
+
+EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
+    "TurnRecorded": _turn,
+    "EmailObserved": _email,
+    "ProviderProfileSynced": _provider,
+    "CandidateEmitted": _candidate,
+    "FacetPinned": _pinned,
+    "FacetUnpinned": _unpinned,
+    "FacetForgotten": _forgotten,
+    "FacetUpdated": _updated,
+    "CacheResetRequested": _reset,
+    "RebuildRequested": _rebuild,
+    "CacheRebuilt": _rebuilt,
+    "ConnectedAccountSynced": _account,
+    "ToolRuleUpserted": _rule,
+    "ToolRuleDeleted": _rule_deleted,
+    "ProfileNotesSaved": _notes,
+    "UserErased": _erased,
+}
+
+
+class MissingExample(LookupError):
+    pass
+
+
+def examples_for(event_type: str, tenant: str, user: str, i: int) -> Payload:
+    """The i-th example payload of `event_type` for `user` of `tenant`."""
+    try:
+        make = EXAMPLES[event_type]
+    except KeyError:
+        raise MissingExample(
+            f"add an example for {event_type} to tests/contract/examples.py") from None
+    payload = make(tenant, user, i)
+    assert CATALOG.spec_for(payload).type == event_type, (event_type, type(payload).__name__)
+    return payload
+
+
+def example_event(event_type: str, tenant: str, user: str, i: int) -> Event[Any]:
+    return CATALOG.new(examples_for(event_type, tenant, user, i), tenant_id=tenant,
+                       user_id=user, producer="contract", occurred_at=at(i))
+
+
+def sequence(consumes: tuple[str, ...], tenant: str, user: str, n: int,
+             start: int = 0) -> list[Event[Any]]:
+    """n rounds of one example of every consumed type, interleaved in a realistic order:
+    evidence first, then the user's commands, then a rebuild."""
+    order = sorted(consumes, key=lambda t: list(EXAMPLES).index(t) if t in EXAMPLES else -1)
+    return [example_event(t, tenant, user, i) for i in range(start, start + n) for t in order]
