@@ -201,9 +201,12 @@ def example_event(event_type: str, tenant: str, user: str, i: int) -> Event[Any]
                        user_id=user, producer="contract", occurred_at=at(i))
 
 
-def sequence(consumes: tuple[str, ...], tenant: str, user: str, n: int,
-             start: int = 0) -> list[Event[Any]]:
-    """n rounds of one example of every consumed type, interleaved in a realistic order:
-    evidence first, then the user's commands, then a rebuild."""
+def sequence(consumes: tuple[str, ...], tenant: str, user: str, rounds: int,
+             burst: int = 3) -> list[Event[Any]]:
+    """`rounds` rounds of `burst` consecutive examples of every consumed type, in a realistic
+    order (evidence first, then the user's commands, then a rebuild). Consecutive events of
+    one type reach a handler as one run, and a burst of 3 is split by batches of 2: a
+    projection whose result depends on how its events were batched shows it."""
     order = sorted(consumes, key=lambda t: list(EXAMPLES).index(t) if t in EXAMPLES else -1)
-    return [example_event(t, tenant, user, i) for i in range(start, start + n) for t in order]
+    return [example_event(t, tenant, user, r * burst + j)
+            for r in range(rounds) for t in order for j in range(burst)]

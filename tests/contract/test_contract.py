@@ -59,7 +59,7 @@ from tests.contract.harness import (
 from tests.support.example_service import main as example
 from tests.support.factories import unique
 
-pytestmark = pytest.mark.slow
+# Not marked slow: the whole contract takes about 10 s (9 projections, 46 tests).
 
 SERVICES = registry.services(extra=[example.service])
 CASES = [(s, p) for s in SERVICES for p in service_projections(s)]
@@ -76,7 +76,7 @@ class ProjectionContract:
     descriptor: ClassVar[ServiceDescriptor]
     projection_class: ClassVar[type[Projection]]
     #: rounds of one example of each consumed type, per user
-    rounds: ClassVar[int] = 3
+    rounds: ClassVar[int] = 2
 
     # ------------------------------------------------------------------ helpers
 
@@ -87,10 +87,8 @@ class ProjectionContract:
     def make(self, *tenants: str) -> Scoped:
         return Scoped.of(instantiate(self.projection_class), *tenants)
 
-    def events(self, tenant: str, user: str, n: int | None = None, start: int = 0
-               ) -> list[Event[Any]]:
-        return examples.sequence(self.projection_class.consumes, tenant, user,
-                                 self.rounds if n is None else n, start)
+    def events(self, tenant: str, user: str) -> list[Event[Any]]:
+        return examples.sequence(self.projection_class.consumes, tenant, user, self.rounds)
 
     def assert_exercised(self, snap: dict[str, Any], emitted: list[Any]) -> None:
         """The examples must reach the projection's tables and consequences, or the
@@ -110,7 +108,7 @@ class ProjectionContract:
             pytest.fail(f"{self.projection_class.name} consumes {missing}: add an example for "
                         f"{', '.join(missing)} to tests/contract/examples.py")
         for event_type in self.projection_class.consumes:
-            for i in range(self.rounds):
+            for i in range(self.rounds * 3):
                 examples.examples_for(event_type, "tenant", "user", i)
 
     async def test_a_prefix_applied_twice_equals_once(self, nc: Any, pool: Any,
@@ -151,8 +149,8 @@ class ProjectionContract:
         assert sorted(i for _, i in on_stream) == sorted(i for _, i, _ in handed)
 
         await erase_tenant(pool, scoped.projection, tenant, users)
-        assert all(not rows for rows in (await snapshot(pool, scoped.projection,
-                                                        tenant)).values())
+        left = await snapshot(pool, scoped.projection, tenant)
+        assert all(not rows for rows in left.values()), f"erase_user left rows: {left}"
         await reset_for_replay(pool, scoped)
         scoped.emitted.clear()
         await scoped.run(nc, pool, batch_size=500)
@@ -250,6 +248,11 @@ for _descriptor, _projection in CASES:
     globals()[_name] = type(_name, (ProjectionContract,), {
         "descriptor": _descriptor, "projection_class": _projection, "__module__": __name__,
         "__doc__": f"The contract, for {_projection.name} of {_descriptor.name}."})
+
+
+def test_a_type_without_an_example_fails_with_a_clear_message() -> None:
+    with pytest.raises(examples.MissingExample, match="add an example for HabitSuggested"):
+        examples.examples_for("HabitSuggested", "tenant", "user", 0)
 
 
 def test_every_projection_of_every_service_gets_the_contract() -> None:
