@@ -145,6 +145,51 @@ def replay(
 
 
 @app.command()
+def erase(
+    tenant: Annotated[str, typer.Option(help="the user's tenant")],
+    user: Annotated[str, typer.Option(help="the user to erase")],
+    reason: Annotated[str | None, typer.Option(help="why, for the audit trail")] = None,
+) -> None:
+    """Erase everything of a user: every view, cache and mirror file, and the user's messages
+    in the streams (the `UserErased` tombstone stays). Answers once all of it is done."""
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
+
+    from habitus.bus import connect
+    from habitus.bus.rpc import RpcClient, RpcError
+    from habitus.ids import check_id
+
+    try:
+        check_id(tenant, "tenant")
+        check_id(user, "user")
+    except ValueError as exc:
+        console.print(f"[red]{exc}")
+        raise typer.Exit(2) from None
+    settings = _settings()
+
+    async def go() -> Any:
+        nc = await connect(_need(settings.nats_url, "NATS_URL"), "habitus-erase")
+        try:
+            params = {"user_id": user, **({"reason": reason} if reason else {})}
+            return await RpcClient(nc).call("admin.erase_user", tenant, params,
+                                            timeout=settings.rpc_timeout_seconds * 3)
+        finally:
+            await nc.drain()
+
+    try:
+        result = asyncio.run(go())
+    except RpcError as exc:
+        console.print(f"[red]erasure failed ({exc.code}): {exc}")
+        raise typer.Exit(1) from None
+    except (NoRespondersError, NatsTimeout):
+        console.print("[red]no gateway answered admin.erase_user: is Habitus running?")
+        raise typer.Exit(1) from None
+    console.print(f"erased {tenant}/{user}: {', '.join(result['projections'])}; "
+                  f"{result['purged_messages']} message(s) purged; tombstone at sequence "
+                  f"{result['tombstone_seq']}")
+
+
+@app.command()
 def asyncapi(
     output: Annotated[str, typer.Option(help="file to write; '-' for stdout")] = "-",
 ) -> None:

@@ -12,7 +12,6 @@ from typing import Any
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
-from habitus.events import CATALOG
 from habitus.events.domain import ProfileNotesSaved
 from habitus.service.context import ServiceContext
 from services.profile_renderer import store

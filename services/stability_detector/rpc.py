@@ -15,7 +15,6 @@ from typing import Any
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract.learning import ExplainFacet, FacetParams, ListFacets, UpdateFacet, UserOnly
 from habitus.contract.rpc import METHODS
-from habitus.events import CATALOG
 from habitus.events.domain import (
     CacheResetRequested,
     FacetForgotten,

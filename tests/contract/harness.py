@@ -229,12 +229,9 @@ async def erase_tenant(pool: Any, projection: Projection, tenant: str,
 
 async def reset_for_replay(pool: Any, scoped: Scoped) -> None:
     """Start the scoped projection again from sequence 1 (`CheckpointStore.reset`: checkpoint
-    0, its applied ids and dead letters forgotten, epoch bumped) with emitted_seq back to 0
-    too, so its consequences are published again with the same ids (the stream's duplicate
-    window must drop them). `reset` keeps emitted_seq by design and the store has no
-    statement that sets it, so that one UPDATE is spelled here."""
+    0, its applied ids and dead letters forgotten, epoch bumped) with its consequences to be
+    published again (`republish`), with the same ids: the stream's duplicate window must drop
+    them."""
     store = CheckpointStore(scoped.schema)
     async with pool.connection() as conn, conn.transaction():
-        await store.reset(conn, scoped.name)
-        await conn.execute(f"UPDATE {store.checkpoints} SET emitted_seq = 0 "
-                           "WHERE projection = %s", (scoped.name,))
+        await store.reset(conn, scoped.name, republish=True)

@@ -1,9 +1,9 @@
 """`habitus migrate`: apply every service's migrations, idempotently.
 
-Each service's descriptor names its migrations package and the schema it owns. A service's migrations are only its revision files
-(`<package>/versions/*.py`, literal SQL, frozen); they all run in the one shared Alembic
-environment, `habitus/db/alembic/` (`env.py`, `script.py.mako`), with the version table in the
-service's own schema.
+Each service's descriptor names its migrations package and the schema it owns. A service's
+migrations are only its revision files (`<package>/versions/*.py`, literal SQL, frozen); they
+all run in the one shared Alembic environment, `habitus/db/alembic/` (`env.py`,
+`script.py.mako`), with the version table in the service's own schema.
 """
 
 from __future__ import annotations

@@ -204,10 +204,13 @@ class CheckpointStore:
         row = await cur.fetchone()
         return None if row is None else int(row[0])
 
-    async def reset(self, ex: Executor, projection: str, tables: Sequence[str] = ()) -> None:
+    async def reset(self, ex: Executor, projection: str, tables: Sequence[str] = (), *,
+                    republish: bool = False) -> None:
         """Start the projection again from nothing: empty `tables`, forget what it applied and
         dead-lettered, set its checkpoint to 0 and bump the epoch (fencing a live runner).
-        `emitted_seq` stays: a rebuild must not publish consequences a second time."""
+        `emitted_seq` stays, so a rebuild does not publish consequences a second time, unless
+        `republish` (their ids derive from their causes: inside the stream's duplicate window
+        the copies are dropped, which is how a test proves a replay emits the same ids)."""
         if tables:
             await _run(ex, f"TRUNCATE {', '.join(tables)}")
         await self.forget_tracking(ex, projection)
@@ -215,9 +218,10 @@ class CheckpointStore:
                        "ON CONFLICT DO NOTHING", (projection,))
         await _run(
             ex,
-            f"UPDATE {self.checkpoints} SET last_seq = 0, epoch = epoch + 1, updated_at = now() "
+            f"UPDATE {self.checkpoints} SET last_seq = 0, epoch = epoch + 1, updated_at = now(), "
+            "emitted_seq = CASE WHEN %s THEN 0 ELSE emitted_seq END "
             "WHERE projection = %s RETURNING pg_notify(%s, %s)",
-            (projection, CHANNEL, notification(self.schema, projection, 0)),
+            (republish, projection, CHANNEL, notification(self.schema, projection, 0)),
         )
 
     # ------------------------------------------------------------------ tracking

@@ -5,7 +5,8 @@ it in their own order, so each service gets one more projection, `<schema>.erasu
 `UserErased` and, in one transaction, has every projection of the service delete the user's rows
 (`Projection.erase_user`), drops the user's applied-event ids, and deletes what the projections
 keep outside Postgres (caches, mirror files) before the checkpoint moves: a command waiting for
-that checkpoint answers only once all of it is done.
+that checkpoint answers only once all of it is done. The erasure's own id goes with the user's
+(no row of the user is left); a copy of it applied again erases nothing more.
 """
 
 from __future__ import annotations

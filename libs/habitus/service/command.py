@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -22,8 +22,12 @@ from habitus.bus.publisher import EventPublisher, PublishResult
 from habitus.bus.rpc import RpcContext, RpcError
 from habitus.events import CATALOG, Event
 from habitus.events.envelope import Payload
+from habitus.projection.base import subject_for
 from habitus.projection.wait import DeadLettered, NotAppliedYet, wait_applied
-from habitus.topology import ProjectionInfo, Topology, subject_for
+from habitus.projection.watch import CheckpointWatcher
+
+if TYPE_CHECKING:
+    from habitus.topology import ProjectionInfo, Topology
 
 #: dead-letter reasons that mean the caller's data can never be applied (else: our fault)
 _CALLERS_FAULT = ("invalid_event",)
@@ -34,6 +38,8 @@ class Commands:
     def __init__(self, publisher: EventPublisher, js: JetStreamContext,
                  pool: AsyncConnectionPool, timeout: float, topology: Topology):
         self._topology = topology
+        # One LISTEN connection for the service's commands, closed with the service.
+        self._watcher = CheckpointWatcher(str(pool.conninfo))
         self._publisher = publisher
         self._js = js
         self._pool = pool
@@ -63,6 +69,9 @@ class Commands:
             raise RpcError("deadline_exceeded",
                            f"{exc}; the change is recorded and will apply") from None
         return result
+
+    async def close(self) -> None:
+        await self._watcher.close()
 
     @property
     def topology(self) -> Topology:
@@ -107,7 +116,7 @@ class Commands:
         # A downstream view whose service this deployment never ran is no one's to wait for.
         await wait_applied(self._pool, reader.schema, reader.name, seq,
                            timeout=max(0.0, deadline - time.monotonic()),
-                           unless_absent=unless_absent)
+                           unless_absent=unless_absent, watcher=self._watcher)
 
     async def _last_seq(self, types: Iterable[str], tenant_id: str, user_id: str, stream: str
                         ) -> int:

@@ -184,6 +184,8 @@ class ServiceHost:
                 await self._broker.stop()
         if ctx is not None:
             with contextlib.suppress(Exception):
+                await ctx.commands.close()
+            with contextlib.suppress(Exception):
                 await ctx.redis.aclose()
             with contextlib.suppress(Exception):
                 await ctx.pool.close()

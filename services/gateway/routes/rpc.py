@@ -13,6 +13,13 @@ from services.gateway.access import Access
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
 from services.gateway.body_limit import BodyTooLarge, read_body
 
+_TABLE_PREFIXES = frozenset(name.split(".", 1)[0] for name in METHODS)
+
+
+def _unknown(method: str) -> RpcError:
+    return RpcError("not_found", f"unknown method {method!r}; the methods are "
+                                 + ", ".join(method_names()))
+
 
 def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
     settings = ctx.settings
@@ -38,6 +45,12 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
             raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
         for where, reason in unstorable(params):
             raise RpcError("invalid_argument", f"{where}: {reason}")
+        if method not in METHODS and method.split(".", 1)[0] in _TABLE_PREFIXES:
+            # The owner answers its whole prefix; a name under it the table lacks is a typo.
+            metrics.RPC_REQUESTS.labels("unknown", "not_found").inc()
+            raise _unknown(method)
+        # The caller's name must not become a label unless the table knows it.
+        label = method if method in METHODS else "unknown"
         try:
             reply = await ctx.rpc.call_raw(
                 method,
@@ -48,17 +61,14 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
             metrics.RPC_REQUESTS.labels("invalid", "invalid_argument").inc()
             raise RpcError("invalid_argument", str(exc)) from None
         except RpcError as exc:
-            # No service answered: the name is the caller's, so it must not become a label.
-            label = "unknown" if exc.code == "unavailable" else method
             if exc.code == "unavailable" and method not in METHODS:
                 # Nobody answers a name the RPC table lacks: the caller's mistake, not an outage.
-                exc = RpcError("not_found", f"unknown method {method!r}; the methods are "
-                                            + ", ".join(method_names()))
+                exc = _unknown(method)
             metrics.RPC_REQUESTS.labels(label, exc.code).inc()
             raise exc from None
         if "error" in reply:
             err = RpcError(str(reply["error"].get("code")), str(reply["error"].get("message")))
-            metrics.RPC_REQUESTS.labels(method, err.code).inc()
+            metrics.RPC_REQUESTS.labels(label, err.code).inc()
             raise err  # the handlers add Retry-After to "unavailable"
-        metrics.RPC_REQUESTS.labels(method, "ok").inc()
+        metrics.RPC_REQUESTS.labels(label, "ok").inc()
         return JSONResponse({"result": reply["result"]})

@@ -1,0 +1,204 @@
+"""Erasing a user leaves nothing of the user anywhere, and touches no one else.
+
+The whole stack runs (gateway, producers, learning, profile with its mirror), two users of one
+tenant and a user of another tenant talk to it through the gateway; then one user is erased
+through `admin.erase_user`. Every table of every installed service, the three streams, every
+cache key and the workspace folder are searched for the user: only the `UserErased` tombstone
+remains. The tables searched are found from the catalogue (every table with a `user_id`
+column in a service's schema), so a projection added later is searched too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from psycopg import sql
+from redis.asyncio import Redis
+
+from habitus.auth.keys import create_key
+from habitus.bus import EVENTS
+from habitus.db.migrate import migrate
+from habitus.service import registry
+from habitus.service.erasure import user_filters
+from services.gateway.main import service as gateway
+from services.producers.main import service as producers
+from services.profile_renderer.main import ProfileSettings
+from services.profile_renderer.main import build as profile_renderer
+from services.profile_renderer.mirror import mirror_path
+from services.stability_detector.main import build as learning
+from services.stability_detector.settings import LearningSettings
+from tests.conftest import ServerUrls
+from tests.support.factories import turn_item, unique
+from tests.support.services import running
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+MESSAGES = [
+    "Please keep it short, no preamble.",
+    "I'm in Berlin and I use neovim for everything.",
+    "Never use emoji with me.",
+    "Keep answers short please, bullet points are fine.",
+]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(servers: ServerUrls, tmp_path_factory: Any) -> AsyncIterator[tuple[str, Path]]:
+    migrate(servers.database)
+    data_dir = tmp_path_factory.mktemp("erasure")
+    settings = servers.settings(data_dir=data_dir)
+    async with running(producers, settings), \
+            running(learning(LearningSettings(scheduler_enabled=False)), settings), \
+            running(profile_renderer(ProfileSettings(mirror=True)), settings), \
+            running(gateway, settings) as host:
+        yield f"http://127.0.0.1:{host.bound_port}", data_dir
+
+
+class Tenant:
+    def __init__(self, base: str, key: str, name: str):
+        self.base, self.key, self.name = base, key, name
+
+    async def rpc(self, method: str, **params: Any) -> Any:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+            response = await client.post(f"/v1/rpc/{method}", json=params,
+                                         headers={"Authorization": f"Bearer {self.key}"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    async def talk(self, user: str) -> None:
+        items = [turn_item(user, message) for message in MESSAGES]
+        items.append({"type": "ProviderProfileSynced", "user_id": user, "payload": {
+            "toolkit": "gmail", "connection_id": f"c-{user}",
+            "fields": {"name": "Dana Weber", "email": f"{user}@example.com",
+                       "timezone": "Europe/Berlin"}}})
+        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+            response = await client.post("/v1/events", json=items,
+                                         headers={"Authorization": f"Bearer {self.key}"})
+        assert response.status_code in (200, 202), response.text
+
+
+async def user_tables(pool: Any) -> list[tuple[str, str]]:
+    schemas = [s.schema for s in registry.services() if s.schema]
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT table_schema, table_name FROM information_schema.columns "
+            "WHERE column_name = 'user_id' AND table_schema = ANY(%s) "
+            "ORDER BY 1, 2", (schemas,))
+        return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def rows_of(pool: Any, tenant: str, user: str) -> dict[str, int]:
+    counts = {}
+    async with pool.connection() as conn:
+        for schema, table in await user_tables(pool):
+            cur = await conn.execute(
+                sql.SQL("SELECT count(*) FROM {} WHERE tenant_id = %s AND user_id = %s").format(
+                    sql.Identifier(schema, table)), (tenant, user))
+            row = await cur.fetchone()
+            assert row is not None
+            if row[0]:
+                counts[f"{schema}.{table}"] = int(row[0])
+    return counts
+
+
+async def messages_of(js: Any, tenant: str, user: str) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for stream, subject in user_filters(tenant, user).items():
+        info = await js.stream_info(stream, subjects_filter=subject)
+        found.update(info.state.subjects or {})
+    return found
+
+
+async def cache_keys_of(redis_url: str, user: str) -> list[bytes]:
+    redis = Redis.from_url(redis_url)
+    try:
+        return [k async for k in redis.scan_iter(match=f"*{user}*")]
+    finally:
+        await redis.aclose()
+
+
+async def settle(tenant: Tenant, user: str) -> dict[str, Any]:
+    """Learned, rendered, mirrored and in the prompt cache."""
+    await tenant.rpc("learning.rebuild_cache", user_id=user)
+    for _ in range(200):
+        context = await tenant.rpc("prompt.context", user_id=user)
+        if context["result"]["version"] > 0:
+            return dict(context["result"])
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{user}'s profile was never rendered")
+
+
+async def test_an_erased_user_leaves_nothing_and_the_others_keep_everything(
+        stack: tuple[str, Path], servers: ServerUrls, nc: Any, pool: Any) -> None:
+    base, data_dir = stack
+    acme, other = unique("acme"), unique("other")
+    a = Tenant(base, await create_key(pool, acme), acme)
+    b = Tenant(base, await create_key(pool, other), other)
+    dana, sam, lee = unique("dana"), unique("sam"), unique("lee")
+    for tenant, user in ((a, dana), (a, sam), (b, lee)):
+        await tenant.talk(user)
+    for tenant, user in ((a, dana), (a, sam), (b, lee)):
+        await settle(tenant, user)
+    await a.rpc("learning.pin_facet", user_id=dana, **{"class": "style", "key": "verbosity"})
+
+    js = nc.jetstream()
+    before = {u: (await rows_of(pool, t, u), await messages_of(js, t, u))
+              for t, u in ((acme, dana), (acme, sam), (other, lee))}
+    assert {"learning.evidence", "learning.facets", "profile.documents",
+            "producers.sessions", "profile.mirror"} <= set(before[dana][0])
+    assert mirror_path(data_dir, acme, dana).exists()
+    assert await cache_keys_of(servers.redis, dana)
+
+    answer = (await a.rpc("admin.erase_user", user_id=dana, reason="user asked"))["result"]
+    assert answer["user_id"] == dana
+    assert answer["projections"] == ["learning.erasure", "producers.erasure",
+                                     "profile.erasure"]
+    assert answer["purged_messages"] >= len(MESSAGES) + 1
+
+    # Nothing of the user: no row, no message but the tombstone, no key, no file.
+    assert await rows_of(pool, acme, dana) == {}
+    assert await messages_of(js, acme, dana) == {
+        f"habitus.v1.event.UserErased.{acme}.{dana}": 1}
+    tombstone = await js.get_last_msg(EVENTS, f"habitus.v1.event.UserErased.{acme}.{dana}")
+    assert tombstone.seq == answer["tombstone_seq"]
+    assert await cache_keys_of(servers.redis, dana) == []
+    assert not (data_dir / "workspaces" / acme / dana).exists()
+
+    # Everyone else: untouched.
+    for tenant, user in ((acme, sam), (other, lee)):
+        assert (await rows_of(pool, tenant, user), await messages_of(js, tenant, user)) == \
+            before[user]
+        assert mirror_path(data_dir, tenant, user).exists()
+    assert (await b.rpc("prompt.context", user_id=lee))["result"]["version"] > 0
+
+    # Erasing again is harmless, and the user can start afresh.
+    again = (await a.rpc("admin.erase_user", user_id=dana))["result"]
+    assert again["purged_messages"] == 1  # the first tombstone (the new one stays)
+    assert await rows_of(pool, acme, dana) == {}
+
+
+async def test_erasing_a_user_nobody_knows_answers(stack: tuple[str, Path], pool: Any) -> None:
+    base, _ = stack
+    name = unique("acme")
+    tenant = Tenant(base, await create_key(pool, name), name)
+    answer = (await tenant.rpc("admin.erase_user", user_id=unique("ghost")))["result"]
+    assert answer["purged_messages"] == 0
+
+
+async def test_erasure_refuses_a_bad_user_id(stack: tuple[str, Path], pool: Any) -> None:
+    base, _ = stack
+    name = unique("acme")
+    key = await create_key(pool, name)
+    async with httpx.AsyncClient(base_url=base) as client:
+        response = await client.post("/v1/rpc/admin.erase_user", json={"user_id": "a b"},
+                                     headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 400
+    assert "user_id" in response.text
+
+
+
