@@ -10,9 +10,9 @@ from pydantic import BaseModel
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.config import Settings
-from habitus.service.host import ServiceHost
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
+from habitus.service.host import ServiceHost
 
 
 class WhoAmI(BaseModel):
