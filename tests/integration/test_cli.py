@@ -112,3 +112,10 @@ async def test_revoking_by_a_shared_prefix_is_refused(servers: ServerUrls, pool:
     assert habitus(servers, "keys", "revoke", shared + "-aaaaaaaa").returncode == 0
     assert await lookup(pool, shared + "-aaaaaaaa") is None
     assert await lookup(pool, shared + "-bbbbbbbb") is not None
+
+
+def test_erase_without_a_running_gateway_says_so(servers: ServerUrls) -> None:
+    done = habitus(servers, "erase", "--tenant", unique("t"), "--user", "u1",
+                   extra={"HABITUS_RPC_TIMEOUT_SECONDS": "2"})
+    assert done.returncode == 1
+    assert "no gateway answered admin.erase_user" in done.stdout

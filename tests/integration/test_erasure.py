@@ -11,6 +11,9 @@ column in a service's schema), so a projection added later is searched too.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +205,31 @@ async def test_erasure_refuses_a_bad_user_id(stack: tuple[str, Path], pool: Any)
 
 
 
+
+
+async def test_habitus_erase_on_the_command_line(stack: tuple[str, Path], servers: ServerUrls,
+                                                 nc: Any, pool: Any) -> None:
+    base, data_dir = stack
+    name = unique("acme")
+    tenant = Tenant(base, await create_key(pool, name), name)
+    user = unique("kim")
+    await tenant.talk(user)
+    await settle(tenant, user)
+    assert mirror_path(data_dir, name, user).exists()
+
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "habitus.cli", "erase", "--tenant", name,
+                         "--user", user, "--reason", "asked by support"],
+        env={**os.environ, **servers.env()}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"erased {name}/{user}" in done.stdout
+    assert await rows_of(pool, name, user) == {}
+    assert list(await messages_of(nc.jetstream(), name, user)) == [
+        f"habitus.v1.event.UserErased.{name}.{user}"]
+    assert not mirror_path(data_dir, name, user).exists()
+
+    bad = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "habitus.cli", "erase", "--tenant", name,
+                         "--user", "not a user"],
+        env={**os.environ, **servers.env()}, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "user" in bad.stdout + bad.stderr

@@ -44,6 +44,7 @@ from tests.support.deploy_check import (
 from tests.support.deploy_check import compose_command as command_of
 from tests.support.deploy_check import compose_env as env_of
 from tests.support.deploy_check import generator_literals as generator
+from tests.support.example_service.main import service as example_service
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -234,12 +235,12 @@ def test_every_service_is_named_everywhere_it_must_be() -> None:
 
 
 def test_a_new_service_is_reported_missing_in_every_place() -> None:
-    example = ServiceDescriptor(name="example_notes", deploy_name="example-notes")
-    problems = deploy_problems(registry.services(extra=[example]))
+    # The example service of the contract tests: a descriptor, a projection, a migration.
+    problems = deploy_problems(registry.services(extra=[example_service]))
     for place in PLACES:
         found = [p for p in problems if p.startswith(f"{place}:")]
         assert len(found) == 1, (place, problems)
-        assert "example_notes" in found[0], found
+        assert example_service.name in found[0], found
     assert len(problems) == len(PLACES), problems
 
 
