@@ -179,7 +179,11 @@ def erase(
     try:
         result = asyncio.run(go())
     except RpcError as exc:
-        console.print(f"[red]erasure failed ({exc.code}): {exc}")
+        if exc.code == "unavailable":
+            console.print(f"[red]no gateway answered admin.erase_user: is Habitus running? "
+                          f"({exc})")
+        else:
+            console.print(f"[red]erasure failed ({exc.code}): {exc}")
         raise typer.Exit(1) from None
     except (NoRespondersError, NatsTimeout):
         console.print("[red]no gateway answered admin.erase_user: is Habitus running?")
