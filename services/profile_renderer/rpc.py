@@ -68,15 +68,13 @@ class ProfileRpc:
             rc, p.user_id, ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
             "profile.rpc")
         async with ctx.pool.connection() as conn, conn.cursor() as cur:
-            await cur.execute(
-                f"SELECT version FROM {store.DOCUMENTS} WHERE tenant_id = %s AND user_id = %s "
-                "AND cause_event_id = %s", (rc.tenant_id, p.user_id, event.event_id))
-            row = await cur.fetchone()
+            caused = await store.version_caused_by(cur, rc.tenant_id, p.user_id,
+                                                   event.event_id)
             latest = await store.latest(cur, rc.tenant_id, p.user_id)
-        if row is None and latest is not None and latest.version > version and \
+        if caused is None and latest is not None and latest.version > version and \
                 latest.origin == "notes":
             raise RpcError("conflict", "another save of the notes won; reload and retry")
-        saved = int(row[0]) if row else (latest.version if latest else 0)
+        saved = caused if caused is not None else (latest.version if latest else 0)
         return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
 
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:

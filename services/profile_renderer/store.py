@@ -113,6 +113,16 @@ async def saved_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
     return await cur.fetchone() is not None
 
 
+async def version_caused_by(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                            cause_event_id: str) -> int | None:
+    """The version that event `cause_event_id` created for the user (None: it made none)."""
+    await cur.execute(
+        f"SELECT version FROM {DOCUMENTS} WHERE tenant_id = %s AND user_id = %s "
+        "AND cause_event_id = %s", (tenant_id, user_id, cause_event_id))
+    row = await cur.fetchone()
+    return None if row is None else int(row[0])
+
+
 async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
                       markdown: str, origin: str, cause_event_id: str,
                       blocks_changed: Sequence[str]) -> str:

@@ -25,7 +25,7 @@ from habitus.events.domain import (
 )
 from habitus.events.envelope import Payload
 from habitus.service.context import ServiceContext
-from services.stability_detector import store
+from services.stability_detector import explain, store
 from services.stability_detector.scoring import (
     ACTIVE,
     AUTO,
@@ -34,10 +34,6 @@ from services.stability_detector.scoring import (
     PROVISIONAL,
     FacetRow,
     compute_cache,
-    fold_commands,
-    next_crossing,
-    score_keys,
-    state_for,
 )
 from services.stability_detector.settings import LearningSettings
 
@@ -140,60 +136,17 @@ class LearningRpc:
         }
 
     async def explain_facet(self, p: ExplainFacet, rc: RpcContext) -> dict[str, Any]:
+        fk = (p.class_.value, p.key)
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id,
-                                                 (p.class_.value, p.key))
+            evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id, fk)
             commands = await store.load_commands(cur, rc.tenant_id, p.user_id)
             last_as_of, _ = await store.user_state(cur, rc.tenant_id, p.user_id)
-        as_of = p.as_of if p.as_of is not None else (last_as_of or time.time())
-        commands_as_of = as_of if p.as_of is not None else math.inf
-        controls, window_start = fold_commands(commands, commands_as_of)
-        scored = score_keys(evidence, as_of, window_start, self.settings)
-        fk = (p.class_.value, p.key)
-        control = controls.get(fk)
-        if fk not in scored and control is None:
+        as_of, commands_as_of = explain.moments(p.as_of, last_as_of, time.time())
+        explained = explain.explain(fk, evidence, commands, as_of, commands_as_of,
+                                    self.settings)
+        if explained is None:
             raise RpcError("not_found", f"no evidence or setting for {fk[0]}/{fk[1]}")
-        keys = scored.get(fk)
-        user_state = control.user_state if control else AUTO
-        multiplier = {PINNED: "inf", FORGOTTEN: 0.0}.get(user_state, 1.0)
-        values = []
-        for score in keys.values if keys else ():
-            values.append({
-                "value": score.value,
-                "families": [{
-                    "family": f.family, "count": f.count, "newest": f.newest,
-                    "weight": f.weight, "decay": f.decay, "log_count": f.log_count,
-                    "contribution": f.contribution,
-                } for f in score.families],
-                "base": score.base,
-                "cue_multiplier": score.cue,
-                "stability": score.stability,
-                "state": state_for(score.stability, self.settings),
-            })
-        cache = compute_cache(evidence, commands, as_of, self.settings,
-                              commands_as_of=commands_as_of)
-        row = cache.get(fk)
-        half_life = self.settings.half_life(fk[0])
-        winner = keys.winner if keys else None
-        change_at = (next_crossing(winner.stability, as_of, half_life, self.settings)
-                     if winner and user_state == AUTO else None)
-        return {
-            "class": fk[0], "key": p.key, "as_of": as_of, "user_state": user_state,
-            "user_multiplier": multiplier,
-            "value": row.value if row else (winner.value if winner else None),
-            "state": row.state if row else "dropped",
-            "stability": None if row is None or math.isinf(row.stability) else row.stability,
-            "half_life_seconds": half_life,
-            "evidence_window_start": window_start,
-            "thresholds": {"active": self.settings.tau_active,
-                           "provisional": self.settings.tau_provisional,
-                           "candidate": self.settings.tau_candidate},
-            "values": values,
-            "next_change_at": change_at,
-            "next_state": (_state_after(winner.stability, self.settings)
-                           if winner and change_at else None),
-            "evidence": list(row.evidence_refs) if row else [],
-        }
+        return explained
 
     # ------------------------------------------------------------------ commands
 
@@ -244,12 +197,3 @@ class LearningRpc:
                                                             reason="learning.rebuild_cache"))
         return {"as_of": as_of, **await self.cache_stats(p, rc)}
 
-
-def _state_after(stability: float, settings: LearningSettings) -> str:
-    """The state a facet falls to when it decays past its current threshold."""
-    order = [("active", settings.tau_active), ("provisional", settings.tau_provisional),
-             ("candidate", settings.tau_candidate)]
-    for index, (_, tau) in enumerate(order):
-        if stability >= tau:
-            return order[index + 1][0] if index + 1 < len(order) else "dropped"
-    return "dropped"

@@ -23,12 +23,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.bus.publisher import EventPublisher
 from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.events import CATALOG
 from habitus.events.domain import RebuildRequested
 from habitus.ids import derived_event_id
-from habitus.service.context import ServiceContext
 from services.stability_detector import store
 from services.stability_detector.settings import LearningSettings
 
@@ -43,17 +46,30 @@ class TickResult:
     periodic: bool
 
 
+class SchedulerResources(Protocol):
+    """All the scheduler uses of a running service's resources (a `ServiceContext` has them):
+    the database pool (its dirty-user index, its leader lock) and the event publisher."""
+
+    @property
+    def pool(self) -> AsyncConnectionPool: ...
+
+    @property
+    def publisher(self) -> EventPublisher: ...
+
+
 class RebuildScheduler:
-    def __init__(self, ctx: ServiceContext, settings: LearningSettings,
+    def __init__(self, resources: SchedulerResources, settings: LearningSettings,
                  clock: Callable[[], float] = time.time, last_periodic: float | None = None):
-        """`last_periodic`: when the last periodic rebuild was requested (None: request one at
-        the first tick)."""
-        self._ctx = ctx
+        """`resources`: the pool and the publisher (a `ServiceContext`, or anything with both);
+        only those two are kept. `last_periodic`: when the last periodic rebuild was requested
+        (None: request one at the first tick)."""
+        self._pool = resources.pool
+        self._publisher = resources.publisher
         self._settings = settings
         self._clock = clock
         self._last_periodic = last_periodic
         self._task: asyncio.Task[None] | None = None
-        self._lock = LeaderLock(str(ctx.pool.conninfo), "learning.scheduler")
+        self._lock = LeaderLock(str(self._pool.conninfo), "learning.scheduler")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="learning.scheduler")
@@ -79,7 +95,7 @@ class RebuildScheduler:
 
     async def tick(self, now: float) -> TickResult:
         settings = self._settings
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+        async with self._pool.connection() as conn, conn.cursor() as cur:
             settled = await store.settled_users(cur, now - settings.debounce_seconds,
                                                 now - settings.max_wait_seconds)
         events = [
@@ -103,7 +119,7 @@ class RebuildScheduler:
                 producer="stability_detector.scheduler", occurred_at=now,
                 event_id=derived_event_id("periodic", str(bucket)),
             ))
-        for outcome in await self._ctx.publisher.publish_many(events):
+        for outcome in await self._publisher.publish_many(events):
             if isinstance(outcome, Exception):
                 raise outcome
         if periodic:
