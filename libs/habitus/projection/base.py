@@ -24,7 +24,7 @@ from psycopg import AsyncCursor, sql
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG, Event
 from habitus.events.envelope import Payload
-from habitus.subjects import EVENT_ROOT, INGEST_ROOT
+from habitus.subjects import EVENT_ROOT, INGEST_ROOT, user_filter
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,8 @@ def subject_for(event_type: str, tenant_id: str = "*", user_id: str = "*") -> st
     """The subject (or filter, with wildcards) carrying `event_type` for a tenant and user."""
     spec = CATALOG.spec(event_type)
     if spec.stream == "ingest":
-        return f"{INGEST_ROOT}.{spec.kind}.{tenant_id}.{user_id}"
-    return f"{EVENT_ROOT}.{event_type}.{tenant_id}.{user_id}"
+        return user_filter(INGEST_ROOT, str(spec.kind), tenant_id, user_id)
+    return user_filter(EVENT_ROOT, event_type, tenant_id, user_id)
 
 
 def runs(batch: Sequence[Delivered]) -> Iterator[list[Delivered]]:

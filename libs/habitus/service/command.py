@@ -54,12 +54,15 @@ class Commands:
                             producer=producer, correlation_id=rc.correlation_id)
         return event, await self.run(event)
 
-    async def run(self, event: Event[Any]) -> PublishResult:
-        """Publish `event` and wait for the views downstream of it; RpcError on failure."""
+    async def run(self, event: Event[Any], *, absent_ok: bool = False) -> PublishResult:
+        """Publish `event` and wait for the views downstream of it; RpcError on failure.
+
+        `absent_ok`: a reader whose service this deployment never ran (no checkpoint row) is
+        not waited for even as a first reader (an erasure: a view never built holds nothing)."""
         result = await self._publisher.publish(event)
         deadline = time.monotonic() + self._timeout
         try:
-            await self._wait_flow(event, result.seq, deadline)
+            await self._wait_flow(event, result.seq, deadline, absent_ok)
         except DeadLettered as exc:
             letter = exc.record
             permanent = letter.reason in _CALLERS_FAULT or "DataError" in letter.detail
@@ -91,10 +94,11 @@ class Commands:
         except NotAppliedYet as exc:
             raise RpcError("deadline_exceeded", f"{exc}; nothing was changed") from None
 
-    async def _wait_flow(self, event: Event[Any], seq: int, deadline: float) -> None:
+    async def _wait_flow(self, event: Event[Any], seq: int, deadline: float,
+                         absent_ok: bool) -> None:
         readers = list(self._topology.readers_of(event.type))
         for reader in readers:
-            await self._wait(reader, seq, deadline, unless_absent=False)
+            await self._wait(reader, seq, deadline, unless_absent=absent_ok)
         seen = {r.name for r in readers}
         emitted = {t for r in readers for t in r.emits}
         for _ in range(_MAX_HOPS):

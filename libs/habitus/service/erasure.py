@@ -21,7 +21,7 @@ from habitus.bus.streams import DLQ, EVENTS, INGEST
 from habitus.events import CATALOG
 from habitus.events.domain import UserErased
 from habitus.service.command import Commands
-from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT
+from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT, user_filter
 from habitus.topology import Topology
 
 
@@ -34,9 +34,9 @@ class Erased:
 
 def user_filters(tenant_id: str, user_id: str) -> dict[str, str]:
     """Every subject of the user, by stream (the user is the last token of each)."""
-    return {INGEST: f"{INGEST_ROOT}.*.{tenant_id}.{user_id}",
-            EVENTS: f"{EVENT_ROOT}.*.{tenant_id}.{user_id}",
-            DLQ: f"{DLQ_ROOT}.*.{tenant_id}.{user_id}"}
+    return {INGEST: user_filter(INGEST_ROOT, "*", tenant_id, user_id),
+            EVENTS: user_filter(EVENT_ROOT, "*", tenant_id, user_id),
+            DLQ: user_filter(DLQ_ROOT, "*", tenant_id, user_id)}
 
 
 async def count(js: JetStreamContext, stream: str, subject: str) -> int:
@@ -49,7 +49,7 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
     await commands.settle(tenant_id, user_id)
     event = CATALOG.new(UserErased(reason=reason), tenant_id=tenant_id, user_id=user_id,
                         producer=producer)
-    tombstone = await commands.run(event)
+    tombstone = await commands.run(event, absent_ok=True)
     purged = 0
     for stream, subject in user_filters(tenant_id, user_id).items():
         before = await count(js, stream, subject)
