@@ -76,3 +76,31 @@ def test_a_gap_in_the_deliveries_rewinds(numbers: list[int]) -> None:
     with pytest.raises(Rewind):
         runner._check_contiguous([ack_msg(n, 100 + n) for n in numbers])
     assert runner._next_delivery == 1
+
+
+def delivered(stream_seq: int, pending: int) -> Msg:
+    reply = f"$JS.ACK.S.c.1.{stream_seq}.{stream_seq}.0.{pending}"
+    return Msg(_client=None, subject="habitus.v1.event.X.t.u", reply=reply,  # type: ignore[arg-type]
+               data=b"{}")
+
+
+async def test_a_delivery_with_nothing_pending_is_handed_out_without_gathering() -> None:
+    # A gather of a minute: waiting for it would time the test out.
+    puller = BatchPuller(FakeNats(), "S", "c", gather_seconds=60)  # type: ignore[arg-type]
+    await puller.start()
+    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
+    await asyncio.sleep(0)
+    await puller._on_msg(delivered(1, pending=0))
+    assert [delivery_info(m).stream_seq for m in await asyncio.wait_for(fetch, 5)] == [1]
+
+
+async def test_a_delivery_with_more_pending_waits_for_the_rest_of_the_burst() -> None:
+    puller = BatchPuller(FakeNats(), "S", "c", gather_seconds=0.2)  # type: ignore[arg-type]
+    await puller.start()
+    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
+    await asyncio.sleep(0)
+    await puller._on_msg(delivered(1, pending=2))
+    await asyncio.sleep(0.05)
+    await puller._on_msg(delivered(2, pending=1))
+    await puller._on_msg(delivered(3, pending=0))
+    assert [delivery_info(m).stream_seq for m in await fetch] == [1, 2, 3]

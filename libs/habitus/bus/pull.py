@@ -56,6 +56,13 @@ def delivery_info(msg: Msg) -> Delivery:
                     int(tokens[offset + 2]))
 
 
+def _more_pending(msg: Msg) -> bool:
+    try:
+        return delivery_info(msg).num_pending > 0
+    except Exception:  # not a JetStream delivery: keep the old behaviour
+        return True
+
+
 class BatchPuller:
     def __init__(self, nc: Client, stream: str, durable: str, *, gather_seconds: float = 0.002):
         self._nc = nc
@@ -142,8 +149,10 @@ class BatchPuller:
                 await self._request(batch, left)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), left)
-        if len(self._buffer) < batch and self._open:
+        if len(self._buffer) < batch and self._open and _more_pending(self._buffer[-1]):
             # The first delivery of a burst is here; give the rest of it a moment to land.
+            # A delivery that says nothing more is pending is handed out at once: a lone
+            # command's event must not wait for a burst that is not coming.
             await asyncio.sleep(self._gather)
         return self._take(batch)
 

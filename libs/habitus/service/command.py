@@ -102,14 +102,16 @@ class Commands:
         seen = {r.name for r in readers}
         emitted = {t for r in readers for t in r.emits}
         for _ in range(_MAX_HOPS):
-            downstream = [r for t in sorted(emitted) for r in self._topology.readers_of(t)
-                          if r.name not in seen]
+            downstream = {r.name: r for t in sorted(emitted)
+                          for r in self._topology.readers_of(t) if r.name not in seen}
             if not downstream:
                 return
-            emitted = set()
-            for reader in downstream:
+            upstream, emitted = emitted, set()
+            for reader in downstream.values():
                 seen.add(reader.name)
-                target = await self._last_seq(reader.consumes, event.tenant_id, event.user_id,
+                # Only the types the hop before emitted carry this command's consequences.
+                caused = [t for t in reader.consumes if t in upstream]
+                target = await self._last_seq(caused, event.tenant_id, event.user_id,
                                               reader.stream)
                 if target:
                     await self._wait(reader, target, deadline, unless_absent=True)
