@@ -89,7 +89,8 @@ class ServiceHost:
         # handlers exist; a request arriving before `wire` finished is told to retry.
         for prefix in d.rpc_prefixes:
             broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name)(self._dispatch)
-        broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
+        if not d.answers(d.ping_method):  # else the prefix's subscription carries it
+            broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
 
     async def _pong(self, msg: NatsMessage) -> bytes:
@@ -97,6 +98,8 @@ class ServiceHost:
 
     async def _dispatch(self, msg: NatsMessage) -> bytes:
         method = rpc_method(msg.raw_message.subject)
+        if method == self.descriptor.ping_method:
+            return await self._pong(msg)
         if self._wiring is None:
             return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
                                                       "retry").as_reply()).encode()
