@@ -1,9 +1,15 @@
 """Prompt material shared by services: the profile facet type and the tool-rules block.
 
 The tool-rules block is rendered here, not in one service, because every service that shows it
-(the profile renderer in `prompt.context`, and any tool-memory surface) must produce the same
-bytes: two renderings that differed would split the inference backend's prefix cache and could
-let one path drop a rule the other kept.
+(the profile renderer in `prompt.context`, and the tool-memory service's `tool_rules_for_prompt`)
+must produce the same bytes and the same selection: two renderings that differed would split the
+inference backend's prefix cache and could let one path drop a rule the other kept. Both call
+`select_prompt_rules` (which rules, in which order) and `render_tool_rules` (their text).
+
+Only critical and high rules reach the prompt, at most `MAX_PROMPT_RULES` of them: critical
+first and, within a priority, the most recently updated first, so a flood of rules can neither
+push a critical rule out nor make the block unbounded. A rule for the tool `*` applies to every
+tool and is shown whatever tools the agent has.
 
 Everything here is pure (no clock, no I/O) and byte-stable: the same inputs in any order give the
 same text, so a cached system prompt stays a cache hit.
@@ -15,13 +21,20 @@ its own and forge a heading or a rule of higher priority.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PROMPT_PRIORITIES = ("critical", "high")
 """Priorities pinned into the system prompt, most binding first; the rest stay behind recall."""
 
 _PRIORITY_RANK = {priority: rank for rank, priority in enumerate(PROMPT_PRIORITIES)}
+
+MAX_PROMPT_RULES = 30
+"""At most this many rules are pinned into one prompt (critical first, then newest first)."""
+
+EVERY_TOOL = "*"
+"""The tool name of a rule that applies to every tool."""
 
 TOOL_RULES_HEADING = "## Tool-scoped rules"
 TOOL_RULES_PREAMBLE = (
@@ -51,6 +64,7 @@ class ToolRule:
     tool_name: str
     rule: str
     priority: str  # "critical" | "high" | "normal" | "low"
+    updated_at: float = 0.0  # epoch seconds of its last change; newer wins a place in the prompt
 
 
 def single_line(text: str) -> str:
@@ -67,27 +81,35 @@ def _tool_label(tool_name: str) -> str:
     return single_line(tool_name).replace("`", "")
 
 
-def _rule_key(rule: ToolRule) -> tuple[int, str, str, str]:
-    return (_PRIORITY_RANK[rule.priority], rule.tool_name, rule.rule, rule.rule_id)
+def _newness(rule: ToolRule) -> float:
+    # NaN would make the order depend on input order; treat it as the oldest possible time.
+    return -math.inf if math.isnan(rule.updated_at) else rule.updated_at
+
+
+def _rule_key(rule: ToolRule) -> tuple[int, float, str, str, str]:
+    """Render order: priority, newest first, then tool, text and id (total, so byte-stable)."""
+    return (_PRIORITY_RANK[rule.priority], -_newness(rule), rule.tool_name, rule.rule,
+            rule.rule_id)
 
 
 def _normalised(rule: ToolRule) -> ToolRule:
-    return ToolRule(
-        rule_id=rule.rule_id,
+    return replace(
+        rule,
         tool_name=_tool_label(rule.tool_name),
         rule=single_line(rule.rule),
         priority=rule.priority.strip().lower(),
     )
 
 
-def render_tool_rules(rules: Iterable[ToolRule], tools: Iterable[str] | None = None) -> str:
-    """The `## Tool-scoped rules` block for the given tools (every tool when `tools` is None).
+def select_prompt_rules(rules: Iterable[ToolRule], tools: Iterable[str] | None = None
+                        ) -> list[ToolRule]:
+    """The rules the prompt shows for `tools` (every tool when None), in render order.
 
-    Only critical and high rules are rendered, critical first; "" when none qualifies, so a
-    prompt without rules carries no empty heading. Rules are sorted on (priority, tool, text, id)
-    after normalisation, so the output does not depend on input order. A rule whose text repeats
-    another's for the same tool is rendered once, at the higher of the two priorities: a user
-    who says "never email Sarah" twice gets one line, not two.
+    Normalised as rendered (one-line text and tool, lower-case priority). Kept: critical and
+    high rules with a text, for a tool in `tools` or for `*` (every tool, whatever `tools` is).
+    A rule whose text repeats another's for the same tool is kept once, at the higher priority
+    (then the newer): a user who says "never email Sarah" twice gets one line, not two. Of what
+    is left, the first `MAX_PROMPT_RULES` in (priority, newest first, tool, text, id) order.
     """
     wanted = None if tools is None else {_tool_label(tool) for tool in tools}
     best: dict[tuple[str, str], ToolRule] = {}
@@ -95,17 +117,27 @@ def render_tool_rules(rules: Iterable[ToolRule], tools: Iterable[str] | None = N
         rule = _normalised(raw)
         if rule.priority not in _PRIORITY_RANK or not rule.rule or not rule.tool_name:
             continue
-        if wanted is not None and rule.tool_name not in wanted:
+        if wanted is not None and rule.tool_name != EVERY_TOOL and rule.tool_name not in wanted:
             continue
         seen = best.get((rule.tool_name, rule.rule))
         if seen is None or _rule_key(rule) < _rule_key(seen):
             best[(rule.tool_name, rule.rule)] = rule
-    if not best:
-        return ""
+    return sorted(best.values(), key=_rule_key)[:MAX_PROMPT_RULES]
 
+
+def render_tool_rules(rules: Iterable[ToolRule], tools: Iterable[str] | None = None) -> str:
+    """The `## Tool-scoped rules` block for the given tools (every tool when `tools` is None).
+
+    The rules are `select_prompt_rules(rules, tools)`, in its order, under a "### `tool`"
+    heading each time (priority, tool) changes; "" when none qualifies, so a prompt without
+    rules carries no empty heading. The output does not depend on input order.
+    """
+    chosen = select_prompt_rules(rules, tools)
+    if not chosen:
+        return ""
     parts = [f"{TOOL_RULES_HEADING}\n\n{TOOL_RULES_PREAMBLE}\n\n"]
     group: tuple[str, str] | None = None
-    for rule in sorted(best.values(), key=_rule_key):
+    for rule in chosen:
         if (rule.priority, rule.tool_name) != group:
             if group is not None:
                 parts.append("\n")

@@ -17,11 +17,13 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from habitus.prompt import (
+    MAX_PROMPT_RULES,
     PROMPT_PRIORITIES,
     TOOL_RULES_PREAMBLE,
     ProfileFacet,
     ToolRule,
     render_tool_rules,
+    select_prompt_rules,
     single_line,
 )
 from services.profile_renderer.context import (
@@ -49,8 +51,9 @@ def facet(
     return ProfileFacet(cls, key, value, pinned, None if pinned else stability)
 
 
-def rule(tool: str, text: str, priority: str = "critical", rule_id: str = "id") -> ToolRule:
-    return ToolRule(rule_id, tool, text, priority)
+def rule(tool: str, text: str, priority: str = "critical", rule_id: str = "id",
+         updated_at: float = 0.0) -> ToolRule:
+    return ToolRule(rule_id, tool, text, priority, updated_at)
 
 
 # -- tool rules --------------------------------------------------------------------------------
@@ -144,6 +147,119 @@ def test_tool_rules_critical_before_high_regardless_of_input_order() -> None:
     for ordering in (rules, rules[::-1]):
         out = render_tool_rules(ordering)
         assert out.index("critical one") < out.index("high one")
+
+
+def test_tool_rule_updated_at_is_optional_and_last() -> None:
+    assert ToolRule("r", "shell", "x", "high") == ToolRule("r", "shell", "x", "high", 0.0)
+    assert ToolRule("r", "shell", "x", "high", 5.0).updated_at == 5.0
+
+
+def test_tool_rules_newest_first_within_a_priority() -> None:
+    rules = [
+        rule("shell", "old critical", "critical", "a", updated_at=100),
+        rule("shell", "new high", "high", "b", updated_at=300),
+        rule("shell", "new critical", "critical", "c", updated_at=200),
+        rule("shell", "old high", "high", "d", updated_at=50),
+    ]
+    for ordering in (rules, rules[::-1]):
+        out = render_tool_rules(ordering)
+        assert out == (
+            HEAD + "### `shell`\n"
+            "- **[critical]** new critical\n"
+            "- **[critical]** old critical\n"
+            "\n"
+            "### `shell`\n"
+            "- **[high]** new high\n"
+            "- **[high]** old high\n"
+        )
+        assert [r.rule_id for r in select_prompt_rules(ordering, None)] == ["c", "a", "b", "d"]
+
+
+def test_tool_rules_heading_repeats_when_newer_rules_interleave_tools() -> None:
+    rules = [
+        rule("shell", "s new", "high", "1", updated_at=3),
+        rule("browser", "b mid", "high", "2", updated_at=2),
+        rule("shell", "s old", "high", "3", updated_at=1),
+    ]
+    assert render_tool_rules(rules) == (
+        HEAD + "### `shell`\n- **[high]** s new\n\n"
+        "### `browser`\n- **[high]** b mid\n\n"
+        "### `shell`\n- **[high]** s old\n"
+    )
+
+
+def test_tool_rules_cap_keeps_the_30_best() -> None:
+    highs = [rule("shell", f"high {n}", "high", f"h{n}", updated_at=1000 + n) for n in range(40)]
+    criticals = [rule("send_email", f"crit {n}", "critical", f"c{n}", updated_at=n)
+                 for n in range(10)]
+    normals = [rule("shell", f"normal {n}", "normal", f"n{n}", updated_at=5000) for n in range(5)]
+    rules = highs + normals + criticals
+    random.Random(3).shuffle(rules)
+    chosen = select_prompt_rules(rules, None)
+    assert MAX_PROMPT_RULES == 30 and len(chosen) == 30
+    # every critical (however old), then the 20 newest highs
+    assert [r.rule_id for r in chosen] == (
+        [f"c{n}" for n in range(9, -1, -1)] + [f"h{n}" for n in range(39, 19, -1)])
+    out = render_tool_rules(rules)
+    assert out.count("\n- **[") == 30
+    assert "high 19\n" not in out and "high 20\n" in out and "normal" not in out
+
+
+def test_tool_rules_cap_counts_a_repeated_rule_once() -> None:
+    rules = [rule("shell", f"r {n}", "high", f"id{n}", updated_at=n) for n in range(29)]
+    rules += [rule("shell", "same", "critical", "x"), rule("shell", "same", "high", "y")]
+    rules += [rule("shell", "oldest", "high", "z", updated_at=-1)]
+    chosen = select_prompt_rules(rules, None)
+    assert len(chosen) == 30 and chosen[0].rule_id == "x"
+    assert "y" not in {r.rule_id for r in chosen} and "z" not in {r.rule_id for r in chosen}
+
+
+def test_tool_rules_for_every_tool_reach_every_tool() -> None:
+    star = rule("*", "Never share the user's password.", "critical", "star")
+    rules = [star, SARAH, rule("shell", "avoid sudo", "high", "sh")]
+    for tools in (None, ["shell"], ["send_email"], ["browser"], []):
+        out = render_tool_rules(rules, tools)
+        assert "### `*`\n- **[critical]** Never share the user's password.\n" in out
+        assert "star" in {r.rule_id for r in select_prompt_rules(rules, tools)}
+    assert "avoid sudo" not in render_tool_rules(rules, ["browser"])
+    assert "Sarah" in render_tool_rules(rules, ["send_email"])
+
+
+def test_select_prompt_rules_is_what_render_shows() -> None:
+    rules = [rule("Shell\n", " a \n b ", "HIGH ", "1", 5), SARAH,
+             rule("shell", "low", "low", "2")]
+    chosen = select_prompt_rules(rules, ["Shell", "send_email"])
+    assert chosen == [SARAH, ToolRule("1", "Shell", "a b", "high", 5)]
+    assert render_tool_rules(chosen, ["Shell", "send_email"]) == render_tool_rules(
+        rules, ["Shell", "send_email"])
+    assert select_prompt_rules([], None) == []
+
+
+_prompt_rules = st.lists(
+    st.builds(
+        ToolRule,
+        rule_id=st.sampled_from(["a", "b", "c", "d"]),
+        tool_name=st.sampled_from(["shell", "send_email", "*", "browser"]),
+        rule=st.sampled_from(["x", "y", "never email Sarah", " x\n"]),
+        priority=st.sampled_from(["critical", "high", "normal", "HIGH"]),
+        updated_at=st.sampled_from([0.0, 1.0, 2.5, 1e9, float("nan")]),
+    ),
+    max_size=45,
+)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(rules=_prompt_rules, tools=st.none() | st.lists(st.sampled_from(["shell", "browser"])),
+       seed=st.integers(0, 2**32 - 1))
+def test_tool_rules_byte_stable_under_shuffles(rules: list[ToolRule], tools: list[str] | None,
+                                               seed: int) -> None:
+    shuffled = rules[:]
+    random.Random(seed).shuffle(shuffled)
+    assert render_tool_rules(shuffled, tools) == render_tool_rules(rules, tools)
+    chosen = select_prompt_rules(rules, tools)
+    assert select_prompt_rules(shuffled, tools) == chosen
+    assert len(chosen) <= MAX_PROMPT_RULES
+    assert (render_tool_rules(rules, tools) == "") == (chosen == [])
 
 
 def test_tool_rules_byte_stable_for_any_input_order() -> None:
