@@ -8,6 +8,13 @@ at least that mark. So the moment a change commits, no earlier entry can be serv
 waiting for any after-commit clean-up: a command that waited for the checkpoint can answer, and
 the caller's next `prompt.context` shows the change.
 
+A user's context also holds the tenant's rules (those of the reserved user `TENANT_WIDE`). Their
+changes mark `(tenant, TENANT_WIDE)`, and a hit counts only if its stamp is at least both the
+user's mark and the tenant's (read with the entry in one pipelined round trip): one tenant-wide
+change turns away every user's earlier entries at once, without listing the users. The tenant's
+mark is never dropped after a commit (no entry of that tenant could be checked against it then),
+and every put stretches its TTL to the entry's, so it outlives every entry it may turn away.
+
 A mark written for a batch that then rolls back only costs misses until the batch is applied
 again. After a commit the user's entries are also dropped (a generation counter keeps a slow
 reader from putting a superseded entry back), which frees memory. Redis failures are misses;
@@ -25,15 +32,23 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from habitus.ids import TENANT_WIDE
+
 log = logging.getLogger(__name__)
 
 MARK_FIELD = "_min"
 STAMP = "_seq"
 
+# KEYS: the generation, the user's hash, the tenant's hash (its mark); ARGV: the generation
+# read before the inputs, the field, the value, the TTL.
 _PUT_IF_CURRENT = """
 if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
+  local left = redis.call('TTL', KEYS[3])
+  if left >= 0 and left < tonumber(ARGV[4]) then
+    redis.call('EXPIRE', KEYS[3], ARGV[4])
+  end
   return 1
 end
 return 0
@@ -59,13 +74,14 @@ def field_for(tools: Iterable[str] | None, budget_chars: int | None) -> str:
     return hashlib.sha1(spec.encode()).hexdigest()
 
 
-def usable(raw: bytes | None, mark: bytes | None) -> dict[str, Any] | None:
-    """The cached value, if it was computed at or after the user's last change."""
+def usable(raw: bytes | None, *marks: bytes | None) -> dict[str, Any] | None:
+    """The cached value, if it was computed at or after every mark (the user's last change,
+    the tenant's last tenant-wide change)."""
     if raw is None:
         return None
     entry = dict(json.loads(raw))
     stamp = entry.pop(STAMP, None)
-    if not isinstance(stamp, int) or stamp < int(mark or 0):
+    if not isinstance(stamp, int) or any(stamp < int(mark or 0) for mark in marks):
         return None
     return entry
 
@@ -82,14 +98,21 @@ class ContextCache:
         base = f"habitus:profile:{tenant_id}:{user_id}"
         return f"{base}:gen", f"{base}:ctx"
 
+    @classmethod
+    def _tenant_mark_key(cls, tenant_id: str) -> str:
+        """The hash whose `_min` is the tenant's last tenant-wide change."""
+        return cls._keys(tenant_id, TENANT_WIDE)[1]
+
     async def get(self, tenant_id: str, user_id: str, field: str) -> dict[str, Any] | None:
         try:
-            raw, mark = await self._redis.hmget(self._keys(tenant_id, user_id)[1],
-                                                [field, MARK_FIELD])
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hmget(self._keys(tenant_id, user_id)[1], [field, MARK_FIELD])
+            pipe.hget(self._tenant_mark_key(tenant_id), MARK_FIELD)
+            (raw, mark), tenant_mark = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
             return None
-        return usable(raw, mark)
+        return usable(raw, mark, tenant_mark)
 
     async def generation(self, tenant_id: str, user_id: str) -> str:
         try:
@@ -105,7 +128,7 @@ class ContextCache:
             return False
         gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
-            stored = await self._put(keys=[gen_key, ctx_key],
+            stored = await self._put(keys=[gen_key, ctx_key, self._tenant_mark_key(tenant_id)],
                                      args=[generation, field,
                                            json.dumps({**value, STAMP: stamp}), self._ttl])
         except RedisError as exc:
@@ -114,7 +137,8 @@ class ContextCache:
         return bool(stored)
 
     async def mark_changed(self, changes: Mapping[tuple[str, str], int]) -> None:
-        """Before a batch commits: these users' contexts change at these sequences."""
+        """Before a batch commits: these users' contexts change at these sequences
+        (`(tenant, TENANT_WIDE)`: every user's of the tenant)."""
         if not changes:
             return
         users = sorted(changes)
@@ -127,10 +151,14 @@ class ContextCache:
 
     async def invalidate(self, users: Iterable[tuple[str, str]]) -> None:
         """After a commit: drop the users' entries and marks (what is cached from now on was
-        read after the commit; the generation turns away a put that started before it)."""
+        read after the commit; the generation turns away a put that started before it).
+        The tenant's mark (`TENANT_WIDE`) is kept: the other users' entries are not dropped,
+        and it is what turns them away."""
         try:
             pipe = self._redis.pipeline(transaction=False)
             for tenant_id, user_id in users:
+                if user_id == TENANT_WIDE:
+                    continue
                 gen_key, ctx_key = self._keys(tenant_id, user_id)
                 pipe.incr(gen_key)
                 pipe.delete(ctx_key)

@@ -1,8 +1,9 @@
 """`prompt.context` as pure functions: the system-prompt sections for a user's next turn.
 
 The service gathers the inputs (active facets, the PROFILE.md notes without their managed
-blocks, the tool rules, the agent's tools) and caches the result; everything here is a function
-of those inputs alone, so a cached answer and a freshly computed one are the same bytes.
+blocks, the tool rules of the user and of the whole tenant, the agent's tools) and caches the
+result; everything here is a function of those inputs alone, so a cached answer and a freshly
+computed one are the same bytes.
 
 Each fact has exactly one home: facets live in `user_profile` (the managed blocks of PROFILE.md
 say the same thing, which is why the notes arrive without them), the user's own text in
@@ -179,7 +180,8 @@ def memory_access_section(tools: Iterable[str] | None) -> str:
 
 
 def tool_rules_section(rules: Iterable[ToolRule], tools: Iterable[str] | None) -> str:
-    """The critical and high tool rules for `tools`; the shared format of `habitus.prompt`."""
+    """The critical and high tool rules for `tools` (at most `habitus.prompt.MAX_PROMPT_RULES`,
+    `*` rules for every tool); the shared selection and format of `habitus.prompt`."""
     return render_tool_rules(rules, tools)
 
 

@@ -24,10 +24,12 @@ from habitus.events.domain import (
     ConnectedAccountSynced,
     ProfileNotesSaved,
     ProfileRendered,
+    RuleScope,
     ToolRuleDeleted,
     ToolRuleUpserted,
 )
 from habitus.events.ingest import ProviderProfileSynced
+from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.prompt import ProfileFacet, ToolRule
 from services.profile_renderer import store
@@ -98,11 +100,20 @@ class RenderProjection(Projection):
 
     async def on_rule_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                                ctx: ApplyContext) -> None:
-        """Tool rules are in the prompt context, not in PROFILE.md: nothing to render."""
+        """Tool rules are in the prompt context, not in PROFILE.md: nothing to render.
+
+        A tenant-scoped rule arrives for the reserved user `TENANT_WIDE` and is stored under
+        it, so it reaches every user of the tenant (`store.load_rules`) and no erasure of a
+        user removes it. The row's scope follows its user id: a `tenant` payload on a real
+        user's event still only reaches that user."""
         for delivered in run:
             event, p = delivered.event, delivered.event.payload
+            updated_at = p.updated_at if p.updated_at is not None else event.occurred_at
+            scope = RuleScope.TENANT if event.user_id == TENANT_WIDE else RuleScope.USER
             await store.upsert_rule(cur, event.tenant_id, event.user_id,
-                                    ToolRule(p.rule_id, p.tool_name, p.rule, p.priority.value))
+                                    ToolRule(p.rule_id, p.tool_name, p.rule, p.priority.value,
+                                             float(updated_at)),
+                                    scope.value)
 
     async def on_rule_deleted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                               ctx: ApplyContext) -> None:
@@ -127,7 +138,8 @@ class RenderProjection(Projection):
     async def before_commit(self, cur: AsyncCursor[Any], batch: Sequence[Delivered]) -> None:
         """The prompt cache's change marks: each user the batch touches, at the sequence of
         its newest event (a failure only leaves entries to their TTL; it never fails the
-        batch)."""
+        batch). A tenant-wide event marks `(tenant, TENANT_WIDE)`, the mark every user of the
+        tenant is checked against, so all their cached contexts miss once it commits."""
         if self._cache is not None:
             await self._cache.mark_changed({(d.event.tenant_id, d.event.user_id): d.seq
                                             for d in batch})

@@ -90,6 +90,7 @@ class ProfileRpc:
             stamp = await store.checkpoint(cur, RenderProjection.name)
             facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
             document = await store.latest(cur, rc.tenant_id, p.user_id)
+            # the user's own rules and the tenant's (TENANT_WIDE); never another user's
             rules = await store.load_rules(cur, rc.tenant_id, p.user_id)
         built = build_context(facets=facets, notes=notes(document.markdown) if document else "",
                               rules=rules, tools=p.tools, budget_chars=p.budget_chars)

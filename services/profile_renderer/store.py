@@ -11,6 +11,7 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
+from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.prompt import ProfileFacet, ToolRule
 
@@ -74,14 +75,18 @@ async def load_accounts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
     return [(r[0], r[1]) for r in await cur.fetchall()]
 
 
-async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule: ToolRule
-                      ) -> None:
+async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule: ToolRule,
+                      scope: str = "user") -> None:
+    """The rule as it now stands; `user_id` is `TENANT_WIDE` for a tenant-scoped rule."""
     await cur.execute(
-        f"""INSERT INTO {RULES} (tenant_id, user_id, rule_id, tool_name, rule, priority)
-            VALUES (%s, %s, %s, %s, %s, %s)
+        f"""INSERT INTO {RULES} (tenant_id, user_id, rule_id, tool_name, rule, priority,
+                updated_at, scope)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET tool_name =
-              EXCLUDED.tool_name, rule = EXCLUDED.rule, priority = EXCLUDED.priority""",
-        (tenant_id, user_id, rule.rule_id, rule.tool_name, rule.rule, rule.priority))
+              EXCLUDED.tool_name, rule = EXCLUDED.rule, priority = EXCLUDED.priority,
+              updated_at = EXCLUDED.updated_at, scope = EXCLUDED.scope""",
+        (tenant_id, user_id, rule.rule_id, rule.tool_name, rule.rule, rule.priority,
+         rule.updated_at, scope))
 
 
 async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
@@ -91,9 +96,14 @@ async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_
 
 
 async def load_rules(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[ToolRule]:
-    await cur.execute(f"SELECT rule_id, tool_name, rule, priority FROM {RULES} "
-                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    return [ToolRule(r[0], r[1], r[2], r[3]) for r in await cur.fetchall()]
+    """The rules that apply to the user: the user's own and the tenant's (`TENANT_WIDE`).
+
+    Never another user's: a row is read only under the user's id or the reserved one, which
+    no caller's user id can be (`habitus.ids.CALLER_USER_PATTERN`)."""
+    await cur.execute(f"SELECT rule_id, tool_name, rule, priority, updated_at FROM {RULES} "
+                      "WHERE tenant_id = %s AND user_id IN (%s, %s)",
+                      (tenant_id, user_id, TENANT_WIDE))
+    return [ToolRule(r[0], r[1], r[2], r[3], float(r[4])) for r in await cur.fetchall()]
 
 
 async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Document | None:

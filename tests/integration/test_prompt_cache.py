@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from habitus.ids import TENANT_WIDE
 from services.profile_renderer.cache import ContextCache, field_for
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
@@ -63,3 +64,43 @@ async def test_invalidation_after_commit_turns_away_a_put_that_started_before_it
     await cache.invalidate([(tenant, "u1")])
     assert not await cache.put(tenant, "u1", FIELD, {"text": "stale"}, before, stamp=100)
     assert await cache.get(tenant, "u1", FIELD) is None
+
+
+async def test_a_tenant_wide_mark_turns_away_every_users_earlier_entries(
+        cache: ContextCache) -> None:
+    tenant, other_tenant = unique("tn"), unique("tn")
+    for t, user in ((tenant, "u1"), (tenant, "u2"), (other_tenant, "u1")):
+        assert await cache.put(t, user, FIELD, {"text": f"{user} at 5"},
+                               await cache.generation(t, user), stamp=5)
+
+    await cache.mark_changed({(tenant, TENANT_WIDE): 8})  # a tenant rule's batch commits
+
+    assert await cache.get(tenant, "u1", FIELD) is None
+    assert await cache.get(tenant, "u2", FIELD) is None
+    assert await cache.get(other_tenant, "u1", FIELD) == {"text": "u1 at 5"}
+    # the after-commit clean-up keeps the tenant's mark: nothing else turns the entries away
+    await cache.invalidate([(tenant, TENANT_WIDE)])
+    assert await cache.get(tenant, "u1", FIELD) is None
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 7"}, generation, stamp=7)
+    assert await cache.get(tenant, "u1", FIELD) is None
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=8)
+    assert await cache.get(tenant, "u1", FIELD) == {"text": "at 8"}
+    # a user's own later mark still counts on top of the tenant's
+    await cache.mark_changed({(tenant, "u1"): 9})
+    assert await cache.get(tenant, "u1", FIELD) is None
+
+
+async def test_the_tenant_mark_outlives_the_entries_it_turns_away(servers: ServerUrls) -> None:
+    redis = Redis.from_url(servers.redis)
+    try:
+        short, long = ContextCache(redis, ttl_seconds=5), ContextCache(redis, ttl_seconds=600)
+        tenant = unique("tn")
+        await short.mark_changed({(tenant, TENANT_WIDE): 4})
+        mark_key = f"habitus:profile:{tenant}:{TENANT_WIDE}:ctx"
+        assert 0 < await redis.ttl(mark_key) <= 5
+        assert await long.put(tenant, "u1", FIELD, {"text": "at 4"},
+                              await long.generation(tenant, "u1"), stamp=4)
+        assert await redis.ttl(mark_key) > 5  # stretched to the new entry's TTL
+    finally:
+        await redis.aclose()
