@@ -15,11 +15,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from habitus.cli_rules import rules_app
 from habitus.config import Settings, get_settings
 
 app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+app.add_typer(rules_app, name="rules")
 console = Console()
 
 

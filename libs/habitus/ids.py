@@ -55,6 +55,18 @@ def derived_event_id(*parts: str) -> str:
 
 TenantId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
 UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+
+#: The user id of what belongs to a whole tenant (a tenant-scoped tool rule): its events ride on
+#: the tenant's `_tenant` subject and every user of the tenant sees them.
+TENANT_WIDE = "_tenant"
+#: Ids beginning with "_" are Habitus's own (`_tenant`, `_all`, `_system`): a caller's user id
+#: never does, so no user can read or erase what belongs to the tenant.
+CALLER_USER_PATTERN = r"^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$"
+CallerUserId = Annotated[str, StringConstraints(pattern=CALLER_USER_PATTERN)]
+
+
+def is_reserved_user(user_id: str) -> bool:
+    return user_id.startswith("_")
 # Checked by pydantic-core's own regex engine (no Python call per event on the hot read path).
 # Case is normalised where ids enter the system (`check_event_id` at the gateway), so ids on the
 # bus are already canonical.

@@ -29,7 +29,7 @@ from habitus.events.domain import (
     UserErased,
 )
 from habitus.events.envelope import Payload
-from habitus.events.ingest import EmailObserved, ProviderProfileSynced, TurnRecorded
+from habitus.events.ingest import EmailObserved, ProviderProfileSynced, ToolCall, TurnRecorded
 
 #: every example happens at T0 + i minutes: in the past, deterministic
 T0 = 1_790_000_000.0
@@ -40,6 +40,12 @@ TURN_MESSAGES = (
     "I'm Dana, I work in Berlin.",
     "From now on, always answer in British English.",
     "No bullet points please, just plain paragraphs.",
+    "Never email Sarah at sarah@example.com.",
+)
+#: the tools called with each message above (an edict lands on the tool it names)
+TURN_TOOLS: tuple[tuple[tuple[str, bool, str | None], ...], ...] = (
+    (), (), (), (("shell", False, "permission denied"), ("shell", False, "permission denied")),
+    (("send_email", True, "sent"),),
 )
 SIGNATURE = ("\n\nBest regards,\nDana Keller\nStaff Engineer\nNorthwind GmbH\nBerlin, Germany\n"
              "CET")
@@ -61,6 +67,8 @@ def _turn(tenant: str, user: str, i: int) -> Payload:
     return TurnRecorded(
         session_id="s1", turn_id=f"t{i}", channel="web",
         user_message=TURN_MESSAGES[i % len(TURN_MESSAGES)],
+        tool_calls=[ToolCall(tool_name=name, ok=ok, output_summary=summary)
+                    for name, ok, summary in TURN_TOOLS[i % len(TURN_TOOLS)]],
         assistant_message="Sure. Here is a longer answer than you asked for, I am afraid. " * 3,
         user_at=t, assistant_at=t + 4, previous_assistant_at=t - 10 if i else None)
 
@@ -143,7 +151,9 @@ def _account(tenant: str, user: str, i: int) -> Payload:
 def _rule(tenant: str, user: str, i: int) -> Payload:
     return ToolRuleUpserted(rule_id=f"rule-{i % 2}", tool_name="web_search",
                             rule=f"Prefer primary sources; cite at most {i + 2} links.",
-                            priority="high" if i % 2 else "normal", tags=["research"])
+                            priority="high" if i % 2 else "normal", tags=["research"],
+                            source="programmatic", created_at=at(0), updated_at=at(i),
+                            causation=f"request-{i}")
 
 
 def _rule_deleted(tenant: str, user: str, i: int) -> Payload:

@@ -504,3 +504,13 @@ def test_every_ingest_type_but_feedback_has_a_natural_key() -> None:
     assert keyed == set(CATALOG.ingest_types()) - {"FeedbackGiven"}
     for payload, fields in NATURAL_KEYS.items():
         assert set(fields) <= set(payload.model_fields), payload
+
+
+@pytest.mark.parametrize("user", ["_tenant", "_all", "_anything"])
+def test_user_ids_beginning_with_an_underscore_are_habitus_own(user: str) -> None:
+    # `_tenant` carries what belongs to every user of the tenant (tenant-wide tool rules):
+    # a caller writing as it would reach every other user's prompt.
+    outcome = build(item(user_id=user))
+    assert rejected(outcome) == ["user_id"]
+    assert "reserved" in outcome.errors[0].reason
+    assert build(item(user_id="u_1-x")).ok

@@ -67,7 +67,7 @@ def test_learning_params_carry_their_aliases_and_constraints(doc: dict[str, Any]
     op = doc["paths"]["/v1/rpc/learning.pin_facet"]["post"]
     body = resolve(doc, op["requestBody"]["content"]["application/json"]["schema"])
     assert set(body["required"]) == {"user_id", "class", "key"}
-    assert body["properties"]["user_id"]["pattern"] == "^[A-Za-z0-9_-]{1,64}$"
+    assert body["properties"]["user_id"]["pattern"] == "^[A-Za-z0-9-][A-Za-z0-9_-]{0,63}$"
     assert resolve(doc, body["properties"]["class"])["enum"] == [
         "style", "identity", "tooling", "veto", "goal", "channel"]
     assert op["x-habitus-changes-state"] is True

@@ -9,11 +9,12 @@ import pytest
 from pydantic_settings import BaseSettings
 
 from habitus.config import Settings, settings_table
-from services.profile_renderer.main import ProfileSettings
-from services.stability_detector.settings import LearningSettings
+from habitus.service import registry
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-CLASSES: list[type[BaseSettings]] = [Settings, LearningSettings, ProfileSettings]
+#: the shared settings, then each service's own, from its descriptor
+CLASSES: list[type[BaseSettings]] = [Settings, *(s.settings for s in registry.services()
+                                                 if s.settings is not None)]
 
 
 def test_readme_settings_table_is_the_generated_one() -> None:

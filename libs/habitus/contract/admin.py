@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from habitus.ids import UserId
+from habitus.ids import CallerUserId as UserId
 
 
 class EraseUser(BaseModel):

@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from habitus.events.domain import FacetClass, FacetState, UserState
 from habitus.events.evidence import EvidenceRef
-from habitus.ids import ID_RE
+from habitus.ids import CallerUserId
 
-UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+UserId = CallerUserId
 Key = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[^\s/][^\s]*$")]
 
 _USER = "The user, within the caller's tenant."

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from habitus.ids import ID_RE
+from habitus.ids import CallerUserId
 
-UserId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]
+UserId = CallerUserId
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 _USER = "The user, within the caller's tenant."

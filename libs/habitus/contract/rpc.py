@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import admin, learning, profile
+from habitus.contract import admin, learning, memory, profile
 from habitus.subjects import rpc_subject
 
 
@@ -37,6 +37,7 @@ class MethodSpec:
 _GATEWAY = "gateway"
 _LEARNING = "stability_detector"
 _PROFILE = "profile_renderer"
+_MEMORY = "tool_memory"
 
 _TABLE = (
     MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
@@ -70,6 +71,24 @@ _TABLE = (
     MethodSpec("prompt.context", _PROFILE, profile.PromptContextParams, profile.PromptContext,
                "What the next prompt should carry for a user",
                description="The hot path: answered from a cache invalidated by every change."),
+    MethodSpec("memory.tool_rule_put", _MEMORY, memory.RulePut, memory.Rule,
+               "Create or replace a tool-scoped rule", changes_state=True,
+               description="An upsert: the rule keeps its `created_at`."),
+    MethodSpec("memory.tool_rule_get", _MEMORY, memory.RuleRef, memory.Rule,
+               "Read one rule", description="Not found (404) when there is no such rule."),
+    MethodSpec("memory.tool_rule_list", _MEMORY, memory.RuleQuery, memory.RuleList,
+               "List rules: critical first, newest first"),
+    MethodSpec("memory.tool_rule_delete", _MEMORY, memory.RuleRef, memory.Deleted,
+               "Delete a rule", changes_state=True,
+               description="`{deleted: false}` when there was no such rule."),
+    MethodSpec("memory.tool_rules_for_prompt", _MEMORY, memory.RulesForPrompt,
+               memory.PromptRules, "The tool-rules block a prompt carries",
+               description="The same bytes `prompt.context` shows for these tools."),
+    MethodSpec("memory.tool_rules_json", _MEMORY, memory.ToolRules, memory.RuleList,
+               "Every rule of one tool, as data"),
+    MethodSpec("memory.tool_rules_recall", _MEMORY, memory.Recall, memory.RecallResult,
+               "The normal-priority guidance for a tool, best match first",
+               description="What an agent's memory-recall tool fetches on demand."),
     MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "

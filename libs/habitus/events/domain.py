@@ -13,6 +13,7 @@ from pydantic import Field
 
 from habitus.events.envelope import Payload
 from habitus.events.evidence import EvidenceRef
+from habitus.events.ingest import Timestamp
 
 
 class FacetClass(StrEnum):
@@ -175,22 +176,60 @@ class RulePriority(StrEnum):
     LOW = "low"
 
 
+class RuleSource(StrEnum):
+    USER_EXPLICIT = "user_explicit"
+    POST_TURN = "post_turn"
+    PROGRAMMATIC = "programmatic"
+
+
+class RuleScope(StrEnum):
+    USER = "user"
+    TENANT = "tenant"
+
+
 class ToolRuleUpserted(Payload):
+    """The whole rule as it now stands (version 2: scope, source, times and causation)."""
+
     rule_id: str = Field(
         min_length=1, max_length=128,
         description="The rule, unique per user; upserting it again replaces it.")
     tool_name: str = Field(
         min_length=1, max_length=128,
-        description="The tool the rule applies to; prompts for that tool carry it.")
+        description="The tool the rule applies to, trimmed and lower-case; `*` is every tool.")
     rule: str = Field(
         min_length=1, max_length=4000, description="The rule's text, as the prompt will carry it.")
     priority: RulePriority = Field(
-        default=RulePriority.NORMAL, description="Higher priorities survive a tight prompt budget.")
-    source: str = Field(
-        default="user", max_length=64,
-        description="Where the rule came from (`user`, a producer, ...).")
+        default=RulePriority.NORMAL,
+        description="critical and high are pinned into every prompt that may use the tool; "
+                    "normal is recalled on demand.")
+    source: RuleSource = Field(
+        default=RuleSource.PROGRAMMATIC,
+        description="Where the rule came from: the user's own words, a turn's outcome, or a "
+                    "program (a platform's safety pipeline, an API call).")
     tags: list[str] = Field(
         default_factory=list, max_length=32, description="Free labels, for filtering.")
+    scope: RuleScope = Field(
+        default=RuleScope.USER,
+        description="`user`: the event's user only; `tenant`: every user of the tenant (the "
+                    "event's user is then `_tenant`).")
+    created_at: Timestamp | None = Field(
+        default=None, ge=0,
+        description="When the rule was first stored (epoch seconds); absent before version 2.")
+    updated_at: Timestamp | None = Field(
+        default=None, ge=0,
+        description="When it last changed (epoch seconds); absent before version 2: the "
+                    "event's occurred_at.")
+    causation: str | None = Field(
+        default=None, max_length=256,
+        description="What it came from: `turn:<session>/<turn>` or the request's correlation "
+                    "id.")
+
+
+def tool_rule_v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 had a free-form `source` (`user` for a user's own rule)."""
+    source = payload.get("source")
+    payload["source"] = "user_explicit" if source in (None, "user") else "programmatic"
+    return payload
 
 
 class ToolRuleDeleted(Payload):

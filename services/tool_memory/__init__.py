@@ -1,0 +1,1 @@
+"""The tool-memory service: tool-scoped rules, captured from turns and pinned into prompts."""

@@ -1,0 +1,93 @@
+"""Tool memory as two projections.
+
+`tools.capture` reads turns from HABITUS_INGEST and publishes the rules they imply as
+`ToolRuleUpserted` (the whole rule, with ids derived from the rule and event ids from the turn,
+so a redelivered or replayed turn publishes nothing new); the only state it keeps is when it
+first made each rule, so a repeat keeps its `created_at`. `tools.rules` folds every
+`ToolRuleUpserted` and `ToolRuleDeleted`, whoever published them (capture, `memory.*`, another
+service), into the queryable `tools.rules`, in stream order: the same order the profile
+renderer applies them in for `prompt.context`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.events.causation import caused
+from habitus.events.domain import RuleScope, ToolRuleDeleted, ToolRuleUpserted
+from habitus.events.ingest import TurnRecorded
+from habitus.projection import ApplyContext, Delivered, Projection
+from services.tool_memory import store
+from services.tool_memory.capture import capture
+from services.tool_memory.settings import ToolMemorySettings
+
+PRODUCER = "tool_memory"
+
+
+class CaptureProjection(Projection):
+    name = "tools.capture"
+    schema = store.SCHEMA
+    tables = (store.CAPTURED,)
+
+    def __init__(self, settings: ToolMemorySettings | None = None):
+        self.enabled = (settings or ToolMemorySettings()).capture
+
+    async def on_turns(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                       ctx: ApplyContext) -> None:
+        if not self.enabled:
+            return
+        found = [(d, rule) for d in run
+                 for rule in capture(d.event.tenant_id, d.event.user_id, d.event.payload)]
+        if not found:
+            return
+        keys = {(d.event.tenant_id, d.event.user_id, rule.rule_id) for d, rule in found}
+        known = await store.first_seen(cur, keys)
+        new: dict[tuple[str, str, str], float] = {}
+        for delivered, rule in found:
+            event = delivered.event
+            key = (event.tenant_id, event.user_id, rule.rule_id)
+            at = event.occurred_at
+            created = known.get(key) or new.setdefault(key, at)
+            turn = event.payload
+            ctx.emit(caused(event, ToolRuleUpserted(
+                rule_id=rule.rule_id, tool_name=rule.tool_name, rule=rule.rule,
+                priority=rule.priority, source=rule.source, tags=list(rule.tags),
+                scope=RuleScope.USER, created_at=created, updated_at=at,
+                causation=f"turn:{turn.session_id}/{turn.turn_id}"),
+                producer=PRODUCER, key=(rule.rule_id,)), delivered)
+        await store.remember(cur, new)
+
+    handlers = {TurnRecorded: on_turns}
+    emits = (ToolRuleUpserted,)
+
+
+def rule_row(delivered: Delivered) -> store.RuleRow:
+    event = delivered.event
+    p: ToolRuleUpserted = event.payload
+    updated = p.updated_at if p.updated_at is not None else event.occurred_at
+    return store.RuleRow(
+        event.tenant_id, event.user_id, p.rule_id, p.tool_name.strip().lower(), p.rule,
+        p.priority.value, p.source.value, tuple(p.tags), p.scope.value,
+        p.created_at if p.created_at is not None else updated, updated, p.causation)
+
+
+class RulesProjection(Projection):
+    name = "tools.rules"
+    schema = store.SCHEMA
+    tables = (store.RULES,)
+
+    async def on_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        for delivered in run:
+            await store.upsert_rule(cur, rule_row(delivered))
+
+    async def on_deleted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                         ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            await store.delete_rule(cur, event.tenant_id, event.user_id, event.payload.rule_id)
+
+    handlers = {ToolRuleUpserted: on_upserted, ToolRuleDeleted: on_deleted}

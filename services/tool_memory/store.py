@@ -1,0 +1,125 @@
+"""The `tools` schema: the rules as they stand, and when each captured rule was first seen.
+
+Tenant-wide rules are stored under the reserved user id `_tenant`, so every query for a user
+reads two owners: the user and the tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.ids import TENANT_WIDE
+
+SCHEMA = "tools"
+RULES = f"{SCHEMA}.rules"
+#: capture's own memory of the rules it made: first seen, so a repeat keeps `created_at`
+CAPTURED = f"{SCHEMA}.captured"
+
+PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
+_COLUMNS = ("tenant_id, user_id, rule_id, tool_name, rule, priority, source, tags, scope, "
+            "created_at, updated_at, causation")
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRow:
+    tenant_id: str
+    user_id: str
+    rule_id: str
+    tool_name: str
+    rule: str
+    priority: str
+    source: str
+    tags: tuple[str, ...]
+    scope: str
+    created_at: float
+    updated_at: float
+    causation: str | None
+
+    @property
+    def sort_key(self) -> tuple[int, float, str, str]:
+        """Critical first, then high, then normal; newest first; then stable."""
+        return (PRIORITY_RANK.get(self.priority, 9), -self.updated_at, self.tool_name,
+                self.rule_id)
+
+
+def _row(r: Sequence[Any]) -> RuleRow:
+    return RuleRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8],
+                   float(r[9]), float(r[10]), r[11])
+
+
+async def upsert_rule(cur: AsyncCursor[Any], row: RuleRow) -> None:
+    """Replace the rule; `created_at` stays what it was when it was first stored."""
+    await cur.execute(
+        f"""INSERT INTO {RULES} ({_COLUMNS})
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET
+              tool_name = EXCLUDED.tool_name, rule = EXCLUDED.rule,
+              priority = EXCLUDED.priority, source = EXCLUDED.source, tags = EXCLUDED.tags,
+              scope = EXCLUDED.scope, updated_at = EXCLUDED.updated_at,
+              causation = EXCLUDED.causation,
+              created_at = LEAST({RULES}.created_at, EXCLUDED.created_at)""",
+        (row.tenant_id, row.user_id, row.rule_id, row.tool_name, row.rule, row.priority,
+         row.source, list(row.tags), row.scope, row.created_at, row.updated_at,
+         row.causation))
+
+
+async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
+                      ) -> None:
+    await cur.execute(f"DELETE FROM {RULES} WHERE tenant_id = %s AND user_id = %s "
+                      "AND rule_id = %s", (tenant_id, user_id, rule_id))
+
+
+async def get_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
+                   ) -> RuleRow | None:
+    await cur.execute(f"SELECT {_COLUMNS} FROM {RULES} WHERE tenant_id = %s AND user_id = %s "
+                      "AND rule_id = %s", (tenant_id, user_id, rule_id))
+    row = await cur.fetchone()
+    return None if row is None else _row(row)
+
+
+def owners(user_id: str | None) -> list[str]:
+    """Whose rules a user sees: their own and the tenant's (the tenant's only, without one)."""
+    return [TENANT_WIDE] if user_id is None else [user_id, TENANT_WIDE]
+
+
+async def list_rules(cur: AsyncCursor[Any], tenant_id: str, user_ids: Iterable[str], *,
+                     tool_name: str | None = None, priority: str | None = None
+                     ) -> list[RuleRow]:
+    sql = f"SELECT {_COLUMNS} FROM {RULES} WHERE tenant_id = %s AND user_id = ANY(%s)"
+    params: list[Any] = [tenant_id, list(user_ids)]
+    if tool_name is not None:
+        sql += " AND tool_name = %s"
+        params.append(tool_name)
+    if priority is not None:
+        sql += " AND priority = %s"
+        params.append(priority)
+    await cur.execute(sql, params)
+    return sorted((_row(r) for r in await cur.fetchall()), key=lambda r: r.sort_key)
+
+
+async def first_seen(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]
+                     ) -> dict[tuple[str, str, str], float]:
+    """When capture first made each (tenant, user, rule id) it is about to publish again."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    await cur.execute(
+        f"""SELECT c.tenant_id, c.user_id, c.rule_id, c.created_at FROM {CAPTURED} c
+            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(t, u, r)
+              ON c.tenant_id = k.t AND c.user_id = k.u AND c.rule_id = k.r""",
+        ([k[0] for k in wanted], [k[1] for k in wanted], [k[2] for k in wanted]))
+    return {(r[0], r[1], r[2]): float(r[3]) for r in await cur.fetchall()}
+
+
+async def remember(cur: AsyncCursor[Any], created: Mapping[tuple[str, str, str], float]
+                   ) -> None:
+    if not created:
+        return
+    await cur.executemany(
+        f"""INSERT INTO {CAPTURED} (tenant_id, user_id, rule_id, created_at)
+            VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        [(*key, at) for key, at in created.items()])

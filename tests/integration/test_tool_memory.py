@@ -1,0 +1,250 @@
+"""Tool memory on real servers: rules captured from turns sent through the gateway, the
+`memory.*` controllers over HTTP, and the rules pinned into `prompt.context`.
+
+The stack is the gateway, tool memory and the profile renderer (the one that serves
+`prompt.context`), in-process on the embedded servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from habitus.auth.keys import create_key
+from habitus.db.migrate import migrate
+from habitus.projection.registry import resolve
+from habitus.projection.replay import replay
+from services.gateway.main import service as gateway
+from services.profile_renderer.main import build as profile_renderer
+from services.tool_memory.main import build as tool_memory
+from services.tool_memory.settings import ToolMemorySettings
+from tests.conftest import ServerUrls
+from tests.support.factories import turn_item, unique
+from tests.support.services import running
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+SARAH = "Never email Sarah at sarah@example.com."
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(servers: ServerUrls) -> AsyncIterator[str]:
+    migrate(servers.database)
+    settings = servers.settings()
+    async with running(tool_memory(ToolMemorySettings(semantic_recall=True)), settings), \
+            running(profile_renderer(), settings), running(gateway, settings) as host:
+        yield f"http://127.0.0.1:{host.bound_port}"
+
+
+class Client:
+    def __init__(self, base: str, key: str):
+        self.base, self.key = base, key
+
+    async def post(self, path: str, body: Any) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+            return await client.post(path, json=body,
+                                      headers={"Authorization": f"Bearer {self.key}"})
+
+    async def rpc(self, method: str, **params: Any) -> Any:
+        response = await self.post(f"/v1/rpc/{method}", params)
+        assert response.status_code == 200, response.text
+        return response.json()["result"]
+
+    async def refused(self, method: str, **params: Any) -> tuple[int, str]:
+        response = await self.post(f"/v1/rpc/{method}", params)
+        return response.status_code, response.json()["error"]["message"]
+
+    async def turn(self, user: str, message: str, tools: list[tuple[str, bool]]) -> None:
+        item = turn_item(user, message)
+        item["payload"]["tool_calls"] = [
+            {"tool_name": name, "ok": ok, "output_summary": None if ok else "timed out"}
+            for name, ok in tools]
+        response = await self.post("/v1/events", [item])
+        assert response.status_code in (200, 202), response.text
+
+
+@pytest_asyncio.fixture
+async def acme(stack: str, pool: Any) -> Client:
+    return Client(stack, await create_key(pool, unique("acme")))
+
+
+async def until(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+async def test_never_email_sarah_is_captured_and_pinned_into_the_prompt(acme: Client) -> None:
+    user = unique("dana")
+    await acme.turn(user, SARAH, [("send_email", True)])
+
+    async def captured() -> list[dict[str, Any]]:
+        return list((await acme.rpc("memory.tool_rule_list", user_id=user))["rules"])
+
+    rules = await until(captured)
+    assert len(rules) == 1
+    rule = rules[0]
+    assert (rule["tool_name"], rule["priority"], rule["source"], rule["tags"]) == (
+        "send_email", "critical", "user_explicit", ["user-edict"])
+    assert "sarah@example.com" in rule["rule"]
+
+    context = await until(lambda: _context_with(acme, user, ["send_email"], "Never email"))
+    assert f"- **[critical]** {SARAH}" in context
+    assert "Never email" not in await _context(acme, user, ["web_search"])
+
+    # The same edict in a later turn updates the rule; it never makes a second one.
+    await acme.turn(user, SARAH, [("send_email", True)])
+
+    async def updated() -> list[dict[str, Any]]:
+        again = (await acme.rpc("memory.tool_rule_list", user_id=user))["rules"]
+        return list(again) if again and again[0]["updated_at"] > rule["updated_at"] else []
+
+    again = await until(updated)
+    assert len(again) == 1
+    assert again[0]["id"] == rule["id"] and again[0]["created_at"] == rule["created_at"]
+
+
+async def test_repeated_failures_become_normal_guidance_to_recall(acme: Client) -> None:
+    user = unique("dana")
+    await acme.turn(user, "Deploy it please.", [("shell", False), ("shell", False),
+                                                 ("shell", True)])
+    rules = await until(lambda: _rules(acme, user))
+    assert [(r["tool_name"], r["priority"], r["tags"]) for r in rules] == [
+        ("shell", "normal", ["repeated-failure"])]
+    assert "2" in rules[0]["rule"] and "timed out" in rules[0]["rule"]
+    recalled = await acme.rpc("memory.tool_rules_recall", user_id=user, tool_name="shell",
+                              query="the deploy command keeps timing out")
+    assert [m["rule"]["id"] for m in recalled["matches"]] == [rules[0]["id"]]
+    assert "repeated-failure" not in await _context(acme, user, ["shell"])  # normal: recall only
+
+
+async def test_controllers_round_trip_upsert_sort_and_delete(acme: Client) -> None:
+    user = unique("sam")
+    first = await acme.rpc("memory.tool_rule_put", user_id=user, tool_name=" Send_Email ",
+                           rule="Always CC the account manager.", priority="high",
+                           tags=["policy"])
+    assert first["tool_name"] == "send_email" and first["source"] == "programmatic"
+    got = await acme.rpc("memory.tool_rule_get", user_id=user, tool_name="send_email",
+                         id=first["id"])
+    assert got == first
+
+    again = await acme.rpc("memory.tool_rule_put", user_id=user, tool_name="send_email",
+                           rule="Always CC the account manager and the team lead.",
+                           priority="high", id=first["id"])
+    assert again["created_at"] == first["created_at"]
+    assert again["updated_at"] > first["updated_at"]
+
+    critical = await acme.rpc("memory.tool_rule_put", user_id=user, tool_name="send_email",
+                              rule="Never send attachments over 10 MB.", priority="critical")
+    normal = await acme.rpc("memory.tool_rule_put", user_id=user, tool_name="send_email",
+                            rule="Keep subject lines under 60 characters.")
+    listed = (await acme.rpc("memory.tool_rule_list", user_id=user))["rules"]
+    assert [r["id"] for r in listed] == [critical["id"], first["id"], normal["id"]]
+    only = await acme.rpc("memory.tool_rule_list", user_id=user, priority="normal")
+    assert [r["id"] for r in only["rules"]] == [normal["id"]]
+
+    assert (await acme.rpc("memory.tool_rule_delete", user_id=user, tool_name="send_email",
+                           id=first["id"])) == {"deleted": True}
+    assert (await acme.rpc("memory.tool_rule_delete", user_id=user, tool_name="send_email",
+                           id=first["id"])) == {"deleted": False}
+    status, message = await acme.refused("memory.tool_rule_get", user_id=user,
+                                         tool_name="send_email", id=first["id"])
+    assert status == 404 and first["id"] in message
+    assert "CC the account manager" not in await _context(acme, user, ["send_email"])
+
+
+async def test_the_prompt_block_is_the_same_bytes_and_capped_at_30(acme: Client) -> None:
+    user = unique("lee")
+    for n in range(35):
+        await acme.rpc("memory.tool_rule_put", user_id=user, tool_name="shell",
+                       rule=f"Rule number {n:02d}: never touch /etc/{n}.", priority="critical")
+    block = await acme.rpc("memory.tool_rules_for_prompt", user_id=user, tools=["shell"])
+    assert len(block["rules"]) == 30
+    assert block["rendered"].count("- **[critical]**") == 30
+    assert "Rule number 34" in block["rendered"] and "Rule number 04" not in block["rendered"]
+    context = await acme.rpc("prompt.context", user_id=user, tools=["shell"])
+    section = next(s for s in context["sections"] if s["name"] == "tool_rules")
+    assert section["content"].strip() == block["rendered"].strip()
+
+
+async def test_tenant_rules_reach_every_user_of_the_tenant_and_no_other(
+        stack: str, pool: Any) -> None:
+    acme = Client(stack, await create_key(pool, unique("acme")))
+    other = Client(stack, await create_key(pool, unique("other")))
+    rule = await acme.rpc("memory.tool_rule_put", scope="tenant", tool_name="send_email",
+                          rule="Never email addresses outside example.com.",
+                          priority="critical", source="programmatic")
+    assert rule["scope"] == "tenant"
+    for user in (unique("a"), unique("b")):
+        assert "outside example.com" in await _context(acme, user, ["send_email"])
+        listed = (await acme.rpc("memory.tool_rule_list", user_id=user))["rules"]
+        assert [r["id"] for r in listed] == [rule["id"]]
+    assert "outside example.com" not in await _context(other, unique("c"), ["send_email"])
+    assert (await other.rpc("memory.tool_rule_list"))["rules"] == []
+    assert [r["id"] for r in (await acme.rpc("memory.tool_rule_list"))["rules"]] == [rule["id"]]
+    # A user's rule stays the user's.
+    mine = unique("mine")
+    await acme.rpc("memory.tool_rule_put", user_id=mine, tool_name="send_email",
+                   rule="Sign as Dana.", priority="high")
+    assert "Sign as Dana" in await _context(acme, mine, ["send_email"])
+    assert "Sign as Dana" not in await _context(acme, unique("theirs"), ["send_email"])
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"tool_name": "  ", "rule": "x"}, "tool_name"),
+    ({"tool_name": "shell", "rule": "   "}, "rule"),
+    ({"tool_name": "shell", "rule": "x" * 4001}, "rule"),
+    ({"tool_name": "shell", "rule": "x", "priority": "urgent"}, "priority"),
+    ({"tool_name": "shell", "rule": "x", "source": "gossip"}, "source"),
+    ({"tool_name": "shell", "rule": "x", "scope": "galaxy"}, "scope"),
+    ({"tool_name": "shell", "rule": "x", "user_id": None}, "user_id"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "_tenant"}, "user_id"),
+])
+async def test_bad_rules_are_refused_naming_the_field_and_nothing_is_stored(
+        acme: Client, params: dict[str, Any], field: str) -> None:
+    user = unique("u")
+    body = {"user_id": user, **params}
+    if body.get("user_id") is None:
+        body.pop("user_id")
+    status, message = await acme.refused("memory.tool_rule_put", **body)
+    assert status == 400 and field in message
+    assert (await acme.rpc("memory.tool_rule_list", user_id=user))["rules"] == []
+
+
+async def test_a_replay_of_the_rules_rebuilds_the_same_rows(acme: Client, nc: Any,
+                                                            pool: Any) -> None:
+    user = unique("rae")
+    await acme.turn(user, SARAH + " Don't run shell commands with sudo.",
+                    [("send_email", True), ("shell", True)])
+    before = await until(lambda: _rules(acme, user, at_least=2))
+    result = await replay(resolve("tools.rules"), nc, pool, timeout=60)
+    assert result.projection == "tools.rules"
+
+    async def rebuilt() -> list[dict[str, Any]]:
+        rows = await _rules(acme, user)
+        return rows if rows == before else []
+
+    assert await until(rebuilt) == before
+
+
+async def _rules(client: Client, user: str, at_least: int = 1) -> list[dict[str, Any]]:
+    rules = (await client.rpc("memory.tool_rule_list", user_id=user))["rules"]
+    return list(rules) if len(rules) >= at_least else []
+
+
+async def _context(client: Client, user: str, tools: list[str]) -> str:
+    return str((await client.rpc("prompt.context", user_id=user, tools=tools))["text"])
+
+
+async def _context_with(client: Client, user: str, tools: list[str], needle: str) -> str:
+    text = await _context(client, user, tools)
+    return text if needle in text else ""

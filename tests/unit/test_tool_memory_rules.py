@@ -1,0 +1,78 @@
+"""Tool memory's pure parts beside capture: the v1 -> v2 rule event, the ids an API put shares
+with capture, the parameters' checks, and lexical recall."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from habitus.contract import memory
+from habitus.events import CATALOG
+from habitus.events.domain import RuleScope, RuleSource
+from habitus.events.ingest import ToolCall, TurnRecorded
+from services.tool_memory.capture import capture
+from services.tool_memory.recall import lexical_scores
+from services.tool_memory.rpc import rule_id_for
+
+
+def v1_rule(**payload: Any) -> dict[str, Any]:
+    return {"event_id": "0190d7a8-0000-7000-8000-000000000001", "type": "ToolRuleUpserted",
+            "schema_version": 1, "tenant_id": "acme", "user_id": "dana", "occurred_at": 5.0,
+            "producer": "old", "payload": {"rule_id": "r1", "tool_name": "send_email",
+                                           "rule": "Never email Sarah.", **payload}}
+
+
+@pytest.mark.parametrize(("source", "upcast"), [
+    ("user", RuleSource.USER_EXPLICIT), (None, RuleSource.USER_EXPLICIT),
+    ("tests", RuleSource.PROGRAMMATIC)])
+def test_a_version_1_rule_reads_as_version_2(source: str | None, upcast: RuleSource) -> None:
+    body = v1_rule(**({"source": source} if source else {}))
+    event = CATALOG.decode(body)
+    assert event.schema_version == 2
+    assert event.payload.source == upcast
+    assert event.payload.scope == RuleScope.USER
+    assert event.payload.created_at is None and event.payload.updated_at is None
+
+
+def test_an_api_put_of_what_the_user_said_is_the_captured_rule() -> None:
+    turn = TurnRecorded(session_id="s", turn_id="t", channel="chat",
+                        user_message="Never email Sarah at sarah@example.com.",
+                        assistant_message="ok", user_at=1.0, assistant_at=2.0,
+                        tool_calls=[ToolCall(tool_name="send_email", ok=True)])
+    [captured] = capture("acme", "dana", turn)
+    assert rule_id_for("acme", "dana", "send_email",
+                       "never email sarah at SARAH@example.com") == captured.rule_id
+    assert rule_id_for("acme", "lee", "send_email", captured.rule) != captured.rule_id
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"tool_name": "", "rule": "x", "user_id": "u"}, "tool_name"),
+    ({"tool_name": "shell", "rule": " \n ", "user_id": "u"}, "rule"),
+    ({"tool_name": "shell", "rule": "x" * 4001, "user_id": "u"}, "rule"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "u", "priority": "low"}, "priority"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "u", "source": "user"}, "source"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "u", "scope": "world"}, "scope"),
+    ({"tool_name": "shell", "rule": "x"}, "user_id"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "u", "scope": "tenant"}, "user_id"),
+    ({"tool_name": "shell", "rule": "x", "user_id": "_tenant"}, "user_id"),
+])
+def test_a_bad_put_names_its_field(params: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        memory.RulePut.model_validate(params)
+    assert field in str(caught.value)
+
+
+def test_tool_names_are_trimmed_and_lower_case() -> None:
+    put = memory.RulePut(tool_name="  Send_Email ", rule=" Never email Sarah. ", user_id="u")
+    assert (put.tool_name, put.rule) == ("send_email", "Never email Sarah.")
+    assert memory.RulePut(tool_name="*", rule="x", scope="tenant").user_id is None
+
+
+def test_lexical_recall_scores_what_the_rule_covers_of_the_query() -> None:
+    rules = ["When a deploy is rate limited, wait a minute and retry.",
+             "Tag releases with the ticket number.", "Use the staging cluster first."]
+    scores = lexical_scores("the deploy was rate limited", rules)
+    assert scores[0] > scores[2] >= scores[1]
+    assert lexical_scores("", rules) == [0.0, 0.0, 0.0]
