@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
 from habitus.events.ingest import TIMESTAMP, natural_event_id
-from habitus.ids import check_event_id, new_event_id
+from habitus.ids import check_event_id, is_reserved_user, new_event_id
 from services.gateway.body import format_path, unstorable
 
 ITEM_KEYS = frozenset(
@@ -109,6 +109,9 @@ def build_event(
             "tenant_id", "does not match the tenant of the API key")])
     if "user_id" not in item:
         return ItemOutcome(index, type_name, errors=[FieldError("user_id", "field required")])
+    if isinstance(item["user_id"], str) and is_reserved_user(item["user_id"]):
+        return ItemOutcome(index, type_name, errors=[FieldError(
+            "user_id", "ids beginning with '_' are reserved for Habitus")])
     body = dict(item)
     body["tenant_id"] = tenant_id
     given_id = "event_id" in body
