@@ -236,10 +236,16 @@ class ProjectionRunner:
         """Fetch the next batch while the current one is applied: the network wait overlaps
         the database work. Batches are still applied one after the other, in order."""
         fetch = self._consumer.fetch()
+        # A stop does not wait out an idle fetch (up to fetch_timeout): what it would bring is
+        # discarded anyway, and the next claim starts again from the checkpoint.
+        stopping = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
+                await asyncio.wait({fetch, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not fetch.done():
+                    break
                 try:
-                    msgs = await fetch
+                    msgs = fetch.result()
                 except NatsTimeoutError:
                     await self._check_lock()
                     await self._check_epoch()
@@ -250,6 +256,7 @@ class ProjectionRunner:
                 fetch = self._consumer.fetch()
                 await self.handle_batch(msgs)
         finally:
+            stopping.cancel()
             await self._consumer.discard(fetch)
 
     def _check_contiguous(self, msgs: Sequence[Msg]) -> None:
