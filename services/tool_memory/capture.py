@@ -274,8 +274,31 @@ def _edict_sentences(text: str) -> list[str]:
     for a, b in _spans(ascii_text):
         candidate = _clean(ascii_text[a:b])
         if candidate and _gate(candidate.lower()) and _is_edict(candidate):
-            out.append(_clean(text[a:b]))
+            out.extend(_clean(text[x:y]).rstrip(" ,") for x, y in _clauses(ascii_text, a, b))
     return out
+
+
+#: where a second prohibition joins the first: "don't post on Slack, and never email my boss"
+_JOINED_RE = re.compile(
+    r"(?:,\s*|\s+)(?:and|but|or|also)\s+(?:also\s+)?"
+    r"(?=(?:never|don'?t|do\s+not|stop\s+[^\W\d_]+ing)\b)",
+    re.IGNORECASE,
+)
+
+
+def _clauses(ascii_text: str, a: int, b: int) -> list[tuple[int, int]]:
+    """The spans of the prohibitions one edict sentence joins, each its own rule (it may be
+    about another tool); a joined part that is no order stays with the part before it."""
+    parts: list[tuple[int, int]] = []
+    start = a
+    for m in _JOINED_RE.finditer(ascii_text, a, b):
+        head = _clean(ascii_text[start : m.start()])
+        if not head or not _is_edict(head) or not _is_edict(_clean(ascii_text[m.end() : b])):
+            continue  # a lead-in ("Also never ..."), or a joined part that is no order
+        parts.append((start, m.start()))
+        start = m.end()
+    parts.append((start, b))
+    return parts
 
 
 def edicts(text: str) -> list[str]:

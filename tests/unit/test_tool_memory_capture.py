@@ -421,3 +421,22 @@ def test_splitting_keeps_addresses_urls_and_numbers_whole(
     found = sentences(text)
     for _, token, _ in parts:
         assert any(re.search(rf"(?<!\S){re.escape(token)}(?:[.!?]|$|\s)", s) for s in found)
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Please don’t ever post to #general on Slack again, and never email my boss at "
+     "boss@acme.io before 9 a.m. on weekdays.",
+     [("slack_post", "Please don’t ever post to #general on Slack again"),
+      ("gmail_send", "never email my boss at boss@acme.io before 9 a.m. on weekdays.")]),
+    ("Never email Bob and stop pinging him on Slack.",
+     [("gmail_send", "Never email Bob"), ("slack_post", "stop pinging him on Slack.")]),
+    ("Never do that, and never mind.", [("slack_post", "Never do that, and never mind.")]),
+    ("Also never email Tom.", [("gmail_send", "Also never email Tom.")]),
+])
+def test_joined_prohibitions_are_rules_of_their_own(message: str,
+                                                    expected: list[tuple[str, str]]) -> None:
+    turn = TurnRecorded(session_id="s", turn_id="t", channel="chat", user_message=message,
+                        assistant_message="ok", user_at=1.0, assistant_at=2.0,
+                        tool_calls=[ToolCall(tool_name="slack_post", ok=True),
+                                    ToolCall(tool_name="gmail_send", ok=True)])
+    assert [(r.tool_name, r.rule) for r in capture("acme", "dana", turn)] == expected
