@@ -42,6 +42,8 @@ from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile
 from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
+from services.tool_memory.main import build as tool_memory
+from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.services import running
@@ -60,9 +62,11 @@ async def live(servers: ServerUrls, pool: Any) -> AsyncIterator[tuple[str, str, 
     migrate(servers.database)
     settings = servers.settings(max_batch_items=20, max_item_bytes=16 * 1024,
                                 max_body_bytes=256 * 1024,
-                                expected_services="stability_detector,profile_renderer")
+                                expected_services="stability_detector,profile_renderer,"
+                                                  "tool_memory")
     async with (running(learning(LearningSettings(scheduler_enabled=False)), settings),
                 running(profile(), settings), running(producers(), settings),
+                running(tool_memory(ToolMemorySettings(semantic_recall=False)), settings),
                 running(gateway_spec, settings) as gateway):
         tenant = unique("fz")
         key = await create_key(pool, tenant)
