@@ -159,6 +159,7 @@ def erase(
 
     from habitus.bus import connect
     from habitus.bus.rpc import RpcClient, RpcError
+    from habitus.contract.rpc import METHODS
     from habitus.ids import check_id
 
     try:
@@ -174,7 +175,8 @@ def erase(
         try:
             params = {"user_id": user, **({"reason": reason} if reason else {})}
             return await RpcClient(nc).call("admin.erase_user", tenant, params,
-                                            timeout=settings.rpc_timeout_seconds * 3)
+                                            timeout=settings.rpc_timeout_seconds
+                                            * METHODS["admin.erase_user"].timeout_factor)
         finally:
             await nc.drain()
 

@@ -73,6 +73,26 @@ class Topology:
     def readers_of(self, event_type: str) -> Iterator[ProjectionInfo]:
         return (p for p in self.projections.values() if event_type in p.consumes)
 
+    def in_flow_order(self) -> list[ProjectionInfo]:
+        """Every projection after those whose events it reads (the ingest readers first), so
+        waiting for them in this order waits for consequences after their causes."""
+        emitters: dict[str, set[str]] = {}
+        for p in self.projections.values():
+            for event_type in p.emits:
+                emitters.setdefault(event_type, set()).add(p.name)
+        depth: dict[str, int] = {}
+
+        def depth_of(name: str, seen: frozenset[str]) -> int:
+            if name not in depth:
+                sources = {e for t in self.projections[name].consumes
+                           for e in emitters.get(t, ()) if e not in seen and e != name}
+                depth[name] = 1 + max((depth_of(e, seen | {name}) for e in sources),
+                                      default=-1)
+            return depth[name]
+
+        return sorted(self.projections.values(),
+                      key=lambda p: (depth_of(p.name, frozenset()), p.name))
+
 
 @cache
 def current() -> Topology:

@@ -17,8 +17,10 @@ class AdminRpc:
 
     async def erase_user(self, p: EraseUser, rc: RpcContext) -> UserErasedResult:
         ctx = self.ctx
+        budget = ctx.settings.rpc_timeout_seconds * METHODS["admin.erase_user"].timeout_factor
         done = await erase_user(ctx.commands, ctx.js, ctx.commands.topology, rc.tenant_id,
-                                p.user_id, p.reason, producer="gateway.admin")
+                                p.user_id, p.reason, producer="gateway.admin",
+                                budget=budget * 0.9)  # the answer must beat the caller's wait
         return UserErasedResult(user_id=p.user_id, tombstone_seq=done.tombstone_seq,
                                 projections=done.projections,
                                 purged_messages=done.purged_messages)

@@ -75,6 +75,7 @@ class RenderProjection(Projection):
     name = "profile.render"
     schema = store.SCHEMA
     tables = store.TABLES
+    also_holds = (store.MIRROR,)
 
     def __init__(self, cache: ContextCache | None = None, mirror: Mirror | None = None):
         self._cache = cache

@@ -260,3 +260,24 @@ def test_every_projection_of_every_service_gets_the_contract() -> None:
     generated = {globals()[_class_name(p)].projection_class.name for _, p in CASES}
     assert generated == names
     assert {"example.pins", "example.erasure"} <= names
+
+
+#: the projection bookkeeping: every schema has them, CheckpointStore.forget_user erases them
+BOOKKEEPING = {"applied_events", "dead_letters"}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("descriptor", [s for s in SERVICES if s.projections],
+                         ids=lambda s: s.name)
+async def test_every_table_holding_users_is_one_a_projection_erases(
+        descriptor: ServiceDescriptor, pool: Any, migrated: None) -> None:
+    """A table with a `user_id` column that no projection declares would be kept by an
+    erasure and left out of a replay: a projection that forgets to declare its table fails
+    here, whatever its own contract tests could see."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT table_name FROM information_schema.columns WHERE column_name = 'user_id' "
+            "AND table_schema = %s", (descriptor.schema,))
+        holding = {f"{descriptor.schema}.{r[0]}" for r in await cur.fetchall()}
+    declared = {t for p in descriptor.projections for t in (*p.tables, *p.also_holds)}
+    assert holding - {f"{descriptor.schema}.{t}" for t in BOOKKEEPING} == declared

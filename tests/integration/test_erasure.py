@@ -29,20 +29,21 @@ from habitus.bus import EVENTS
 from habitus.db.migrate import migrate
 from habitus.service import registry
 from habitus.service.erasure import user_filters
-from services.gateway.main import service as gateway
-from services.producers.main import service as producers
 from services.profile_renderer.main import ProfileSettings
-from services.profile_renderer.main import build as profile_renderer
 from services.profile_renderer.mirror import mirror_path
-from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
+from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
-from tests.support.services import running
+from tests.support.services import every_service
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+#: tables a user's ordinary data never reaches (records of dead letters: none here)
+NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
+                "tools.dead_letters"}
 
 MESSAGES = [
+    "Never email Sarah at sarah@example.com.",
     "Please keep it short, no preamble.",
     "I'm in Berlin and I use neovim for everything.",
     "Never use emoji with me.",
@@ -55,10 +56,10 @@ async def stack(servers: ServerUrls, tmp_path_factory: Any) -> AsyncIterator[tup
     migrate(servers.database)
     data_dir = tmp_path_factory.mktemp("erasure")
     settings = servers.settings(data_dir=data_dir)
-    async with running(producers, settings), \
-            running(learning(LearningSettings(scheduler_enabled=False)), settings), \
-            running(profile_renderer(ProfileSettings(mirror=True)), settings), \
-            running(gateway, settings) as host:
+    presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
+               "profile_renderer": ProfileSettings(mirror=True),
+               "tool_memory": ToolMemorySettings(semantic_recall=False)}
+    async with every_service(settings, presets) as host:
         yield f"http://127.0.0.1:{host.bound_port}", data_dir
 
 
@@ -75,6 +76,7 @@ class Tenant:
 
     async def talk(self, user: str) -> None:
         items = [turn_item(user, message) for message in MESSAGES]
+        items[0]["payload"]["tool_calls"] = [{"tool_name": "send_email", "ok": True}]
         items.append({"type": "ProviderProfileSynced", "user_id": user, "payload": {
             "toolkit": "gmail", "connection_id": f"c-{user}",
             "fields": {"name": "Dana Weber", "email": f"{user}@example.com",
@@ -152,8 +154,10 @@ async def test_an_erased_user_leaves_nothing_and_the_others_keep_everything(
     js = nc.jetstream()
     before = {u: (await rows_of(pool, t, u), await messages_of(js, t, u))
               for t, u in ((acme, dana), (acme, sam), (other, lee))}
-    assert {"learning.evidence", "learning.facets", "profile.documents",
-            "producers.sessions", "profile.mirror"} <= set(before[dana][0])
+    # Every table that holds users holds this one, so "nothing left" below means something
+    # (a service added later brings its tables into this check by itself).
+    assert set(before[dana][0]) >= {f"{schema}.{table}" for schema, table in
+                                    await user_tables(pool)} - NEVER_FILLED
     assert mirror_path(data_dir, acme, dana).exists()
     assert await cache_keys_of(servers.redis, dana)
 
@@ -181,7 +185,9 @@ async def test_an_erased_user_leaves_nothing_and_the_others_keep_everything(
 
     # Erasing again is harmless, and the user can start afresh.
     again = (await a.rpc("admin.erase_user", user_id=dana))["result"]
-    assert again["purged_messages"] == 1  # the first tombstone (the new one stays)
+    assert again["purged_messages"] >= 1  # the earlier tombstones (the last one stays)
+    assert list(await messages_of(js, acme, dana)) == [
+        f"habitus.v1.event.UserErased.{acme}.{dana}"]
     assert await rows_of(pool, acme, dana) == {}
 
 

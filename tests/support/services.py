@@ -45,3 +45,25 @@ async def running(spec: ServiceDescriptor, settings: Settings) -> AsyncIterator[
         yield host
     finally:
         await host.stop()
+
+
+@asynccontextmanager
+async def every_service(settings: Settings, presets: dict[str, Any] | None = None
+                        ) -> AsyncIterator[ServiceHost]:
+    """Every installed service (a service added later included), the gateway last; yields the
+    gateway's host. `presets` replaces a service's settings by its name."""
+    from contextlib import AsyncExitStack
+
+    from habitus.service import registry
+
+    descriptors = registry.services()
+    ordered = [d for d in descriptors if not d.public_http] + [
+        d for d in descriptors if d.public_http]
+    async with AsyncExitStack() as stack:
+        host = None
+        for descriptor in ordered:
+            preset = (presets or {}).get(descriptor.name)
+            host = await stack.enter_async_context(running(descriptor.configured(preset),
+                                                           settings))
+        assert host is not None
+        yield host

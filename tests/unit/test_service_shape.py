@@ -13,7 +13,7 @@ SOURCES = sorted(p for d in ("libs/habitus", "services") for p in (ROOT / d).rgl
 BOOKKEEPING = re.compile(r"projection_checkpoints|applied_events\b|dead_letters\b")
 #: the helpers that spell those tables' names (a statement built from them is the same leak)
 TABLE_NAMES = re.compile(r"\b(checkpoint_table|applied_table|dead_letter_table)\(")
-TYPE_DISPATCH = re.compile(r"""\.type\s*(==|!=|in)\s*["'(\[{]""")
+TYPE_DISPATCH = re.compile(r"""\.type\s*(==|!=|in)\s*["'(\[{]|\bmatch\s+[\w.\[\]]*\.type\b""")
 #: the store itself, and the DDL helpers the frozen migrations were written from
 CHECKPOINT_OWNERS = {"libs/habitus/projection/checkpoints.py"}
 
@@ -49,5 +49,6 @@ def test_only_the_checkpoint_store_touches_the_bookkeeping_tables() -> None:
 def test_the_checks_would_see_a_violation() -> None:
     assert TYPE_DISPATCH.search('        if event.type == "CacheRebuilt":')
     assert TYPE_DISPATCH.search("    elif d.event.type in ('A', 'B'):")
+    assert TYPE_DISPATCH.search("        match delivered.event.type:")
     assert BOOKKEEPING.search("SELECT last_seq FROM profile.projection_checkpoints")
     assert TABLE_NAMES.search("        self._table = checkpoint_table(projection.schema)")

@@ -29,6 +29,8 @@ class MethodSpec:
     #: a command: it publishes an event and answers once its projection applied it
     changes_state: bool = False
     description: str = ""
+    #: how many HABITUS_RPC_TIMEOUT_SECONDS a caller waits for it (a long command: erasure)
+    timeout_factor: float = 1.0
 
     def __post_init__(self) -> None:
         rpc_subject(self.name)  # a name that cannot be a subject is a bug in this table
@@ -93,7 +95,8 @@ _TABLE = (
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "
                             "the user's messages are purged from the streams (the `UserErased` "
-                            "tombstone stays); answered once all of it is done.")),
+                            "tombstone stays); answered once all of it is done."),
+               timeout_factor=3.0),
 )
 
 METHODS: Mapping[str, MethodSpec] = MappingProxyType({m.name: m for m in _TABLE})

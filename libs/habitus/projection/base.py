@@ -103,6 +103,10 @@ class Projection(abc.ABC):
     #: tables it owns (schema-qualified), each with `tenant_id` and `user_id` columns: emptied
     #: by `habitus replay`, and a user's rows deleted when the user is erased
     tables: ClassVar[Sequence[str]] = ()
+    #: other tables of its schema it keeps users' rows in without folding events into them
+    #: (bookkeeping beside a view, like the profile mirror's): its `erase_user` deletes from
+    #: them, and a test checks that every table with users is in `tables` or here
+    also_holds: ClassVar[Sequence[str]] = ()
 
     # derived from `handlers` when the class is created
     consumes: ClassVar[tuple[str, ...]] = ()

@@ -51,6 +51,7 @@ from habitus.projection.faults import (
     is_permanent,
     is_transient,
 )
+from habitus.subjects import parse_subject
 from habitus.telemetry import metrics
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,18 @@ async def ack_all(items: Sequence[Item]) -> None:
     if latest is not None:
         with contextlib.suppress(Exception):  # a lost ack is a harmless redelivery
             await latest[1].ack()
+
+
+def owner_of(item: Item) -> tuple[str | None, str | None]:
+    """Whose event a delivery is: the event's own ids, else the subject's last two tokens (an
+    event that could not be read still rode on its user's subject)."""
+    if item.delivered is not None:
+        return item.delivered.event.tenant_id, item.delivered.event.user_id
+    try:
+        parsed = parse_subject(item.msg.subject)
+    except ValueError:
+        return None, None
+    return parsed.tenant_id, parsed.user_id
 
 
 class BatchApplier:
@@ -253,9 +266,10 @@ class BatchApplier:
 
     async def _record_dead_letter(self, cur: AsyncCursor[Any], item: Item, reason: str,
                                   detail: str) -> None:
+        tenant_id, user_id = owner_of(item)
         event_id = item.delivered.event.event_id if item.delivered else None
         await self._store.record_dead_letter(cur, self._label, item.seq, event_id, reason,
-                                             detail)
+                                             detail, tenant_id, user_id)
 
     async def _apply_one_by_one(self, items: list[Item], outcome: BatchOutcome) -> None:
         """Slow path: a savepoint per event finds the one that fails; those before it commit.

@@ -95,6 +95,10 @@ def tracking_ddl(schema: str) -> list[str]:
             dead_at timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (projection, seq)
         )""",
+        # whose event it was (from the subject when the event itself could not be read), so
+        # erasing a user erases their dead letters' records too
+        f"ALTER TABLE {dead_letter_table(schema)} ADD COLUMN IF NOT EXISTS tenant_id text",
+        f"ALTER TABLE {dead_letter_table(schema)} ADD COLUMN IF NOT EXISTS user_id text",
     ]
 
 
@@ -245,14 +249,18 @@ class CheckpointStore:
         return {int(row[0]) for row in await cur.fetchall()}
 
     async def record_dead_letter(self, ex: Executor, projection: str, seq: int,
-                                 event_id: str | None, reason: str, detail: str) -> None:
+                                 event_id: str | None, reason: str, detail: str,
+                                 tenant_id: str | None = None, user_id: str | None = None
+                                 ) -> None:
         await _run(
             ex,
-            f"""INSERT INTO {self.dead_letters} (projection, seq, event_id, reason, detail)
-                VALUES (%s, %s, %s, %s, %s)
+            f"""INSERT INTO {self.dead_letters}
+                  (projection, seq, event_id, reason, detail, tenant_id, user_id)
+                VALUES (%s, %s, %s, %s, %s, %s, %s)
                 ON CONFLICT (projection, seq) DO UPDATE SET event_id = EXCLUDED.event_id,
-                  reason = EXCLUDED.reason, detail = EXCLUDED.detail, dead_at = now()""",
-            (projection, seq, event_id, reason, detail[:4000]),
+                  reason = EXCLUDED.reason, detail = EXCLUDED.detail, dead_at = now(),
+                  tenant_id = EXCLUDED.tenant_id, user_id = EXCLUDED.user_id""",
+            (projection, seq, event_id, reason, detail[:4000], tenant_id, user_id),
         )
 
     async def dead_letter_at(self, ex: Executor, projection: str, seq: int
@@ -271,9 +279,12 @@ class CheckpointStore:
             await _run(ex, f"DELETE FROM {table} WHERE projection = %s", (projection,))
 
     async def forget_user(self, ex: Executor, tenant_id: str, user_id: str) -> int:
-        """Erase a user: delete their applied ids, for every projection of the schema.
-        Returns how many rows went."""
-        cur = await _run(
-            ex, f"DELETE FROM {self.applied} WHERE tenant_id = %s AND user_id = %s",
-            (tenant_id, user_id))
-        return cur.rowcount
+        """Erase a user: delete their applied ids and the records of their dead letters, for
+        every projection of the schema. Returns how many rows went."""
+        gone = 0
+        for table in (self.applied, self.dead_letters):
+            cur = await _run(
+                ex, f"DELETE FROM {table} WHERE tenant_id = %s AND user_id = %s",
+                (tenant_id, user_id))
+            gone += cur.rowcount
+        return gone

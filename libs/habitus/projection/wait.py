@@ -33,11 +33,12 @@ class DeadLettered(Exception):
 
 async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
                        timeout: float = 10.0, *, unless_absent: bool = False,
-                       watcher: CheckpointWatcher | None = None) -> None:
-    """Return once `projection` applied `seq`; raise DeadLettered if it gave up on it.
+                       watcher: CheckpointWatcher | None = None) -> bool:
+    """Return True once `projection` applied `seq`; raise DeadLettered if it gave up on it.
 
     `unless_absent`: return at once when the projection has no checkpoint row at all (its
-    service was never run in this deployment, so nothing will ever apply the event there).
+    service was never run in this deployment, so nothing will ever apply the event there):
+    then the answer is False.
     `watcher`: the listener to be woken by (default: the process's one for `pool`'s database).
     """
     store = CheckpointStore(schema)
@@ -52,9 +53,9 @@ async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, 
                     dead = await store.dead_letter_at(conn, projection, seq)
                     if dead is not None:
                         raise DeadLettered(projection, dead)
-                    return
+                    return True
                 if last_seq is None and unless_absent:
-                    return
+                    return False
             remaining = deadline - time.monotonic()
             if remaining < 0:
                 raise NotAppliedYet(

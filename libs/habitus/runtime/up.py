@@ -67,10 +67,16 @@ DEV_TENANT = "dev"
 STABLE_AFTER_SECONDS = 60.0
 
 
+def public_services() -> set[str]:
+    """The services that serve the public HTTP API (the gateway), from their descriptors."""
+    return {s.name for s in registry.services() if s.public_http}
+
+
 def service_names() -> list[str]:
-    """Every installed service, the gateway last (it checks the others are ready)."""
+    """Every installed service, the public one last (it checks the others are ready)."""
     names = [s.name for s in registry.services()]
-    return [n for n in names if n != "gateway"] + (["gateway"] if "gateway" in names else [])
+    public = public_services()
+    return [n for n in names if n not in public] + [n for n in names if n in public]
 
 
 def dev_key(data_dir: Path) -> str:
@@ -275,7 +281,8 @@ class Up:
 
         key = dev_key(self.data_dir)
         names = service_names()
-        others = [n for n in names if n != "gateway"]
+        public = public_services()
+        others = [n for n in names if n not in public]
         bootstrap = ",".join(filter(None, [s.bootstrap_keys, f"{DEV_TENANT}:{key}"]))
         base_env = {
             **os.environ,
@@ -290,7 +297,7 @@ class Up:
         logs = self.data_dir / "logs"
         for name in names:
             env = dict(base_env)
-            if name != "gateway":
+            if name not in public:
                 env["HABITUS_METRICS_PORT"] = str(free_port())
             self.supervisor.add(ProcessSpec(
                 name, [sys.executable, "-m", "habitus.cli", "serve", name], env,

@@ -54,15 +54,19 @@ class Commands:
                             producer=producer, correlation_id=rc.correlation_id)
         return event, await self.run(event)
 
-    async def run(self, event: Event[Any], *, absent_ok: bool = False) -> PublishResult:
+    async def run(self, event: Event[Any], *, absent_ok: bool = False,
+                  timeout: float | None = None, applied: list[str] | None = None
+                  ) -> PublishResult:
         """Publish `event` and wait for the views downstream of it; RpcError on failure.
 
         `absent_ok`: a reader whose service this deployment never ran (no checkpoint row) is
-        not waited for even as a first reader (an erasure: a view never built holds nothing)."""
+        not waited for even as a first reader (an erasure: a view never built holds nothing).
+        `applied` gets the names of the first readers that applied it."""
         result = await self._publisher.publish(event)
-        deadline = time.monotonic() + self._timeout
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
         try:
-            await self._wait_flow(event, result.seq, deadline, absent_ok)
+            await self._wait_flow(event, result.seq, deadline, absent_ok,
+                                  [] if applied is None else applied)
         except DeadLettered as exc:
             letter = exc.record
             permanent = letter.reason in _CALLERS_FAULT or "DataError" in letter.detail
@@ -80,25 +84,38 @@ class Commands:
     def topology(self) -> Topology:
         return self._topology
 
-    async def settle(self, tenant_id: str, user_id: str) -> None:
-        """Wait until every projection applied what the streams hold of this user so far."""
-        deadline = time.monotonic() + self._timeout
-        try:
-            for reader in self._topology.projections.values():
+    async def settle(self, tenant_id: str, user_id: str, *, timeout: float | None = None
+                     ) -> None:
+        """Wait until every projection applied what the streams hold of this user so far:
+        in flow order (a consequence after its cause), again until a round finds nothing
+        new (a view that caught up may have published more for the next one)."""
+        deadline = time.monotonic() + (self._timeout if timeout is None else timeout)
+        reached: dict[str, int] = {}
+        for _ in range(_MAX_HOPS):
+            moved = False
+            for reader in self._topology.in_flow_order():
                 target = await self._last_seq(reader.consumes, tenant_id, user_id,
                                               reader.stream)
-                if target:
+                if not target or reached.get(reader.name) == target:
+                    continue
+                moved = True
+                reached[reader.name] = target
+                try:
                     await self._wait(reader, target, deadline, unless_absent=True)
-        except DeadLettered:
-            return  # given up on: nothing of it is in the view to wait for
-        except NotAppliedYet as exc:
-            raise RpcError("deadline_exceeded", f"{exc}; nothing was changed") from None
+                except DeadLettered:
+                    continue  # given up on: nothing of it is in that view to wait for
+                except NotAppliedYet as exc:
+                    raise RpcError("deadline_exceeded", f"{exc}; nothing was changed"
+                                   ) from None
+            if not moved:
+                return
 
     async def _wait_flow(self, event: Event[Any], seq: int, deadline: float,
-                         absent_ok: bool) -> None:
+                         absent_ok: bool, applied: list[str]) -> None:
         readers = list(self._topology.readers_of(event.type))
         for reader in readers:
-            await self._wait(reader, seq, deadline, unless_absent=absent_ok)
+            if await self._wait(reader, seq, deadline, unless_absent=absent_ok):
+                applied.append(reader.name)
         seen = {r.name for r in readers}
         emitted = {t for r in readers for t in r.emits}
         for _ in range(_MAX_HOPS):
@@ -118,9 +135,9 @@ class Commands:
                 emitted.update(reader.emits)
 
     async def _wait(self, reader: ProjectionInfo, seq: int, deadline: float, *,
-                    unless_absent: bool) -> None:
+                    unless_absent: bool) -> bool:
         # A downstream view whose service this deployment never ran is no one's to wait for.
-        await wait_applied(self._pool, reader.schema, reader.name, seq,
+        return await wait_applied(self._pool, reader.schema, reader.name, seq,
                            timeout=max(0.0, deadline - time.monotonic()),
                            unless_absent=unless_absent, watcher=self._watcher)
 

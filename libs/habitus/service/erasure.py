@@ -7,12 +7,15 @@
 3. Purge the user's raw messages from the ingest stream and its dead letters, and its domain
    events up to the tombstone, which stays: a replay from sequence 1 erases the user again.
 
-Events for the user sent while this runs are the caller's to stop (erasure is idempotent: run
-it again).
+The whole of it runs twice: what was in flight for the user while the first pass ran (a
+consequence published late, an ingest event sent meanwhile) is applied by the second settle and
+erased by the second tombstone. Events for the user sent after that are new data: the platform
+stops sending before it asks, and erasure can be run again (it is idempotent).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from nats.js import JetStreamContext
@@ -45,11 +48,24 @@ async def count(js: JetStreamContext, stream: str, subject: str) -> int:
 
 
 async def erase_user(commands: Commands, js: JetStreamContext, topology: Topology,
-                     tenant_id: str, user_id: str, reason: str | None, producer: str) -> Erased:
-    await commands.settle(tenant_id, user_id)
-    event = CATALOG.new(UserErased(reason=reason), tenant_id=tenant_id, user_id=user_id,
-                        producer=producer)
-    tombstone = await commands.run(event, absent_ok=True)
+                     tenant_id: str, user_id: str, reason: str | None, producer: str,
+                     budget: float) -> Erased:
+    """Settle, erase, and once more: what was in flight for the user while the first pass ran
+    (a consequence published late, an ingest event sent meanwhile) is applied by the second
+    settle and erased by the second tombstone. Then purge up to the last tombstone, which stays.
+    One `budget` (seconds) for all of it."""
+    deadline = time.monotonic() + budget
+    applied: list[str] = []
+    tombstone = None
+    passes = 2
+    for _ in range(passes):
+        await commands.settle(tenant_id, user_id, timeout=deadline - time.monotonic())
+        event = CATALOG.new(UserErased(reason=reason), tenant_id=tenant_id, user_id=user_id,
+                            producer=producer)
+        applied = []
+        tombstone = await commands.run(event, absent_ok=True, applied=applied,
+                                       timeout=deadline - time.monotonic())
+    assert tombstone is not None
     purged = 0
     for stream, subject in user_filters(tenant_id, user_id).items():
         before = await count(js, stream, subject)
@@ -60,5 +76,5 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
         else:
             await js.purge_stream(stream, subject=subject)
         purged += before - await count(js, stream, subject)
-    return Erased(tombstone.seq, sorted(p.name for p in topology.readers_of("UserErased")),
-                  purged)
+    # this erasure's own earlier tombstones are not the user's messages
+    return Erased(tombstone.seq, sorted(applied), max(0, purged - (passes - 1)))

@@ -52,10 +52,12 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
         # The caller's name must not become a label unless the table knows it.
         label = method if method in METHODS else "unknown"
         try:
+            spec = METHODS.get(method)
             reply = await ctx.rpc.call_raw(
                 method,
                 {"tenant_id": caller.tenant_id, "params": params,
                  "correlation_id": request.headers.get("x-correlation-id")},
+                settings.rpc_timeout_seconds * (spec.timeout_factor if spec else 1.0),
             )
         except ValueError as exc:  # an unspellable method name
             metrics.RPC_REQUESTS.labels("invalid", "invalid_argument").inc()

@@ -29,6 +29,7 @@ def upgrade() -> None:
             projection text NOT NULL, seq bigint NOT NULL, event_id text,
             reason text NOT NULL, detail text NOT NULL,
             dead_at timestamptz NOT NULL DEFAULT now(),
+            tenant_id text, user_id text,
             PRIMARY KEY (projection, seq))""")
     op.execute("""CREATE TABLE example.pins (
             tenant_id text NOT NULL, user_id text NOT NULL, facet text NOT NULL,
