@@ -77,8 +77,10 @@ def single_line(text: str) -> str:
 
 
 def _tool_label(tool_name: str) -> str:
-    # A backtick would close the code span of the heading early; tool names never need one.
-    return single_line(tool_name).replace("`", "")
+    """Tools are named trimmed and lower-case everywhere rules are kept (an agent's
+    `SendEmail` is the rule's `sendemail`), so a prompt asking for any spelling finds them.
+    A backtick would close the code span of the heading early; tool names never need one."""
+    return single_line(tool_name).replace("`", "").strip().lower()
 
 
 def _newness(rule: ToolRule) -> float:

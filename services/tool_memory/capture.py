@@ -196,17 +196,18 @@ _EDICT_RE = re.compile(
     # line of "and and and ..." must not cost exponential time)
     rf"(?:(?:{_LEAD_INS})\b[\s,:\-\u2013\u2014]+)*+"
     r"(?:"
-    r"(?P<neg>never|don'?t|do\s+not|(?:you\s+)?(?:should|must)\s+(?:never|not))\s+"
+    r"(?P<neg>never|don'?t|do\s+not|(?:you\s+)?(?:should|must)\s+(?:never|not)),?\s+"
     r"(?P<next>[^\W\d_][\w'-]*)"
     r"|stop\s+(?P<ing>[^\W\d_]+ing)\b"
     r")",
     re.IGNORECASE,
 )
 #: after "never"/"don't": an elliptical first person or a pronoun subject, not an order
-#: ("(I) don't know", "never mind", "don't you think?"); "don't you dare" is kept below
+#: ("(I) don't know", "never mind", "don't you think?", "(I) don't have time"), or an
+#: encouragement ("don't forget to ...", "don't hesitate to ..."); "don't you dare" is kept
 _NOT_AN_ORDER = frozenset(
     """know think care understand remember recall believe agree doubt feel mind worry want
-    like see mean again before i i'm we they he she it you""".split()
+    like see mean again before i i'm we they he she it you have need forget hesitate""".split()
 )
 #: "never" + a past participle is narrative ("(I've) never heard of it", "never used it")
 _PARTICIPLES = frozenset(

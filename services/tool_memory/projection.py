@@ -19,6 +19,7 @@ from psycopg import AsyncCursor
 from habitus.events.causation import caused
 from habitus.events.domain import RuleScope, ToolRuleDeleted, ToolRuleUpserted
 from habitus.events.ingest import TurnRecorded
+from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.tool_memory import store
 from services.tool_memory.capture import capture
@@ -68,9 +69,12 @@ def rule_row(delivered: Delivered) -> store.RuleRow:
     event = delivered.event
     p: ToolRuleUpserted = event.payload
     updated = p.updated_at if p.updated_at is not None else event.occurred_at
+    # The owner decides the scope (as in the profile renderer): only `_tenant`'s rules reach
+    # every user, whatever a payload claims.
+    scope = RuleScope.TENANT if event.user_id == TENANT_WIDE else RuleScope.USER
     return store.RuleRow(
         event.tenant_id, event.user_id, p.rule_id, p.tool_name.strip().lower(), p.rule,
-        p.priority.value, p.source.value, tuple(p.tags), p.scope.value,
+        p.priority.value, p.source.value, tuple(p.tags), scope.value,
         p.created_at if p.created_at is not None else updated, updated, p.causation)
 
 

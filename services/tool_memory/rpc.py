@@ -41,7 +41,9 @@ def as_result(row: store.RuleRow) -> m.Rule:
 
 
 def prompt_rule(row: store.RuleRow) -> ToolRule:
-    return ToolRule(row.rule_id, row.tool_name, row.rule, row.priority,
+    """As the prompt sees it; the id carries the owner, so a user's rule and the tenant's that
+    share an id stay two rules (the id only breaks ties, it is never rendered)."""
+    return ToolRule(f"{row.user_id}/{row.rule_id}", row.tool_name, row.rule, row.priority,
                     updated_at=row.updated_at)
 
 
@@ -109,7 +111,7 @@ class MemoryRpc:
 
     async def for_prompt(self, p: m.RulesForPrompt, rc: RpcContext) -> m.PromptRules:
         rows = await self._list(rc.tenant_id, p.user_id)
-        by_id = {r.rule_id: r for r in rows}
+        by_id = {f"{r.user_id}/{r.rule_id}": r for r in rows}
         rules = [prompt_rule(r) for r in rows]
         chosen = select_prompt_rules(rules, p.tools)
         return m.PromptRules(rendered=render_tool_rules(rules, p.tools),

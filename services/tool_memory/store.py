@@ -52,14 +52,16 @@ def _row(r: Sequence[Any]) -> RuleRow:
 
 
 async def upsert_rule(cur: AsyncCursor[Any], row: RuleRow) -> None:
-    """Replace the rule; `created_at` stays what it was when it was first stored."""
+    """Replace the rule; `created_at` stays what it was when it was first stored, and
+    `updated_at` never goes back (capture's times are the turns', the API's the service's)."""
     await cur.execute(
         f"""INSERT INTO {RULES} ({_COLUMNS})
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET
               tool_name = EXCLUDED.tool_name, rule = EXCLUDED.rule,
               priority = EXCLUDED.priority, source = EXCLUDED.source, tags = EXCLUDED.tags,
-              scope = EXCLUDED.scope, updated_at = EXCLUDED.updated_at,
+              scope = EXCLUDED.scope,
+              updated_at = GREATEST({RULES}.updated_at, EXCLUDED.updated_at),
               causation = EXCLUDED.causation,
               created_at = LEAST({RULES}.created_at, EXCLUDED.created_at)""",
         (row.tenant_id, row.user_id, row.rule_id, row.tool_name, row.rule, row.priority,

@@ -166,7 +166,10 @@ class ProjectionContract:
         events = self.events(tenant, "u1")
         half = len(events) // 2
         before = await publish(nc, events[:half])
-        poison_seq = await publish_poison(nc, instantiate(self.projection_class), tenant, "u1")
+        # An erasure of u1 also erases the records of u1's dead letters: poison another user.
+        poison_user = "u2" if self.erasure else "u1"
+        poison_seq = await publish_poison(nc, instantiate(self.projection_class), tenant,
+                                          poison_user)
         after = await publish(nc, events[half:])
         await publish(nc, self.events(clean_tenant, "u1"))
 

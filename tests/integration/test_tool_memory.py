@@ -173,7 +173,30 @@ async def test_the_prompt_block_is_the_same_bytes_and_capped_at_30(acme: Client)
     assert "Rule number 34" in block["rendered"] and "Rule number 04" not in block["rendered"]
     context = await acme.rpc("prompt.context", user_id=user, tools=["shell"])
     section = next(s for s in context["sections"] if s["name"] == "tool_rules")
-    assert section["content"].strip() == block["rendered"].strip()
+    assert section["content"] == block["rendered"]
+
+
+async def test_tool_names_match_whatever_their_case(acme: Client) -> None:
+    user = unique("kai")
+    await acme.turn(user, "Never email Bob.", [("SendEmail", True)])
+    rules = await until(lambda: _rules(acme, user))
+    assert rules[0]["tool_name"] == "sendemail"
+    context = await until(lambda: _context_with(acme, user, ["SendEmail"], "Never email Bob"))
+    block = await acme.rpc("memory.tool_rules_for_prompt", user_id=user, tools=["SendEmail"])
+    assert block["rendered"] and block["rendered"] in context
+
+
+async def test_a_user_rule_and_a_tenant_rule_sharing_an_id_stay_two(stack: str,
+                                                                   pool: Any) -> None:
+    acme = Client(stack, await create_key(pool, unique("acme")))
+    user = unique("mo")
+    await acme.rpc("memory.tool_rule_put", scope="tenant", tool_name="shell", id="same-id",
+                   rule="Never run rm -rf.", priority="critical")
+    await acme.rpc("memory.tool_rule_put", user_id=user, tool_name="shell", id="same-id",
+                   rule="Never restart prod.", priority="critical")
+    block = await acme.rpc("memory.tool_rules_for_prompt", user_id=user, tools=["shell"])
+    assert sorted((r["scope"], r["rule"]) for r in block["rules"]) == [
+        ("tenant", "Never run rm -rf."), ("user", "Never restart prod.")]
 
 
 async def test_tenant_rules_reach_every_user_of_the_tenant_and_no_other(

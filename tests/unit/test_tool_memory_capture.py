@@ -424,9 +424,9 @@ def test_splitting_keeps_addresses_urls_and_numbers_whole(
 
 
 @pytest.mark.parametrize(("message", "expected"), [
-    ("Please don’t ever post to #general on Slack again, and never email my boss at "
+    ("Please don\u2019t ever post to #general on Slack again, and never email my boss at "
      "boss@acme.io before 9 a.m. on weekdays.",
-     [("slack_post", "Please don’t ever post to #general on Slack again"),
+     [("slack_post", "Please don\u2019t ever post to #general on Slack again"),
       ("gmail_send", "never email my boss at boss@acme.io before 9 a.m. on weekdays.")]),
     ("Never email Bob and stop pinging him on Slack.",
      [("gmail_send", "Never email Bob"), ("slack_post", "stop pinging him on Slack.")]),
@@ -440,3 +440,14 @@ def test_joined_prohibitions_are_rules_of_their_own(message: str,
                         tool_calls=[ToolCall(tool_name="slack_post", ok=True),
                                     ToolCall(tool_name="gmail_send", ok=True)])
     assert [(r.tool_name, r.rule) for r in capture("acme", "dana", turn)] == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Never, ever email Sarah.", ["Never, ever email Sarah."]),
+    ("Don't have time.", []),
+    ("Don't need it anymore.", []),
+    ("Don't forget to email Bob.", []),
+    ("Don't hesitate to email me.", []),
+])
+def test_edicts_found_in_review(message: str, expected: list[str]) -> None:
+    assert edicts(message) == expected

@@ -76,3 +76,24 @@ def test_lexical_recall_scores_what_the_rule_covers_of_the_query() -> None:
     scores = lexical_scores("the deploy was rate limited", rules)
     assert scores[0] > scores[2] >= scores[1]
     assert lexical_scores("", rules) == [0.0, 0.0, 0.0]
+
+
+async def test_capture_turned_off_publishes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from habitus.events import CATALOG
+    from habitus.projection import ApplyContext, Delivered
+    from services.tool_memory.projection import CaptureProjection
+    from services.tool_memory.settings import ToolMemorySettings
+
+    monkeypatch.setenv("HABITUS_TOOL_MEMORY_CAPTURE", "0")
+    projection = CaptureProjection(ToolMemorySettings())
+    assert projection.enabled is False
+    turn = CATALOG.new(TurnRecorded(
+        session_id="s", turn_id="t", channel="chat", user_message="Never email Sarah.",
+        assistant_message="ok", user_at=1.0, assistant_at=2.0,
+        tool_calls=[ToolCall(tool_name="send_email", ok=True)]),
+        tenant_id="acme", user_id="dana", producer="tests")
+    ctx = ApplyContext()
+    await projection.apply_batch(None, [Delivered(turn, 1, "s", 1)], ctx)  # type: ignore[arg-type]
+    assert ctx.emitted == []
+    monkeypatch.setenv("HABITUS_TOOL_MEMORY_CAPTURE", "1")
+    assert CaptureProjection(ToolMemorySettings()).enabled is True

@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from habitus.ids import CallerUserId
 
 UserId = CallerUserId
-ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=128, strip_whitespace=True,
+                                           to_lower=True)]
 
 _USER = "The user, within the caller's tenant."
 
