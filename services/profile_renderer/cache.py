@@ -119,7 +119,9 @@ class ContextCache:
             raw = await self._redis.get(self._keys(tenant_id, user_id)[0])
         except RedisError:
             return "unavailable"
-        return "0" if raw is None else raw.decode()
+        if raw is None:
+            return "0"
+        return raw.decode() if isinstance(raw, bytes) else str(raw)
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
                   generation: str, stamp: int) -> bool:

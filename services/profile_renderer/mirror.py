@@ -83,29 +83,20 @@ class Mirror:
     async def _sync_user(self, tenant_id: str, user_id: str) -> None:
         async with self._pool.connection() as conn, conn.cursor() as cur:
             document = await store.latest(cur, tenant_id, user_id)
-            await cur.execute(
-                f"SELECT written_version, written_sha, pending_sha FROM {store.MIRROR} "
-                "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-            row = await cur.fetchone()
+            row = await store.mirror_state(cur, tenant_id, user_id)
         if document is None or (row is not None and row[0] >= document.version):
             return
         path = mirror_path(self._root, tenant_id, user_id)
         on_disk = await asyncio.to_thread(_read, path) if row is not None else None
-        if on_disk is not None:
+        if on_disk is not None and row is not None:
             digest = store.sha256(on_disk)
             if digest not in (row[1], row[2]):
                 await self._import(tenant_id, user_id, on_disk, int(row[0]), digest)
                 return  # written once the import is part of a newer version
         await asyncio.to_thread(write_atomically, path, document.markdown)
-        async with self._pool.connection() as conn:
-            await conn.execute(
-                f"""INSERT INTO {store.MIRROR} (tenant_id, user_id, written_version,
-                        written_sha) VALUES (%s, %s, %s, %s)
-                    ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-                      written_version = EXCLUDED.written_version,
-                      written_sha = EXCLUDED.written_sha, pending_sha = NULL""",
-                (tenant_id, user_id, document.version, document.sha256))
-            await conn.commit()
+        async with self._pool.connection() as conn, conn.cursor() as cur:
+            await store.mirror_written(cur, tenant_id, user_id, document.version,
+                                       document.sha256)
 
     async def _import(self, tenant_id: str, user_id: str, text: str, base_version: int,
                       digest: str) -> None:
@@ -113,8 +104,5 @@ class Mirror:
         event = CATALOG.new(ProfileNotesSaved(markdown=text, base_version=base_version),
                             tenant_id=tenant_id, user_id=user_id, producer="profile.mirror")
         await self._publisher.publish(event)
-        async with self._pool.connection() as conn:
-            await conn.execute(f"UPDATE {store.MIRROR} SET pending_sha = %s "
-                               "WHERE tenant_id = %s AND user_id = %s",
-                               (digest, tenant_id, user_id))
-            await conn.commit()
+        async with self._pool.connection() as conn, conn.cursor() as cur:
+            await store.mirror_pending(cur, tenant_id, user_id, digest)

@@ -164,3 +164,31 @@ async def forget_mirror(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
     """The mirror's bookkeeping of an erased user (its file goes with `Mirror.remove`)."""
     await cur.execute(f"DELETE FROM {MIRROR} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
+
+
+async def mirror_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                       ) -> tuple[int, str, str | None] | None:
+    """What the mirror last wrote for the user (version, sha) and an import it awaits."""
+    await cur.execute(f"SELECT written_version, written_sha, pending_sha FROM {MIRROR} "
+                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+    row = await cur.fetchone()
+    return None if row is None else (int(row[0]), row[1], row[2])
+
+
+async def mirror_written(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
+                         sha: str) -> None:
+    await cur.execute(
+        f"""INSERT INTO {MIRROR} (tenant_id, user_id, written_version, written_sha)
+            VALUES (%s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+              written_version = EXCLUDED.written_version,
+              written_sha = EXCLUDED.written_sha, pending_sha = NULL""",
+        (tenant_id, user_id, version, sha))
+    await cur.connection.commit()
+
+
+async def mirror_pending(cur: AsyncCursor[Any], tenant_id: str, user_id: str, sha: str
+                         ) -> None:
+    await cur.execute(f"UPDATE {MIRROR} SET pending_sha = %s "
+                      "WHERE tenant_id = %s AND user_id = %s", (sha, tenant_id, user_id))
+    await cur.connection.commit()
