@@ -35,7 +35,7 @@ class _Warm:
 async def wire(ctx: ServiceContext, settings: ToolMemorySettings) -> Wiring:
     recaller = Recaller(semantic=settings.semantic_recall)
     return Wiring(rpc=MemoryRpc(ctx, recaller).registry,
-                  projections=[CaptureProjection(settings), RulesProjection()],
+                  projections=[CaptureProjection(settings), RulesProjection(recaller)],
                   background=[_Warm(recaller)])
 
 

@@ -23,6 +23,7 @@ from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.tool_memory import store
 from services.tool_memory.capture import capture
+from services.tool_memory.recall import Recaller
 from services.tool_memory.settings import ToolMemorySettings
 
 PRODUCER = "tool_memory"
@@ -82,6 +83,21 @@ class RulesProjection(Projection):
     name = "tools.rules"
     schema = store.SCHEMA
     tables = (store.RULES,)
+
+    def __init__(self, recaller: Recaller | None = None):
+        self._recaller = recaller
+        self._erased_texts: list[str] = []
+
+    async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+        if self._recaller is not None:  # recall keeps embeddings of rule texts in memory
+            rows = await store.list_rules(cur, tenant_id, [user_id])
+            self._erased_texts.extend(r.rule for r in rows)
+        await super().erase_user(cur, tenant_id, user_id)
+
+    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+        texts, self._erased_texts = self._erased_texts, []
+        if self._recaller is not None and texts:
+            self._recaller.forget(texts)
 
     async def on_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:

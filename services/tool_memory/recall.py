@@ -65,6 +65,13 @@ class Recaller:
             return lexical_scores(query, texts)
         return await asyncio.to_thread(self._semantic_scores, query, texts)
 
+    def forget(self, texts: Sequence[str]) -> None:
+        """Drop what is kept of these texts (an erased user's rules): a text another user also
+        has is embedded again when it is next recalled."""
+        with self._lock:
+            for text in texts:
+                self._vectors.pop(text, None)
+
     async def warm(self) -> None:
         """Load the model before the first recall needs it (a second or so, once)."""
         if self._semantic:

@@ -97,3 +97,13 @@ async def test_capture_turned_off_publishes_nothing(monkeypatch: pytest.MonkeyPa
     assert ctx.emitted == []
     monkeypatch.setenv("HABITUS_TOOL_MEMORY_CAPTURE", "1")
     assert CaptureProjection(ToolMemorySettings()).enabled is True
+
+
+def test_recall_forgets_the_texts_of_erased_rules() -> None:
+    from services.tool_memory.recall import Recaller
+
+    recaller = Recaller(semantic=False)
+    recaller._vectors["Never email Sarah."] = object()
+    recaller._vectors["Tag releases."] = object()
+    recaller.forget(["Never email Sarah.", "not cached"])
+    assert list(recaller._vectors) == ["Tag releases."]
