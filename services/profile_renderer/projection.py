@@ -13,7 +13,7 @@ and the workspace mirror is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncCursor
@@ -210,8 +210,11 @@ class RenderProjection(Projection):
         await super().erase_user(cur, tenant_id, user_id)
         await store.forget_mirror(cur, tenant_id, user_id)
 
-    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+    async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
+                          ) -> None:
         if self._cache is not None:
             await self._cache.forget(users)
+            if not committed:  # a context a racing read puts back before the commit is stale
+                await self._cache.mark_changed(users)
         if self._mirror is not None:
             await self._mirror.remove(users)

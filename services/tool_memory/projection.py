@@ -11,7 +11,7 @@ renderer applies them in for `prompt.context`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import AsyncCursor
@@ -94,7 +94,8 @@ class RulesProjection(Projection):
             self._erased_texts.extend(r.rule for r in rows)
         await super().erase_user(cur, tenant_id, user_id)
 
-    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+    async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
+                          ) -> None:
         texts, self._erased_texts = self._erased_texts, []
         if self._recaller is not None and texts:
             self._recaller.forget(texts)

@@ -168,9 +168,13 @@ class Projection(abc.ABC):
                     sql.Identifier(*table.split("."))),
                 (tenant_id, user_id))
 
-    async def after_erase(self, users: set[tuple[str, str]]) -> None:
+    async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
+                          ) -> None:
         """Delete what the projection keeps outside its tables (caches, files) for erased
-        users; runs inside the erasure, before it is reported done, so it must be idempotent."""
+        users (each with the sequence of its erasure). Called twice: inside the erasure's
+        transaction (`committed=False`: before the erasure is reported done; a cache should
+        also mark the users changed at that sequence, so what a read racing the erasure puts
+        back from the rows being deleted is never served) and once it committed. Idempotent."""
         return None
 
     @property

@@ -20,6 +20,11 @@ from habitus.events.domain import UserErased
 from habitus.projection.base import ApplyContext, Delivered, Handler, Projection
 
 
+def erased(batch: Sequence[Delivered]) -> dict[tuple[str, str], int]:
+    """Each erased user with the sequence of (the last of) their erasure in the batch."""
+    return {(d.event.tenant_id, d.event.user_id): d.seq for d in batch}
+
+
 class ErasureProjection(Projection):
     """Subclassed per service by `erasure_for` (name and schema are the service's)."""
 
@@ -33,20 +38,20 @@ class ErasureProjection(Projection):
         from habitus.projection.checkpoints import CheckpointStore
 
         checkpoints = CheckpointStore(self.schema)
-        users = {(d.event.tenant_id, d.event.user_id) for d in run}
+        users = erased(run)
         for tenant_id, user_id in sorted(users):
             for projection in self.projections:
                 await projection.erase_user(cur, tenant_id, user_id)
             await checkpoints.forget_user(cur, tenant_id, user_id)
         for projection in self.projections:
-            await projection.after_erase(users)
+            await projection.after_erase(users, committed=False)
 
     async def after_commit(self, batch: Sequence[Delivered]) -> None:
         # Again once committed: a read racing the erasure may have refilled a cache from the
         # rows it was deleting.
-        users = {(d.event.tenant_id, d.event.user_id) for d in batch}
+        users = erased(batch)
         for projection in self.projections:
-            await projection.after_erase(users)
+            await projection.after_erase(users, committed=True)
 
 
 _handler: Handler = ErasureProjection.on_erased
