@@ -42,10 +42,12 @@ from psycopg_pool import AsyncConnectionPool
 
 from habitus.bus.publisher import EventPublisher
 from habitus.events import CATALOG, Catalog
+from habitus.projection.acks import ack_all
 from habitus.projection.base import Projection
-from habitus.projection.batch import BatchApplier, BatchOutcome, Item, ack_all, decode_batch
+from habitus.projection.batch import BatchApplier, BatchOutcome
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.consumer import ProjectionConsumer, check_contiguous
+from habitus.projection.decode import Item, decode_batch
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.leadership import Leadership
 from habitus.telemetry import metrics
