@@ -1,0 +1,1 @@
+"""The trace-router service: traces and feedback in, routing policies that learn from them out."""
