@@ -1,0 +1,63 @@
+"""The routing policies, by name: `heuristic`, `learned`, `sft`, `bandit`, `grpo`.
+
+Every policy answers `choose(ctx, models, sizes, default_model, fallback_model, state,
+decision_id) -> Choice` purely from its arguments, and `table(state)` with its current class →
+model preferences (what `router.update_policy` diffs and versions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Final, Protocol
+
+from services.trace_router.context import RoutingContext
+from services.trace_router.policies.bandit import Bandit
+from services.trace_router.policies.base import (
+    Aggregate,
+    Choice,
+    NoModelAvailable,
+    RouterState,
+    UnknownPolicy,
+    observe,
+    rng_for,
+)
+from services.trace_router.policies.grpo import GRPO, group_rewards, grpo_update
+from services.trace_router.policies.heuristic import Heuristic, heuristic_choice
+from services.trace_router.policies.learned import SFT, Learned, diff, learn, sft_table
+from services.trace_router.sizes import Sizes
+
+
+class Policy(Protocol):
+    name: ClassVar[str]
+
+    def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+               default_model: str | None, fallback_model: str | None,
+               state: RouterState, decision_id: str) -> Choice: ...
+
+    def table(self, state: RouterState) -> dict[str, str]: ...
+
+
+POLICIES: Final[Mapping[str, Callable[..., Policy]]] = {
+    "heuristic": Heuristic,
+    "learned": Learned,
+    "sft": SFT,
+    "bandit": Bandit,
+    "grpo": GRPO,
+}
+DEFAULT_POLICY: Final = "heuristic"
+
+
+def policy_for(name: str, **params: Any) -> Policy:
+    """The policy registered as `name`, built with `params` (e.g. `min_samples=3`)."""
+    factory = POLICIES.get(name)
+    if factory is None:
+        raise UnknownPolicy(f"unknown routing policy {name!r}; known: {', '.join(POLICIES)}")
+    return factory(**params)
+
+
+__all__ = [
+    "DEFAULT_POLICY", "GRPO", "POLICIES", "SFT", "Aggregate", "Bandit", "Choice", "Heuristic",
+    "Learned", "NoModelAvailable", "Policy", "RouterState", "UnknownPolicy", "diff",
+    "group_rewards", "grpo_update", "heuristic_choice", "learn", "observe", "policy_for",
+    "rng_for", "sft_table",
+]
