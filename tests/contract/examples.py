@@ -24,12 +24,21 @@ from habitus.events.domain import (
     FacetUpdated,
     ProfileNotesSaved,
     RebuildRequested,
+    RoutingPolicyUpdated,
     ToolRuleDeleted,
     ToolRuleUpserted,
     UserErased,
 )
 from habitus.events.envelope import Payload
-from habitus.events.ingest import EmailObserved, ProviderProfileSynced, ToolCall, TurnRecorded
+from habitus.events.ingest import (
+    EmailObserved,
+    FeedbackGiven,
+    ProviderProfileSynced,
+    ToolCall,
+    TraceCompleted,
+    TraceStep,
+    TurnRecorded,
+)
 
 #: every example happens at T0 + i minutes: in the past, deterministic
 T0 = 1_790_000_000.0
@@ -170,6 +179,45 @@ def _erased(tenant: str, user: str, i: int) -> Payload:
     return UserErased(reason="account closed")
 
 
+TRACE_QUERIES = (
+    "def parse(line): return line.split(',')  # why does this drop empty fields?",
+    "What is the capital of Australia?",
+    "Solve the integral of x^2 from 0 to 3.",
+    "Summarise the attached incident report for the on-call channel.",
+)
+TRACE_MODELS = ("qwen3:8b", "deepseek-coder-v2:16b", "llama3.2:3b")
+
+
+def _trace(tenant: str, user: str, i: int) -> Payload:
+    t = at(i)
+    tools = (("search", True), ("calc", True), ("search", i % 3 != 0))[: 1 + i % 3]
+    steps = [TraceStep(step_type="llm", timestamp=t, duration_seconds=0.8,
+                       input={"prompt_tokens": 120}, output={"completion_tokens": 60})]
+    steps += [TraceStep(step_type="tool", timestamp=t + 1 + n, duration_seconds=0.3,
+                        input={"tool": name, "arguments": {"q": f"q{i}"}},
+                        output={"success": ok}) for n, (name, ok) in enumerate(tools)]
+    return TraceCompleted(
+        trace_id=f"tr-{i}", query=TRACE_QUERIES[i % len(TRACE_QUERIES)], agent="orchestrator",
+        model=TRACE_MODELS[i % len(TRACE_MODELS)], engine="ollama", steps=steps,
+        result=f"Answer {i}: done.", outcome="success" if i % 4 else "failure",
+        feedback=0.8 if i % 2 else None, started_at=t, ended_at=t + 5, total_tokens=180,
+        total_latency_seconds=5.0, cost_usd=0.0004)
+
+
+def _feedback(tenant: str, user: str, i: int) -> Payload:
+    # Half for traces already recorded, half for traces still to come.
+    return FeedbackGiven(trace_id=f"tr-{i + (3 if i % 2 else 0)}", score=0.9 - (i % 3) * 0.2,
+                         outcome="success" if i % 3 else None)
+
+
+def _policy(tenant: str, user: str, i: int) -> Payload:
+    if i % 3 == 2:
+        return RoutingPolicyUpdated(policy="learned", version=i + 1,
+                                    parameters={"tenant_default": True})
+    return RoutingPolicyUpdated(policy="learned", version=i + 1, parameters={
+        "table": {"code": "deepseek-coder-v2:16b", "general": "qwen3:8b"}})
+
+
 EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
     "TurnRecorded": _turn,
     "EmailObserved": _email,
@@ -187,6 +235,9 @@ EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
     "ToolRuleDeleted": _rule_deleted,
     "ProfileNotesSaved": _notes,
     "UserErased": _erased,
+    "TraceCompleted": _trace,
+    "FeedbackGiven": _feedback,
+    "RoutingPolicyUpdated": _policy,
 }
 
 

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import admin, learning, memory, profile
+from habitus.contract import admin, learning, memory, profile, traces
 from habitus.subjects import rpc_subject
 
 
@@ -40,6 +40,7 @@ _GATEWAY = "gateway"
 _LEARNING = "stability_detector"
 _PROFILE = "profile_renderer"
 _MEMORY = "tool_memory"
+_ROUTER = "trace_router"
 
 _TABLE = (
     MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
@@ -91,6 +92,37 @@ _TABLE = (
     MethodSpec("memory.tool_rules_recall", _MEMORY, memory.Recall, memory.RecallResult,
                "The normal-priority guidance for a tool, best match first",
                description="What an agent's memory-recall tool fetches on demand."),
+    MethodSpec("router.select_model", _ROUTER, traces.SelectModel, traces.ModelChoice,
+               "Choose the model for a query",
+               description="By the request's policy, else the tenant's default; `record` "
+                           "publishes the decision as `RouteDecided`."),
+    MethodSpec("router.set_default_policy", _ROUTER, traces.SetDefaultPolicy,
+               traces.DefaultPolicy, "Set the tenant's default routing policy",
+               changes_state=True),
+    MethodSpec("router.update_policy", _ROUTER, traces.UpdatePolicy, traces.PolicyUpdate,
+               "Recompute a learned policy from the traces and publish it", changes_state=True,
+               description="Publishes `RoutingPolicyUpdated` with the next version; answers "
+                           "the classes whose model changed."),
+    MethodSpec("traces.summary", _ROUTER, traces.TraceFilter, traces.Result,
+               "Counts, averages, success rate and feedback of the traces"),
+    MethodSpec("traces.route_stats", _ROUTER, traces.TraceFilter, traces.Result,
+               "Per (model, agent): count, latency, tokens, success rate, feedback"),
+    MethodSpec("traces.tool_stats", _ROUTER, traces.TraceFilter, traces.Result,
+               "Per tool: calls, latency, success rate"),
+    MethodSpec("traces.list", _ROUTER, traces.TraceList, traces.Result,
+               "Traces, newest first, a page at a time"),
+    MethodSpec("traces.get", _ROUTER, traces.TraceRef, traces.Result,
+               "One trace with its steps", description="Not found (404) without it."),
+    MethodSpec("traces.search", _ROUTER, traces.TraceSearch, traces.Result,
+               "Full-text search over queries and results"),
+    MethodSpec("traces.export", _ROUTER, traces.TraceList, traces.Result,
+               "A page of whole traces as JSON lines"),
+    MethodSpec("advisor.recommendations", _ROUTER, traces.Insights, traces.Result,
+               "What the problem traces suggest changing"),
+    MethodSpec("icl.examples", _ROUTER, traces.Insights, traces.Result,
+               "Successful, well-rated traces to show an agent as examples"),
+    MethodSpec("icl.skills", _ROUTER, traces.Insights, traces.Result,
+               "Tool sequences that recur in good traces"),
     MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "

@@ -1,0 +1,67 @@
+"""Reading what the advisor, ICL and the learned policies need: the per-(class, model)
+aggregates, a tenant's recent traces as `TraceFacts`, and recorded rewards in order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from services.trace_router import store
+from services.trace_router.insights import TraceFacts
+from services.trace_router.policies import Aggregate
+
+#: how many of the newest traces the advisor and ICL read
+RECENT = 10_000
+
+
+async def aggregates(cur: AsyncCursor[Any], tenant_id: str) -> dict[tuple[str, str], Aggregate]:
+    rows = await store.class_stats(cur, tenant_id)
+    out: dict[tuple[str, str], Aggregate] = {}
+    for r in rows:
+        feedback_sum = (r["avg_feedback"] or 0.0) * r["feedback_count"]
+        reward_sum = (r["avg_reward"] or 0.0) * r["reward_count"]
+        out[(r["query_class"], r["model"])] = Aggregate(
+            count=r["count"], successes=r["successes"], outcomes_known=r["outcomes_known"],
+            feedback_sum=feedback_sum, feedback_n=r["feedback_count"],
+            reward_sum=reward_sum, reward_n=r["reward_count"])
+    return out
+
+
+async def recent(cur: AsyncCursor[Any], tenant_id: str, user_id: str | None = None,
+                 limit: int = RECENT) -> list[TraceFacts]:
+    sql = f"""SELECT t.trace_id, t.query, t.model, t.agent, t.outcome, t.feedback,
+                     t.total_latency_seconds, t.query_class, t.ended_at,
+                     coalesce(array_agg(s.tool_name ORDER BY s.ordinal)
+                              FILTER (WHERE s.tool_name IS NOT NULL), '{{}}')
+              FROM (SELECT * FROM {store.TRACES} WHERE tenant_id = %s
+                    {"AND user_id = %s" if user_id else ""}
+                    ORDER BY started_at DESC LIMIT %s) t
+              LEFT JOIN {store.STEPS} s ON s.tenant_id = t.tenant_id
+                AND s.user_id = t.user_id AND s.trace_id = t.trace_id
+              GROUP BY t.trace_id, t.query, t.model, t.agent, t.outcome, t.feedback,
+                       t.total_latency_seconds, t.query_class, t.ended_at"""
+    params: list[Any] = [tenant_id, *([user_id] if user_id else []), limit]
+    await cur.execute(sql, params)
+    return [TraceFacts(trace_id=r[0], query=r[1], model=r[2], agent=r[3], outcome=r[4],
+                       feedback=None if r[5] is None else float(r[5]),
+                       latency_seconds=float(r[6]), query_class=r[7], ended_at=float(r[8]),
+                       tool_sequence=tuple(r[9]))
+            for r in await cur.fetchall()]
+
+
+async def rewards(cur: AsyncCursor[Any], tenant_id: str, limit: int = RECENT
+                  ) -> list[tuple[str, str, float]]:
+    """(class, model, reward) of the newest traces with a reward, oldest first: the groups
+    GRPO learns from."""
+    await cur.execute(
+        f"""SELECT query_class, model, reward FROM (
+              SELECT query_class, model, reward, seq FROM {store.TRACES}
+              WHERE tenant_id = %s AND reward IS NOT NULL ORDER BY seq DESC LIMIT %s) r
+            ORDER BY seq""", (tenant_id, limit))
+    return [(r[0], r[1], float(r[2])) for r in await cur.fetchall()]
+
+
+async def tenants(cur: AsyncCursor[Any]) -> list[str]:
+    await cur.execute(f"SELECT DISTINCT tenant_id FROM {store.CLASS_STATS}")
+    return [r[0] for r in await cur.fetchall()]

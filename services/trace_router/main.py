@@ -1,0 +1,94 @@
+"""The trace-router service: traces and feedback in, their analysis, routing that learns.
+
+Process `trace_router`, Deployment `trace-router`, schema `traces`, RPC `router.*`,
+`traces.*`, `advisor.*`, `icl.*`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from habitus.db.leader import LeaderLock
+from habitus.projection import RunnerConfig
+from habitus.projection.checkpoints import CheckpointStore
+from habitus.service.context import ServiceContext
+from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.trace_router import facts, store
+from services.trace_router.policy_projection import PoliciesProjection
+from services.trace_router.projection import TracesProjection
+from services.trace_router.rpc import RouterRpc, publish_update
+from services.trace_router.settings import RouterSettings
+
+log = logging.getLogger(__name__)
+#: the policies whose parameters are learned from the traces (the heuristic has none)
+LEARNING = ("learned", "sft", "bandit", "grpo")
+
+
+class Relearner:
+    """Recomputes every tenant's learned policies once new traces stopped arriving for
+    `relearn_seconds` (one replica at a time), and publishes those that changed."""
+
+    def __init__(self, ctx: ServiceContext, settings: RouterSettings):
+        self._ctx = ctx
+        self._settings = settings
+        self._lock = LeaderLock(str(ctx.pool.conninfo), "traces.relearn")
+        self._task: asyncio.Task[None] | None = None
+        self._seen = -1
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="traces.relearn")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._lock.release()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.relearn_seconds)
+            try:
+                if await self._lock.try_acquire():
+                    await self.relearn()
+            except Exception as exc:  # an outage pauses learning; routing goes on
+                log.warning("relearn failed", extra={"error": repr(exc)})
+
+    async def relearn(self) -> None:
+        async with self._ctx.pool.connection() as conn:
+            at = await CheckpointStore(store.SCHEMA).last_seq(conn, TracesProjection.name) or 0
+            if at == self._seen:
+                return  # nothing new (a debounce: the next tick after the traces stop)
+            async with conn.cursor() as cur:
+                tenants = await facts.tenants(cur)
+        self._seen = at
+        for tenant_id in tenants:
+            for policy in LEARNING:
+                await publish_update(self._ctx, None, tenant_id, policy,
+                                     self._settings.min_samples, only_if_changed=True)
+
+
+async def wire(ctx: ServiceContext, settings: RouterSettings) -> Wiring:
+    return Wiring(rpc=RouterRpc(ctx, settings).registry,
+                  projections=[TracesProjection(), PoliciesProjection()],
+                  background=[Relearner(ctx, settings)])
+
+
+service = ServiceDescriptor(
+    name="trace_router",
+    deploy_name="trace-router",
+    schema=store.SCHEMA,
+    rpc_prefixes=("router", "traces", "advisor", "icl"),
+    projections=(TracesProjection, PoliciesProjection),
+    settings=RouterSettings,
+    wire=wire,
+    migrations="services.trace_router.migrations",
+    runner_config=RunnerConfig(batch_size=2000),
+)
+
+
+def build(settings: RouterSettings | None = None) -> ServiceDescriptor:
+    """The service with these settings instead of the environment's (tests, benchmarks)."""
+    return service.configured(settings)

@@ -1,0 +1,65 @@
+"""The tenants' routing policies, as `traces.policies` and `traces.defaults` keep them.
+
+They are written under the user of their event, which the service always publishes as the
+tenant's `_tenant`, and read from there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import AsyncCursor
+from psycopg.types.json import Jsonb
+
+from habitus.ids import TENANT_WIDE
+
+POLICIES = "traces.policies"
+DEFAULTS = "traces.defaults"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPolicy:
+    policy: str
+    version: int
+    parameters: dict[str, Any]
+
+
+async def save_policy(cur: AsyncCursor[Any], tenant_id: str, user_id: str, policy: str,
+                      version: int, parameters: dict[str, Any], at: float) -> None:
+    """A newer version replaces an older one; an older one arriving late changes nothing."""
+    await cur.execute(
+        f"""INSERT INTO {POLICIES} (tenant_id, user_id, policy, version, parameters,
+                                    updated_at)
+            VALUES (%s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, policy) DO UPDATE SET
+              version = EXCLUDED.version, parameters = EXCLUDED.parameters,
+              updated_at = EXCLUDED.updated_at
+            WHERE {POLICIES}.version < EXCLUDED.version""",
+        (tenant_id, user_id, policy, version, Jsonb(parameters), at))
+
+
+async def save_default(cur: AsyncCursor[Any], tenant_id: str, user_id: str, policy: str,
+                       version: int, at: float) -> None:
+    await cur.execute(
+        f"""INSERT INTO {DEFAULTS} (tenant_id, user_id, policy, version, updated_at)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET policy = EXCLUDED.policy,
+              version = EXCLUDED.version, updated_at = EXCLUDED.updated_at
+            WHERE {DEFAULTS}.version < EXCLUDED.version""",
+        (tenant_id, user_id, policy, version, at))
+
+
+async def load_policy(cur: AsyncCursor[Any], tenant_id: str, policy: str
+                      ) -> StoredPolicy | None:
+    await cur.execute(f"SELECT policy, version, parameters FROM {POLICIES} "
+                      "WHERE tenant_id = %s AND user_id = %s AND policy = %s",
+                      (tenant_id, TENANT_WIDE, policy))
+    row = await cur.fetchone()
+    return None if row is None else StoredPolicy(row[0], int(row[1]), dict(row[2]))
+
+
+async def load_default(cur: AsyncCursor[Any], tenant_id: str) -> tuple[str, int] | None:
+    await cur.execute(f"SELECT policy, version FROM {DEFAULTS} WHERE tenant_id = %s "
+                      "AND user_id = %s", (tenant_id, TENANT_WIDE))
+    row = await cur.fetchone()
+    return None if row is None else (row[0], int(row[1]))

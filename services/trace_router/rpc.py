@@ -1,0 +1,263 @@
+"""`router.*`, `traces.*`, `advisor.*`, `icl.*` for the caller's tenant.
+
+Routing is read-only and fast: a decision reads the tenant's default policy, its learned
+parameters and its per-(class, model) aggregates (small tables, never the traces) and is a pure
+function of them and the decision id. Changing a policy is a command: a `RoutingPolicyUpdated`
+event, answered once `traces.policies` applied it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.contract import traces as c
+from habitus.contract.rpc import METHODS
+from habitus.events import CATALOG
+from habitus.events.domain import RouteDecided, RoutingPolicyUpdated
+from habitus.ids import TENANT_WIDE, new_event_id
+from habitus.service.context import ServiceContext
+from services.trace_router import facts, policy_store, store
+from services.trace_router.context import build_context, query_class
+from services.trace_router.insights import examples, recommendations, skills
+from services.trace_router.policies import (
+    POLICIES,
+    NoModelAvailable,
+    RouterState,
+    UnknownPolicy,
+    diff,
+    group_rewards,
+    grpo_update,
+    learn,
+    policy_for,
+    sft_table,
+)
+from services.trace_router.policy_projection import TENANT_DEFAULT
+from services.trace_router.settings import RouterSettings
+from services.trace_router.sizes import resolve
+
+PRODUCER = "trace_router.rpc"
+
+
+def _filters(p: c.TraceFilter) -> store.TraceFilters:
+    return store.TraceFilters(user_id=p.user_id, agent=p.agent, model=p.model,
+                              outcome=p.outcome, since=p.since, until=p.until)
+
+
+def _plain(obj: Any) -> Any:
+    """Dataclasses and tuples as JSON."""
+    return json.loads(json.dumps(obj, default=lambda o: dataclasses.asdict(o)
+                                 if dataclasses.is_dataclass(o) and not isinstance(o, type)
+                                 else list(o) if isinstance(o, tuple | set) else str(o)))
+
+
+def learned_parameters(policy: str, state: RouterState, records: list[tuple[str, str, float]],
+                       min_samples: int) -> dict[str, Any]:
+    """What `router.update_policy` publishes for `policy`: a class -> model table (learned,
+    sft), the GRPO weights from the recorded reward groups, or the bandit's posteriors."""
+    if policy == "learned":
+        return {"table": learn(state.aggregates, min_samples)}
+    if policy == "sft":
+        return {"table": sft_table(state.aggregates, min_samples)}
+    if policy == "grpo":
+        weights: dict[tuple[str, str], float] = {}
+        groups, _ = group_rewards(records)
+        for cls, group in groups:
+            weights = grpo_update(weights, cls, group)
+        return {"weights": [[cls, model, round(w, 9)] for (cls, model), w
+                            in sorted(weights.items())],
+                "table": policy_for("grpo").table(dataclasses.replace(state, grpo=weights))}
+    if policy == "bandit":
+        return {"table": policy_for("bandit").table(state)}
+    return {"table": {}}
+
+
+def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any],
+             min_samples: int) -> RouterState:
+    """The state a decision reads: the published tables where there are some, else what the
+    aggregates give now (so a new tenant learns before the first update is published)."""
+    learned = stored.get("learned", {}).get("table") or learn(aggregates, min_samples)
+    sft = stored.get("sft", {}).get("table") or sft_table(aggregates, min_samples)
+    grpo = {(cls, model): float(w) for cls, model, w in stored.get("grpo", {}).get(
+        "weights", [])}
+    return RouterState(aggregates=aggregates, learned=learned, sft=sft, grpo=grpo)
+
+
+class RouterRpc:
+    def __init__(self, ctx: ServiceContext, settings: RouterSettings):
+        self.ctx = ctx
+        self.settings = settings
+        self.registry = RpcRegistry()
+        for name, handler in (
+            ("router.select_model", self.select_model),
+            ("router.set_default_policy", self.set_default_policy),
+            ("router.update_policy", self.update_policy),
+            ("traces.summary", self.summary),
+            ("traces.route_stats", self.route_stats),
+            ("traces.tool_stats", self.tool_stats),
+            ("traces.list", self.list),
+            ("traces.get", self.get),
+            ("traces.search", self.search),
+            ("traces.export", self.export),
+            ("advisor.recommendations", self.recommendations),
+            ("icl.examples", self.examples),
+            ("icl.skills", self.skills),
+        ):
+            self.registry.implement(METHODS[name])(handler)
+
+    # ------------------------------------------------------------------ routing
+
+    async def _state(self, tenant_id: str) -> tuple[str, int, RouterState]:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            default = await policy_store.load_default(cur, tenant_id)
+            aggregates = await facts.aggregates(cur, tenant_id)
+            stored = {}
+            for name in ("learned", "sft", "grpo"):
+                found = await policy_store.load_policy(cur, tenant_id, name)
+                if found is not None:
+                    stored[name] = found.parameters
+        policy, version = default or (self.settings.default_policy, 0)
+        return policy, version, state_of(aggregates, stored, self.settings.min_samples)
+
+    def _policy(self, name: str) -> Any:
+        try:
+            params = {} if name in ("heuristic", "bandit", "grpo") else {
+                "min_samples": self.settings.min_samples}
+            return policy_for(name, **params)
+        except UnknownPolicy as exc:
+            raise RpcError("invalid_argument", f"policy: {exc}") from None
+
+    async def select_model(self, p: c.SelectModel, rc: RpcContext) -> c.ModelChoice:
+        if p.record and p.user_id is None:
+            raise RpcError("invalid_argument", "user_id: required to record the decision")
+        default_policy, _, state = await self._state(rc.tenant_id)
+        name = p.policy or default_policy
+        policy = self._policy(name)
+        ctx = build_context(p.query, p.urgency)
+        models, sizes = resolve([m if isinstance(m, str) else m.model_dump()
+                                 for m in p.available_models])
+        decision_id = new_event_id()
+        try:
+            choice = policy.choose(ctx, models, sizes, p.default_model, p.fallback_model,
+                                   state, decision_id)
+        except NoModelAvailable:
+            raise RpcError("invalid_argument", "available_models: none given, and no "
+                                               "default_model or fallback_model") from None
+        if p.record and p.user_id is not None:
+            await self.ctx.publisher.publish(CATALOG.new(RouteDecided(
+                query_id=decision_id, model=choice.model, policy=name,
+                reason=choice.reason[:2000], scores=dict(choice.scores)),
+                tenant_id=rc.tenant_id, user_id=p.user_id, producer=PRODUCER,
+                correlation_id=rc.correlation_id))
+        return c.ModelChoice(
+            model=choice.model, policy=name, query_class=query_class(ctx),
+            reason=choice.reason, decision_id=decision_id,
+            context=c.RoutingContext(query_length=ctx.query_length, has_code=ctx.has_code,
+                                     has_math=ctx.has_math, has_reasoning=ctx.has_reasoning,
+                                     urgency=ctx.urgency, language=ctx.language))
+
+    async def set_default_policy(self, p: c.SetDefaultPolicy, rc: RpcContext
+                                 ) -> c.DefaultPolicy:
+        self._policy(p.policy)
+        _, version, _ = await self._state(rc.tenant_id)
+        await self.ctx.commands.issue(rc, TENANT_WIDE, RoutingPolicyUpdated(
+            policy=p.policy, version=version + 1, parameters={TENANT_DEFAULT: True}), PRODUCER)
+        return c.DefaultPolicy(policy=p.policy, version=version + 1)
+
+    async def update_policy(self, p: c.UpdatePolicy, rc: RpcContext) -> c.PolicyUpdate:
+        self._policy(p.policy)
+        return await publish_update(self.ctx, rc, rc.tenant_id, p.policy,
+                                    self.settings.min_samples)
+
+    # ------------------------------------------------------------------ analyzer
+
+    async def summary(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            return c.Result(**await store.summary(cur, rc.tenant_id, _filters(p)))
+
+    async def route_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            return c.Result(routes=await store.route_stats(cur, rc.tenant_id, _filters(p)))
+
+    async def tool_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            return c.Result(tools=await store.tool_stats(cur, rc.tenant_id, _filters(p)))
+
+    async def list(self, p: c.TraceList, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            try:
+                rows, after = await store.list_traces(cur, rc.tenant_id, _filters(p),
+                                                      p.limit, p.after)
+            except ValueError as exc:
+                raise RpcError("invalid_argument", f"after: {exc}") from None
+        return c.Result(traces=_plain(rows), next=after)
+
+    async def get(self, p: c.TraceRef, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            found = await store.get_trace(cur, rc.tenant_id, p.trace_id, p.user_id)
+        if found is None:
+            raise RpcError("not_found", f"no trace {p.trace_id!r} for user {p.user_id!r}")
+        return c.Result(**_plain(found))
+
+    async def search(self, p: c.TraceSearch, rc: RpcContext) -> c.Result:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            hits = await store.search(cur, rc.tenant_id, p.text, p.limit, p.user_id)
+        return c.Result(traces=_plain(hits))
+
+    async def export(self, p: c.TraceList, rc: RpcContext) -> c.Result:
+        """A page of whole traces as JSON lines (one trace per line), and the next cursor."""
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            try:
+                rows, after = await store.export_page(cur, rc.tenant_id, _filters(p),
+                                                      p.after, p.limit)
+            except ValueError as exc:
+                raise RpcError("invalid_argument", f"after: {exc}") from None
+        lines = "".join(json.dumps(_plain(r), sort_keys=True) + "\n" for r in rows)
+        return c.Result(jsonl=lines, count=len(rows), next=after)
+
+    # ------------------------------------------------------------------ advisor and ICL
+
+    async def _facts(self, p: c.Insights, rc: RpcContext) -> Any:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            return await facts.recent(cur, rc.tenant_id, p.user_id)
+
+    async def recommendations(self, p: c.Insights, rc: RpcContext) -> c.Result:
+        return c.Result(**_plain(recommendations(await self._facts(p, rc))))
+
+    async def examples(self, p: c.Insights, rc: RpcContext) -> c.Result:
+        return c.Result(examples=_plain(examples(await self._facts(p, rc), p.limit)))
+
+    async def skills(self, p: c.Insights, rc: RpcContext) -> c.Result:
+        found = skills(await self._facts(p, rc))
+        return c.Result(skills=[{**_plain(s), "name": s.name} for s in found])
+
+
+async def publish_update(ctx: ServiceContext, rc: RpcContext | None, tenant_id: str,
+                         policy: str, min_samples: int, *, only_if_changed: bool = False
+                         ) -> c.PolicyUpdate:
+    """Recompute `policy` for the tenant from its aggregates and publish it as the next
+    version (`only_if_changed`: not when its table did not move, the debounced relearn)."""
+    async with ctx.pool.connection() as conn, conn.cursor() as cur:
+        aggregates = await facts.aggregates(cur, tenant_id)
+        stored = await policy_store.load_policy(cur, tenant_id, policy)
+        records = await facts.rewards(cur, tenant_id) if policy == "grpo" else []
+    state = RouterState(aggregates=aggregates)
+    parameters = learned_parameters(policy, state, records, min_samples)
+    old = (stored.parameters if stored else {}).get("table", {})
+    changes = [{"class": cls, **change} for cls, change in
+               sorted(diff(old, parameters.get("table", {})).items())]
+    version = (stored.version if stored else 0) + 1
+    if only_if_changed and stored is not None and stored.parameters == parameters:
+        return c.PolicyUpdate(policy=policy, version=stored.version, changes=[])
+    event = RoutingPolicyUpdated(policy=policy, version=version, parameters=parameters)
+    if rc is not None:
+        await ctx.commands.issue(rc, TENANT_WIDE, event, PRODUCER)
+    else:
+        await ctx.publisher.publish(CATALOG.new(event, tenant_id=tenant_id,
+                                                user_id=TENANT_WIDE, producer=PRODUCER))
+    return c.PolicyUpdate(policy=policy, version=version, changes=changes)
+
+
+__all__ = ["POLICIES", "RouterRpc", "publish_update"]
