@@ -16,12 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from habitus.cli_rules import rules_app
+from habitus.cli_traces import route, traces_app
 from habitus.config import Settings, get_settings
 
 app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
 app.add_typer(rules_app, name="rules")
+app.add_typer(traces_app, name="traces")
+app.command("route")(route)
 console = Console()
 
 
