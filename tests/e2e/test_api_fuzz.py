@@ -37,16 +37,11 @@ from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CandidateEmitted
 from habitus.projection.wait import wait_applied
-from services.gateway.main import service as gateway_spec
-from services.producers.main import build as producers
-from services.profile_renderer.main import build as profile
-from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
-from services.tool_memory.main import build as tool_memory
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
-from tests.support.services import running
+from tests.support.services import every_service
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
@@ -63,11 +58,10 @@ async def live(servers: ServerUrls, pool: Any) -> AsyncIterator[tuple[str, str, 
     settings = servers.settings(max_batch_items=20, max_item_bytes=16 * 1024,
                                 max_body_bytes=256 * 1024,
                                 expected_services="stability_detector,profile_renderer,"
-                                                  "tool_memory")
-    async with (running(learning(LearningSettings(scheduler_enabled=False)), settings),
-                running(profile(), settings), running(producers(), settings),
-                running(tool_memory(ToolMemorySettings(semantic_recall=False)), settings),
-                running(gateway_spec, settings) as gateway):
+                                                  "tool_memory,trace_router")
+    presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
+               "tool_memory": ToolMemorySettings(semantic_recall=False)}
+    async with every_service(settings, presets) as gateway:
         tenant = unique("fz")
         key = await create_key(pool, tenant)
         yield f"http://127.0.0.1:{gateway.bound_port}", tenant, key
