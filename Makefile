@@ -25,7 +25,17 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
 
+# The reference implementation (openjarvis, issue 12's side-by-side bench) goes into a venv of its
+# own, never the project's: --no-deps plus httpx, the one module its traces package needs. Once
+# installed it is not installed again; when it cannot be, the side-by-side bench skips and says so.
 bench: $(STAMP)
+	@test -f var/bench/openjarvis-venv/.installed || { \
+	  { test -x var/bench/openjarvis-venv/bin/python || $(PYTHON) -m venv var/bench/openjarvis-venv; } && \
+	  var/bench/openjarvis-venv/bin/python -m pip install --quiet --no-deps openjarvis==1.0.4 && \
+	  var/bench/openjarvis-venv/bin/python -m pip install --quiet httpx && \
+	  var/bench/openjarvis-venv/bin/python -c "from openjarvis.traces.store import TraceStore; from openjarvis.traces.analyzer import TraceAnalyzer" && \
+	  touch var/bench/openjarvis-venv/.installed; } || \
+	  echo "bench: the reference openjarvis could not be installed; its comparison will skip"
 	$(BIN)/python -m pytest tests/bench -p no:cacheprovider -o addopts="" -s
 
 lint: $(STAMP)
