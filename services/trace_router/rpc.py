@@ -138,7 +138,7 @@ class RouterRpc:
         ctx = build_context(p.query, p.urgency)
         models, sizes = resolve([m if isinstance(m, str) else m.model_dump()
                                  for m in p.available_models])
-        decision_id = new_event_id()
+        decision_id = p.decision_id or new_event_id()
         try:
             choice = policy.choose(ctx, models, sizes, p.default_model, p.fallback_model,
                                    state, decision_id)

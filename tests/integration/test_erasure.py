@@ -40,7 +40,9 @@ from tests.support.services import every_service
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
 NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
-                "tools.dead_letters"}
+                "tools.dead_letters", "traces.dead_letters",
+                # the tenant's own (routing policies): under `_tenant`, never a user's
+                "traces.policies", "traces.defaults"}
 
 MESSAGES = [
     "Never email Sarah at sarah@example.com.",
@@ -81,6 +83,15 @@ class Tenant:
             "toolkit": "gmail", "connection_id": f"c-{user}",
             "fields": {"name": "Dana Weber", "email": f"{user}@example.com",
                        "timezone": "Europe/Berlin"}}})
+        items.append({"type": "TraceCompleted", "user_id": user, "payload": {
+            "trace_id": f"tr-{user}", "query": "Draft a reply to Sarah's email.",
+            "agent": "mail", "model": "qwen3:8b", "engine": "ollama", "result": "Drafted.",
+            "outcome": "success", "started_at": 1_764_000_000.0, "ended_at": 1_764_000_004.0,
+            "total_tokens": 120, "total_latency_seconds": 4.0,
+            "steps": [{"step_type": "tool", "timestamp": 1_764_000_001.0,
+                       "duration_seconds": 1.0, "input": {"tool": "send_email"}}]}})
+        items.append({"type": "FeedbackGiven", "user_id": user, "payload": {
+            "trace_id": f"tr-{user}-next", "score": 0.8}})  # for a trace still to come
         async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
             response = await client.post("/v1/events", json=items,
                                          headers={"Authorization": f"Bearer {self.key}"})

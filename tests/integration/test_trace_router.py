@@ -148,6 +148,9 @@ async def test_learned_bandit_and_grpo_route_code_to_the_better_model(taught: Te
                                       available_models=MODELS, policy=policy)
             picks[choice["model"]] += 1
         assert picks["codestral"] >= 40, (policy, picks)
+        again = [await taught.rpc("router.select_model", query=CODE, available_models=MODELS,
+                                  policy=policy, decision_id="d-42") for _ in range(3)]
+        assert len({a["model"] for a in again}) == 1  # the same id draws the same
     info = await nc.jetstream().stream_info(
         EVENTS, subjects_filter=f"habitus.v1.event.RoutingPolicyUpdated.{taught.name}._tenant")
     assert sum((info.state.subjects or {}).values()) >= 1

@@ -43,6 +43,9 @@ class SelectModel(_Params):
         "Whose query it is (required with `record`)."))
     record: bool = Field(default=False, description=(
         "Publish the decision as `RouteDecided`, so its trace and reward can be joined to it."))
+    decision_id: str | None = Field(default=None, min_length=1, max_length=128, description=(
+        "Reproduce an earlier decision: a sampling policy (bandit, grpo) draws the same for "
+        "the same id and the same learned state; absent: a new id."))
 
 
 class RoutingContext(BaseModel):
