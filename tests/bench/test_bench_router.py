@@ -165,7 +165,7 @@ async def test_select_model_latency_ratio(stack: Stack, record: Any) -> None:
                       itertools.islice(itertools.cycle(QUERIES), 360),
                       itertools.islice(itertools.cycle(MODEL_LISTS), 360),
                       itertools.islice(itertools.cycle(POLICIES), 360),
-                      itertools.islice(itertools.cycle([None, 0.2, 0.5, 0.9]), 360))]
+                      itertools.islice(itertools.cycle([None, 0.2, 0.5, 0.9]), 360), strict=True)]
         bodies = [{k: v for k, v in b.items() if v is not None} for b in bodies]
         chosen: set[tuple[str, str]] = set()
 
@@ -223,7 +223,7 @@ async def test_route_stats_scaling(stack: Stack, record: Any) -> None:
 
 async def reference(count: int) -> dict[str, Any]:
     """The reference's figures from its own venv, or {"error": why not}."""
-    if not REFERENCE_PYTHON.exists():
+    if not os.path.exists(REFERENCE_PYTHON):
         return {"error": f"no reference venv at {REFERENCE_PYTHON} (`make bench` installs it)"}
     proc = await asyncio.create_subprocess_exec(
         str(REFERENCE_PYTHON), str(SIDE_SCRIPT), str(count), cwd=str(REPO),
@@ -237,7 +237,7 @@ async def reference(count: int) -> dict[str, Any]:
 
 
 async def habitus_side(stack: Stack, count: int) -> dict[str, Any]:
-    tenant, headers = await stack.tenant()
+    _, headers = await stack.tenant()
     bodies = []
     for i in range(0, count, BATCH):
         bodies.append(json.dumps([item(d) for d in trace_corpus.traces(
