@@ -221,9 +221,13 @@ async def test_route_stats_scaling(stack: Stack, record: Any) -> None:
            target="ratio <= 2")
 
 
+def reference_installed() -> bool:
+    return REFERENCE_PYTHON.exists()
+
+
 async def reference(count: int) -> dict[str, Any]:
     """The reference's figures from its own venv, or {"error": why not}."""
-    if not os.path.exists(REFERENCE_PYTHON):
+    if not reference_installed():
         return {"error": f"no reference venv at {REFERENCE_PYTHON} (`make bench` installs it)"}
     proc = await asyncio.create_subprocess_exec(
         str(REFERENCE_PYTHON), str(SIDE_SCRIPT), str(count), cwd=str(REPO),
