@@ -105,8 +105,18 @@ def query_class(ctx: RoutingContext) -> QueryClass:
 
 
 def classify(query: str) -> QueryClass:
-    """The class of a raw query, as a trace's query is classified when it is recorded."""
-    return query_class(build_context(query))
+    """The class of a raw query, as a trace's query is classified when it is recorded (the
+    same rules as `query_class`, without the language, which no class depends on: this runs
+    on every recorded trace)."""
+    if _CODE.search(query) is not None:
+        return "code"
+    if _MATH.search(query) is not None:
+        return "math"
+    if len(query) < SHORT_CHARS:
+        return "short"
+    if len(query) > LONG_CHARS or _REASONING.search(query) is not None:
+        return "long"
+    return "general"
 
 
 # --------------------------------------------------------------------------- language

@@ -20,13 +20,13 @@ feedback and outcome (recomputed when feedback changes them).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from psycopg import AsyncCursor
+from pydantic_core import to_json
 
 from habitus.events.ingest import FeedbackGiven, TraceCompleted, TraceStep
 from habitus.projection import ApplyContext, Delivered, Projection
@@ -58,8 +58,9 @@ def _number(value: Any) -> float:
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, ensure_ascii=False,
-                                                 allow_nan=False, separators=(",", ":"))
+    """JSON for a jsonb column; pydantic-core's serializer, the hot path of a batch (three
+    values per step), with NaN and infinities as null (jsonb has neither)."""
+    return None if value is None else to_json(value, inf_nan_mode="null").decode()
 
 
 def trace_rows(delivered: Delivered) -> tuple[store.TraceRow, list[store.StepRow]]:

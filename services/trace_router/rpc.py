@@ -12,6 +12,8 @@ import dataclasses
 import json
 from typing import Any
 
+from cachetools import TTLCache
+
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract import traces as c
 from habitus.contract.rpc import METHODS
@@ -89,6 +91,10 @@ class RouterRpc:
     def __init__(self, ctx: ServiceContext, settings: RouterSettings):
         self.ctx = ctx
         self.settings = settings
+        # A decision is on every agent turn: the tenant's state (five small reads) is kept for
+        # a second. A policy change made here drops it at once; another replica's shows
+        # within the second, as do new traces.
+        self._states: TTLCache[str, tuple[str, int, RouterState]] = TTLCache(10_000, 1.0)
         self.registry = RpcRegistry()
         for name, handler in (
             ("router.select_model", self.select_model),
@@ -110,6 +116,14 @@ class RouterRpc:
     # ------------------------------------------------------------------ routing
 
     async def _state(self, tenant_id: str) -> tuple[str, int, RouterState]:
+        cached = self._states.get(tenant_id)
+        if cached is not None:
+            return cached
+        state = await self._read_state(tenant_id)
+        self._states[tenant_id] = state
+        return state
+
+    async def _read_state(self, tenant_id: str) -> tuple[str, int, RouterState]:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             default = await policy_store.load_default(cur, tenant_id)
             aggregates = await facts.aggregates(cur, tenant_id)
@@ -161,15 +175,18 @@ class RouterRpc:
     async def set_default_policy(self, p: c.SetDefaultPolicy, rc: RpcContext
                                  ) -> c.DefaultPolicy:
         self._policy(p.policy)
-        _, version, _ = await self._state(rc.tenant_id)
+        _, version, _ = await self._read_state(rc.tenant_id)
         await self.ctx.commands.issue(rc, TENANT_WIDE, RoutingPolicyUpdated(
             policy=p.policy, version=version + 1, parameters={TENANT_DEFAULT: True}), PRODUCER)
+        self._states.pop(rc.tenant_id, None)
         return c.DefaultPolicy(policy=p.policy, version=version + 1)
 
     async def update_policy(self, p: c.UpdatePolicy, rc: RpcContext) -> c.PolicyUpdate:
         self._policy(p.policy)
-        return await publish_update(self.ctx, rc, rc.tenant_id, p.policy,
-                                    self.settings.min_samples)
+        update = await publish_update(self.ctx, rc, rc.tenant_id, p.policy,
+                                      self.settings.min_samples)
+        self._states.pop(rc.tenant_id, None)
+        return update
 
     # ------------------------------------------------------------------ analyzer
 
