@@ -1,4 +1,4 @@
-"""Trace-router benchmarks (issue 12). The gateway and the trace router run in-process on the
+"""Trace-router benchmarks (issue 12). The gateway and the trace router run as processes of their own on the
 embedded servers (ServiceHost, as `habitus serve` runs them); the clients run in the test process.
 
 1. `router.select_model` over HTTP under 50 concurrent clients, mixed queries, model lists and
@@ -38,12 +38,10 @@ from habitus.bus import EventPublisher
 from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.ingest import TraceCompleted
-from services.gateway.main import service as gateway
-from services.trace_router.main import build as trace_router
 from tests.bench import trace_corpus
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
-from tests.support.services import running
+from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
 REPO = Path(__file__).resolve().parents[2]
@@ -97,10 +95,12 @@ class Stack:
 @pytest_asyncio.fixture(scope="module")
 async def stack(servers: ServerUrls, nc: Any, pool: Any) -> AsyncIterator[Stack]:
     migrate(servers.database)
-    settings = servers.settings(rate_limit_per_minute=0, log_level="WARNING",
-                                expected_services="trace_router")
-    async with running(trace_router(), settings), running(gateway, settings) as host:
-        yield Stack(f"http://127.0.0.1:{host.bound_port}", servers, nc, pool)
+    # Each service in its own process, as deployed (in one test process the gateway and the
+    # trace projection would share one core).
+    env = {**servers.env(), "HABITUS_RATE_LIMIT_PER_MINUTE": "0",
+           "HABITUS_LOG_LEVEL": "WARNING", "HABITUS_EXPECTED_SERVICES": "trace_router"}
+    with serve("trace_router", env), serve("gateway", env) as base:
+        yield Stack(base, servers, nc, pool)
 
 
 async def rpc(client: httpx.AsyncClient, headers: dict[str, str], method: str,
