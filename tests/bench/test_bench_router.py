@@ -1,5 +1,6 @@
-"""Trace-router benchmarks (issue 12). The gateway and the trace router run as processes of their own on the
-embedded servers (ServiceHost, as `habitus serve` runs them); the clients run in the test process.
+"""Trace-router benchmarks (issue 12). The gateway and the trace router run as processes of
+their own on the embedded servers (`habitus serve`, as deployed); the clients run in the test
+process.
 
 1. `router.select_model` over HTTP under 50 concurrent clients, mixed queries, model lists and
    policies, for a tenant whose traces and learned policies are read on every call: p50 and p99
