@@ -13,11 +13,11 @@ import contextlib
 import json
 import logging
 import signal
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from faststream.nats import NatsBroker
-from faststream.nats.annotations import NatsMessage
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from redis.asyncio import Redis
 
@@ -93,13 +93,18 @@ class ServiceHost:
             broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
 
-    async def _pong(self, msg: NatsMessage) -> bytes:
+    async def _pong(self, body: Any = None) -> bytes:
         return b'{"result": {"status": "ok", "service": "%s"}}' % self.descriptor.name.encode()
 
-    async def _dispatch(self, msg: NatsMessage) -> bytes:
+    async def _dispatch(self, body: Any = None) -> bytes:
+        # The message comes from the broker's context, not as a `NatsMessage` parameter:
+        # FastDepends resolves such a parameter in a worker thread, a thread hop per request
+        # on the hot path (`prompt.context`, `router.select_model`).
+        assert self._broker is not None
+        msg = self._broker.context.get_local("message")
         method = rpc_method(msg.raw_message.subject)
         if method == self.descriptor.ping_method:
-            return await self._pong(msg)
+            return await self._pong()
         if self._wiring is None:
             return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
                                                       "retry").as_reply()).encode()
