@@ -19,12 +19,10 @@ async def aggregates(cur: AsyncCursor[Any], tenant_id: str) -> dict[tuple[str, s
     rows = await store.class_stats(cur, tenant_id)
     out: dict[tuple[str, str], Aggregate] = {}
     for r in rows:
-        feedback_sum = (r["avg_feedback"] or 0.0) * r["feedback_count"]
-        reward_sum = (r["avg_reward"] or 0.0) * r["reward_count"]
         out[(r["query_class"], r["model"])] = Aggregate(
             count=r["count"], successes=r["successes"], outcomes_known=r["outcomes_known"],
-            feedback_sum=feedback_sum, feedback_n=r["feedback_count"],
-            reward_sum=reward_sum, reward_n=r["reward_count"])
+            feedback_sum=r["feedback_sum"], feedback_n=r["feedback_count"],
+            reward_sum=r["reward_sum"], reward_n=r["reward_count"])
     return out
 
 

@@ -489,8 +489,9 @@ async def class_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str | None
     return [{"query_class": r[0], "model": r[1], "count": int(r[2]),
              "successes": int(r[3]), "outcomes_known": int(r[4]),
              "success_rate": _ratio(r[3], r[4]), "avg_feedback": _mean(r[5], r[6]),
-             "feedback_count": int(r[6]), "avg_reward": _mean(r[7], r[8]),
-             "reward_count": int(r[8])} for r in await cur.fetchall()]
+             "feedback_count": int(r[6]), "feedback_sum": float(r[5] or 0),
+             "avg_reward": _mean(r[7], r[8]), "reward_count": int(r[8]),
+             "reward_sum": float(r[7] or 0)} for r in await cur.fetchall()]
 
 
 # -- listing, paging, lookup, search

@@ -127,53 +127,76 @@ def _table_choice(label: str, table_model: str | None, live_model: str | None, c
     return Choice(fallback.model, f"{label}: {why}; heuristic: {fallback.reason}", scores)
 
 
+class _TablePolicy:
+    """A policy that routes by a class -> model table computed from the aggregates (`learned`
+    and `sft` differ only in how a model is scored and which table of the state they read)."""
+
+    min_samples: int
+    name: ClassVar[str]
+
+    @staticmethod
+    def _score(agg: Aggregate) -> float:
+        raise NotImplementedError
+
+    def _compute(self, aggregates: Aggregates, candidates: set[str] | None = None
+                 ) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _published(self, state: RouterState) -> Mapping[str, str]:
+        raise NotImplementedError
+
+    def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+               default_model: str | None, fallback_model: str | None,
+               state: RouterState, decision_id: str) -> Choice:
+        cls = query_class(ctx)
+        if not models:
+            return heuristic_choice(ctx, models, sizes, default_model, fallback_model)
+        scores = {m: self._score(agg) for m in models
+                  if (agg := state.aggregates.get((cls, m))) is not None and agg.count > 0}
+        table_model = self._published(state).get(cls)
+        live = None
+        if table_model is not None and table_model not in models:
+            live = self._compute(state.aggregates, set(models)).get(cls)
+        return _table_choice(self.name, table_model, live, cls, scores, ctx, models, sizes,
+                             default_model, fallback_model)
+
+    def table(self, state: RouterState) -> dict[str, str]:
+        return self._compute(state.aggregates)
+
+
 @dataclass(frozen=True, slots=True)
-class Learned:
+class Learned(_TablePolicy):
     """Per class, the model with the best composite once the class has `min_samples` traces."""
 
     min_samples: int = DEFAULT_MIN_SAMPLES
     name: ClassVar[str] = "learned"
 
-    def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
-               default_model: str | None, fallback_model: str | None,
-               state: RouterState, decision_id: str) -> Choice:
-        cls = query_class(ctx)
-        if not models:
-            return heuristic_choice(ctx, models, sizes, default_model, fallback_model)
-        scores = {m: composite(agg) for m in models
-                  if (agg := state.aggregates.get((cls, m))) is not None and agg.count > 0}
-        table_model = state.learned.get(cls)
-        live = None
-        if table_model is not None and table_model not in models:
-            live = learn(state.aggregates, self.min_samples, set(models)).get(cls)
-        return _table_choice(self.name, table_model, live, cls, scores, ctx, models, sizes,
-                             default_model, fallback_model)
+    @staticmethod
+    def _score(agg: Aggregate) -> float:
+        return composite(agg)
 
-    def table(self, state: RouterState) -> dict[str, str]:
-        return learn(state.aggregates, self.min_samples)
+    def _compute(self, aggregates: Aggregates, candidates: set[str] | None = None
+                 ) -> dict[str, str]:
+        return learn(aggregates, self.min_samples, candidates)
+
+    def _published(self, state: RouterState) -> Mapping[str, str]:
+        return state.learned
 
 
 @dataclass(frozen=True, slots=True)
-class SFT:
+class SFT(_TablePolicy):
     """The seed's trace-driven routing table (per model at least `min_samples` traces)."""
 
     min_samples: int = DEFAULT_MIN_SAMPLES
     name: ClassVar[str] = "sft"
 
-    def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
-               default_model: str | None, fallback_model: str | None,
-               state: RouterState, decision_id: str) -> Choice:
-        cls = query_class(ctx)
-        if not models:
-            return heuristic_choice(ctx, models, sizes, default_model, fallback_model)
-        scores = {m: sft_score(agg) for m in models
-                  if (agg := state.aggregates.get((cls, m))) is not None and agg.count > 0}
-        table_model = state.sft.get(cls)
-        live = None
-        if table_model is not None and table_model not in models:
-            live = sft_table(state.aggregates, self.min_samples, set(models)).get(cls)
-        return _table_choice(self.name, table_model, live, cls, scores, ctx, models, sizes,
-                             default_model, fallback_model)
+    @staticmethod
+    def _score(agg: Aggregate) -> float:
+        return sft_score(agg)
 
-    def table(self, state: RouterState) -> dict[str, str]:
-        return sft_table(state.aggregates, self.min_samples)
+    def _compute(self, aggregates: Aggregates, candidates: set[str] | None = None
+                 ) -> dict[str, str]:
+        return sft_table(aggregates, self.min_samples, candidates)
+
+    def _published(self, state: RouterState) -> Mapping[str, str]:
+        return state.sft
