@@ -37,6 +37,9 @@ class Delivery:
     num_delivered: int
     num_pending: int
     consumer_seq: int
+    #: when the stream stored the message (epoch seconds): a property of the stored message,
+    #: so the same on every redelivery and replay (a fold may use it; never the wall clock)
+    stored_at: float = 0.0
 
 
 def delivery_info(msg: Msg) -> Delivery:
@@ -51,9 +54,9 @@ def delivery_info(msg: Msg) -> Delivery:
     else:
         md = msg.metadata
         return Delivery(md.sequence.stream, md.num_delivered, md.num_pending or 0,
-                        md.sequence.consumer)
+                        md.sequence.consumer, md.timestamp.timestamp() if md.timestamp else 0.0)
     return Delivery(int(tokens[offset + 1]), int(tokens[offset]), int(tokens[offset + 4]),
-                    int(tokens[offset + 2]))
+                    int(tokens[offset + 2]), int(tokens[offset + 3]) / 1e9)
 
 
 def _more_pending(msg: Msg) -> bool:

@@ -33,6 +33,9 @@ class Delivered:
     seq: int
     subject: str
     num_delivered: int
+    #: when the stream stored it (epoch seconds), the same on every redelivery and replay:
+    #: arrival order in time for folds that group by it (the extractor's windows)
+    stored_at: float = 0.0
 
 
 @dataclass

@@ -55,7 +55,8 @@ def _item(msg: Msg, info: Delivery, catalog: Catalog) -> Item:
     item = Item(msg, info.stream_seq, info.num_delivered, info.num_pending, info.consumer_seq)
     try:
         event = catalog.decode_message(msg.data, msg.headers)
-        item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered)
+        item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered,
+                                   info.stored_at)
     except EventValidationError as exc:
         item.invalid = str(exc)
     except Exception as exc:  # an upcaster's bug must not stall the consumer
