@@ -101,7 +101,7 @@ def build_event(
         return ItemOutcome(index, type_name, errors=[FieldError(
             "type", f"unknown event type {item.get('type')!r}; ingest types are "
             + ", ".join(catalog.ingest_types()))])
-    if catalog.spec(type_name).stream != "ingest":
+    if catalog.spec(type_name).stream != "ingest" or catalog.spec(type_name).internal:
         return ItemOutcome(index, type_name, errors=[FieldError(
             "type", f"{type_name} is published by Habitus itself, not ingested")])
     if "tenant_id" in item and item["tenant_id"] != tenant_id:

@@ -63,7 +63,7 @@ def build_document(settings: Settings, *, title: str = "Habitus gateway", versio
                    description: str = "", catalog: Catalog = CATALOG,
                    methods: dict[str, MethodSpec] | None = None) -> dict[str, Any]:
     table = dict(METHODS if methods is None else methods)
-    ingest = [spec for spec in catalog if spec.stream == "ingest"]
+    ingest = [spec for spec in catalog if spec.stream == "ingest" and not spec.internal]
     models: list[tuple[type[BaseModel], JsonSchemaMode]] = [
         (spec.payload, "validation") for spec in ingest]
     for spec in table.values():

@@ -132,6 +132,12 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "RouteDecided": {"query_id": "q1", "model": "small", "policy": "bandit",
                      "scores": {"small": 0.7, "large": 0.3}},
     "RoutingPolicyUpdated": {"policy": "bandit", "version": 2, "parameters": {"alpha": 0.1}},
+    "ExtractionWindowDue": {"source": "conversations", "window_opened_seq": 42},
+    "SourceSummarised": {"source": "email", "window_id": "ab" * 32, "kind": "extract",
+                         "summary": "Plans the billing migration.", "prompt_version": "extract-v1",
+                         "model": "qwen3:8b", "evidence": EVIDENCE, "facets_emitted": 1,
+                         "facets_rejected": 0},
+    "ReextractionRequested": {"since": 1_700_000_000.0, "prompt_version": "extract-v2"},
     "UserErased": {"reason": "gdpr"},
     "ConnectedAccountSynced": {"toolkit": "gmail", "connection_id": "c1", "label": "a@b.c"},
     "HabitSuggested": {"habit_id": "h1", "when": "mornings", "do": "summarise inbox",
@@ -204,9 +210,15 @@ def test_ingest_types_and_kinds() -> None:
         assert spec.kind == kind
 
 
+def test_internal_ticks_ride_the_ingest_stream_but_are_not_ingest_types() -> None:
+    spec = CATALOG.spec("ExtractionWindowDue")
+    assert (spec.stream, spec.kind, spec.internal) == ("ingest", "extraction_due", True)
+    assert "ExtractionWindowDue" not in CATALOG.ingest_types()
+
+
 def test_domain_types_are_on_the_events_stream() -> None:
     for spec in CATALOG:
-        if spec.type not in INGEST_KINDS:
+        if spec.type not in INGEST_KINDS and not spec.internal:
             assert spec.stream == "events", spec.type
             assert spec.kind is None
 
@@ -656,6 +668,8 @@ def test_subject_for_every_type(type_name: str) -> None:
     subject = CATALOG.subject(event)
     if type_name in INGEST_KINDS:
         assert subject == f"habitus.v1.ingest.{INGEST_KINDS[type_name]}.{TENANT}.{USER}"
+    elif CATALOG.spec(type_name).internal:
+        assert subject == f"habitus.v1.ingest.{CATALOG.spec(type_name).kind}.{TENANT}.{USER}"
     else:
         assert subject == f"habitus.v1.event.{type_name}.{TENANT}.{USER}"
 

@@ -69,6 +69,9 @@ class EventSpec:
     # upcasters[n] turns a version-n payload into version n+1.
     upcasters: Mapping[int, Upcaster] = field(default_factory=dict)
     description: str = ""
+    #: published by Habitus itself on the ingest stream (a service's tick), never by agents:
+    #: the gateway refuses it like a domain event
+    internal: bool = False
 
     def __post_init__(self) -> None:
         missing = [v for v in range(1, self.version) if v not in self.upcasters]
@@ -126,7 +129,8 @@ class Catalog:
             ) from None
 
     def ingest_types(self) -> list[str]:
-        return [s.type for s in self if s.stream == "ingest"]
+        """The types agents may send (the ingest stream's, without Habitus's own ticks)."""
+        return [s.type for s in self if s.stream == "ingest" and not s.internal]
 
     def spec_for(self, payload: Payload) -> EventSpec:
         try:
@@ -242,6 +246,9 @@ CATALOG = Catalog(
         _ingest(ingest.ProviderProfileSynced, "provider_profile", "A connected account."),
         _ingest(ingest.TraceCompleted, "trace", "An agent run, step by step."),
         _ingest(ingest.FeedbackGiven, "feedback", "A score for a trace or a turn."),
+        EventSpec("ExtractionWindowDue", ingest.ExtractionWindowDue, "ingest",
+                  kind="extraction_due", internal=True,
+                  description="The extractor's tick: a source's open window waited long enough."),
         _domain(domain.CandidateEmitted, "A producer saw evidence for a facet value."),
         _domain(domain.FacetPinned, "The user pinned a facet."),
         _domain(domain.FacetUnpinned, "The user returned a facet to automatic."),
@@ -258,6 +265,9 @@ CATALOG = Catalog(
         _domain(domain.ToolRuleDeleted, "A tool-scoped rule was removed."),
         _domain(domain.RouteDecided, "The router chose a model for a query."),
         _domain(domain.RoutingPolicyUpdated, "The learned routing policy changed."),
+        _domain(domain.SourceSummarised, "The extractor summarised a window of a source."),
+        _domain(domain.ReextractionRequested,
+                "An operator asked for windows to be extracted again with the current prompt."),
         _domain(domain.ConnectedAccountSynced, "A connected account, for the profile."),
         _domain(domain.UserErased, "All of a user's data is to be erased."),
         _domain(domain.HabitSuggested, "A habit was proposed from evidence."),

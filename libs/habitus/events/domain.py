@@ -253,6 +253,47 @@ class RoutingPolicyUpdated(Payload):
     parameters: dict[str, Any] = Field(default_factory=dict, description="Its learned parameters.")
 
 
+class SourceSummarised(Payload):
+    """One window of a source's material went through the LLM extractor. Published after the
+    window's `CandidateEmitted` events, so a reader that sees it knows the window is complete."""
+
+    source: str = Field(
+        min_length=1, max_length=600,
+        description="The source (`conversations`, `email`, `document:<source_id>`).")
+    window_id: str = Field(
+        min_length=1, max_length=128,
+        description="The window: a hash of its material, its kind and the prompt version.")
+    kind: Literal["extract", "reflect"] = Field(
+        description="`extract`: a window of a source; `reflect`: one complex turn.")
+    summary: str = Field(
+        max_length=4000, description="The source's rolling summary after this window.")
+    prompt_version: str = Field(
+        min_length=1, max_length=64, description="The prompt the window was extracted with.")
+    model: str = Field(min_length=1, max_length=256, description="The model that answered.")
+    evidence: list[EvidenceRef] = Field(
+        default_factory=list, max_length=512, description="The material of the window.")
+    facets_emitted: int = Field(ge=0, description="Candidates published for it.")
+    facets_rejected: int = Field(ge=0, description="Facets quarantined by validation.")
+    observations: list[str] = Field(
+        default_factory=list, max_length=20,
+        description="Reflections only: what the turn showed about the user's work.")
+    patterns: list[str] = Field(
+        default_factory=list, max_length=20,
+        description="Reflections only: recurring ways of working it fits.")
+
+
+class ReextractionRequested(Payload):
+    """An operator's request to extract windows again with the current prompt version
+    (a new prompt never re-spends tokens on old material unless asked)."""
+
+    since: float = Field(
+        ge=0, description="Windows closed at or after this time (epoch seconds).")
+    prompt_version: str = Field(
+        min_length=1, max_length=64, description="The prompt version to extract them with.")
+    source: str | None = Field(
+        default=None, max_length=600, description="Only this source (all when absent).")
+
+
 class ConnectedAccountSynced(Payload):
     """A provider sync seen on the ingest stream, restated as a domain event so the profile's
     document is rendered from one stream, in one order."""

@@ -187,6 +187,20 @@ class FeedbackGiven(Payload):
         return self
 
 
+class ExtractionWindowDue(Payload):
+    """The extractor's own tick, on the ingest stream so that it is ordered with the material
+    it closes: a window that stopped growing is summarised at the tick's place in the stream,
+    which a replay finds in the same place (a wall-clock timer would not)."""
+
+    source: str = Field(
+        min_length=1, max_length=600,
+        description="The source whose open window is due (`conversations`, `email`, "
+                    "`document:<source_id>`).")
+    window_opened_seq: int = Field(
+        ge=1, description="The stream sequence of the window's first material: a window "
+                          "opened after the tick was decided is not closed by it.")
+
+
 #: Each ingest type's natural key: the payload fields naming one occurrence, so an item sent
 #: without an event_id gets the same id when the client retries it (and is stored once).
 #: FeedbackGiven has none: two scores for one trace are two events.
