@@ -35,10 +35,6 @@ class Settings(BaseSettings):
     admin_keys: str = Field(default="", description=(
         "`key,...` admin keys ensured at start (they name a tenant with X-Habitus-Tenant)"))
 
-    llm_base_url: str | None = Field(default=None, description=(
-        "an OpenAI-compatible endpoint; unset: the LLM producers are off"))
-    llm_model: str | None = Field(default=None, description="the model asked at that endpoint")
-    llm_api_key: str | None = Field(default=None, description="its API key, if it needs one")
 
     raw_retention_days: float = Field(default=7.0, description=(
         "how long HABITUS_INGEST keeps raw reports (personal text)"))
@@ -78,7 +74,7 @@ class Settings(BaseSettings):
     log_level: str = Field(default="INFO", description="log level of the services")
     log_json: bool = Field(default=True, description="structured JSON logs, one object a line")
 
-    @field_validator("nats_url", "database_url", "redis_url", "llm_base_url", mode="before")
+    @field_validator("nats_url", "database_url", "redis_url", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -126,15 +122,38 @@ def _shown(value: object) -> str:
     return f"`{value}`"
 
 
+def _nested(annotation: object) -> type[BaseSettings] | None:
+    """A field holding settings of their own (read from their own prefix), e.g. the LLM
+    client's inside a service's."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseSettings):
+        return annotation
+    return None
+
+
+def _expanded(classes: Iterable[type[BaseSettings]]) -> Iterable[type[BaseSettings]]:
+    for cls in classes:
+        yield cls
+        for field in cls.model_fields.values():
+            nested = _nested(field.annotation)
+            if nested is not None:
+                yield from _expanded([nested])
+
+
 def settings_table(classes: Iterable[type[BaseSettings]]) -> str:
     """A Markdown table of every setting of `classes`: variable, default, what it is for.
 
     The README's settings list is this table, and a test compares the two, so a setting added
     to any settings class without its line in the README fails the suite."""
     rows = ["| variable | default | what it is for |", "| --- | --- | --- |"]
-    for cls in classes:
+    seen: set[type[BaseSettings]] = set()
+    for cls in _expanded(classes):
+        if cls in seen:
+            continue
+        seen.add(cls)
         prefix = str(cls.model_config.get("env_prefix", ""))
         for name, field in cls.model_fields.items():
+            if _nested(field.annotation) is not None:
+                continue  # listed under its own prefix, by _expanded
             if not field.description:
                 raise ValueError(f"{cls.__name__}.{name} has no description")
             default = field.get_default(call_default_factory=True)

@@ -24,6 +24,7 @@ from habitus.events.domain import (
     FacetUpdated,
     ProfileNotesSaved,
     RebuildRequested,
+    ReextractionRequested,
     RoutingPolicyUpdated,
     ToolRuleDeleted,
     ToolRuleUpserted,
@@ -31,7 +32,9 @@ from habitus.events.domain import (
 )
 from habitus.events.envelope import Payload
 from habitus.events.ingest import (
+    DocumentIngested,
     EmailObserved,
+    ExtractionWindowDue,
     FeedbackGiven,
     ProviderProfileSynced,
     ToolCall,
@@ -218,7 +221,34 @@ def _policy(tenant: str, user: str, i: int) -> Payload:
         "table": {"code": "deepseek-coder-v2:16b", "general": "qwen3:8b"}})
 
 
+DOCUMENT_CHUNKS = (
+    "Billing migration plan. Owner: Dana. We move invoices from the legacy Perl service to "
+    "the new Go service before March; the frontend moves to Astro at the same time.",
+    "Conventions: we use Bun for scripts, uv for Python, and every PR needs one reviewer.",
+    "Open questions: do we keep the nightly export? Sarah prefers weekly.",
+)
+
+
+def _document(tenant: str, user: str, i: int) -> Payload:
+    return DocumentIngested(source_id=f"doc-{i % 2}", chunk_id=f"chunk-{i}",
+                            text=DOCUMENT_CHUNKS[i % len(DOCUMENT_CHUNKS)])
+
+
+def _window_due(tenant: str, user: str, i: int) -> Payload:
+    # Sequences are the stream's: some ticks name a window that is open, some one that is not.
+    return ExtractionWindowDue(source=("conversations", "email", "document:doc-0")[i % 3],
+                               window_opened_seq=1 + i)
+
+
+def _reextract(tenant: str, user: str, i: int) -> Payload:
+    return ReextractionRequested(since=T0 + i * STEP, prompt_version=f"extract-v{2 + i % 2}",
+                                 source="email" if i % 2 else None)
+
+
 EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
+    "DocumentIngested": _document,
+    "ExtractionWindowDue": _window_due,
+    "ReextractionRequested": _reextract,
     "TurnRecorded": _turn,
     "EmailObserved": _email,
     "ProviderProfileSynced": _provider,

@@ -21,7 +21,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults() -> None:
     s = Settings()
     assert s.nats_url is None and s.database_url is None and s.redis_url is None
-    assert s.llm_base_url is None
     assert s.data_dir == Path("./var")
     assert s.http_port == 8080
     assert s.raw_retention_days == 7.0
@@ -68,7 +67,6 @@ def test_bad_entry_message_quotes_the_entry() -> None:
         ("HABITUS_NATS_URL", "nats_url"),
         ("HABITUS_DATABASE_URL", "database_url"),
         ("HABITUS_REDIS_URL", "redis_url"),
-        ("HABITUS_LLM_BASE_URL", "llm_base_url"),
     ],
 )
 @pytest.mark.parametrize("blank", ["", " ", "\t", "  \n"])
@@ -84,7 +82,6 @@ def test_blank_url_is_unset(monkeypatch: pytest.MonkeyPatch, env: str, attr: str
         ("HABITUS_NATS_URL", "nats_url", "nats://n:4222"),
         ("HABITUS_DATABASE_URL", "database_url", "postgresql://u@h/db"),
         ("HABITUS_REDIS_URL", "redis_url", "redis://r:6379/0"),
-        ("HABITUS_LLM_BASE_URL", "llm_base_url", "http://llm:11434/v1"),
     ],
 )
 def test_url_env_is_read(monkeypatch: pytest.MonkeyPatch, env: str, attr: str,

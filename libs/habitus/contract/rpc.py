@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import admin, learning, memory, profile, traces
+from habitus.contract import admin, extractor, learning, memory, profile, traces
 from habitus.subjects import rpc_subject
 
 
@@ -41,6 +41,7 @@ _LEARNING = "stability_detector"
 _PROFILE = "profile_renderer"
 _MEMORY = "tool_memory"
 _ROUTER = "trace_router"
+_EXTRACTOR = "extractor"
 
 _TABLE = (
     MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
@@ -123,6 +124,16 @@ _TABLE = (
                "Successful, well-rated traces to show an agent as examples"),
     MethodSpec("icl.skills", _ROUTER, traces.Insights, traces.Result,
                "Tool sequences that recur in good traces"),
+    MethodSpec("extraction.status", _EXTRACTOR, extractor.UserParams, extractor.Status,
+               "What the LLM extractor holds for a user: summaries, windows, quarantine"),
+    MethodSpec("extraction.quarantine", _EXTRACTOR, extractor.QuarantineQuery,
+               extractor.QuarantineList, "The user's refused facets and outputs, with why"),
+    MethodSpec("extraction.reextract", _EXTRACTOR, extractor.ReextractParams,
+               extractor.Reextraction, "Extract windows again with the current prompt",
+               changes_state=True,
+               description=("Publishes `ReextractionRequested`; answers how many windows "
+                            "are queued again (a window already extracted with this prompt "
+                            "version is not).")),
     MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "

@@ -50,6 +50,10 @@ class Wiring:
     #: the service's own HTTP API (the gateway); others get the standard health app only
     http_app: FastAPI | None = None
     background: Sequence[Background] = ()
+    #: why the service is off (an optional dependency, such as an LLM endpoint, is not
+    #: configured): it answers its RPC methods and erases users, folds nothing else, runs no
+    #: background work, and `/readyz` says so in its details (ready, not failing)
+    disabled: str | None = None
 
 
 Wire = Callable[["ServiceContext", Any], Awaitable[Wiring]]

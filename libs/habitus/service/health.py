@@ -48,7 +48,10 @@ async def dependency_checks(ctx: ServiceContext, extra: dict[str, Any] | None = 
     return dict(await asyncio.gather(*checks))
 
 
-def add_standard_routes(app: FastAPI, ctx: ServiceContext) -> None:
+def add_standard_routes(app: FastAPI, ctx: ServiceContext, *, disabled: str | None = None
+                        ) -> None:
+    """`/healthz`, `/metrics` and (unless the app has its own) `/readyz`. A `disabled` service
+    is ready (it answers and erases); its details say why it does nothing else."""
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok", "service": ctx.name}
@@ -63,7 +66,8 @@ def add_standard_routes(app: FastAPI, ctx: ServiceContext) -> None:
         async def readyz() -> JSONResponse:
             results = await dependency_checks(ctx)
             ok = all(v is None for v in results.values())
-            return JSONResponse(
-                {"status": "ready" if ok else "unavailable", "checks": results},
-                status_code=200 if ok else 503,
-            )
+            body: dict[str, Any] = {"status": "ready" if ok else "unavailable",
+                                    "checks": results}
+            if disabled is not None:
+                body["details"] = {ctx.name: f"disabled: {disabled}"}
+            return JSONResponse(body, status_code=200 if ok else 503)

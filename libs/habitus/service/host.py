@@ -137,10 +137,15 @@ class ServiceHost:
         self.ctx = ctx
         wiring = await d.wire(ctx, d.load_settings())
         d.check_wiring(wiring)
-        for task in wiring.background:
-            task.start()
-        projections = list(wiring.projections)
-        if projections and d.schema:
+        if wiring.disabled is not None:
+            log.warning("service disabled: it folds nothing and runs no background work",
+                        extra={"service": d.name, "reason": wiring.disabled})
+        else:
+            for task in wiring.background:
+                task.start()
+        projections = [] if wiring.disabled is not None else list(wiring.projections)
+        if wiring.projections and d.schema:
+            # A disabled service still erases: what it folded while enabled is the user's too.
             projections.append(erasure_for(d.schema, d.projections)(wiring.projections))
         for projection in projections:
             runner = ProjectionRunner(projection, nc, pool, config=d.runner_config)
@@ -160,7 +165,7 @@ class ServiceHost:
             app = FastAPI(title=f"habitus {self.descriptor.name}", docs_url=None,
                           redoc_url=None)
             port = self._http_port if self._http_port is not None else self.settings.metrics_port
-        add_standard_routes(app, ctx)
+        add_standard_routes(app, ctx, disabled=wiring.disabled)
         config = uvicorn.Config(
             app, host=self.settings.http_host, port=port, log_level="warning", lifespan="off",
             access_log=False,
@@ -184,7 +189,7 @@ class ServiceHost:
                     await asyncio.wait_for(self._server_task, 10)
         await asyncio.gather(*(r.stop() for r in self.runners), return_exceptions=True)
         if self._wiring is not None:
-            for task in self._wiring.background:
+            for task in self._wiring.background if self._wiring.disabled is None else ():
                 with contextlib.suppress(Exception):
                     await task.stop()
         if self._broker is not None:
