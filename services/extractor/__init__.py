@@ -1,0 +1,1 @@
+"""The extractor: a language model reads bounded windows of material and proposes facets."""
