@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-fast bench lint up down clean
+.PHONY: install run demo test test-fast bench eval lint up down clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -37,6 +37,11 @@ bench: $(STAMP)
 	  touch var/bench/openjarvis-venv/.installed; } || \
 	  echo "bench: the reference openjarvis could not be installed; its comparison will skip"
 	$(BIN)/python -m pytest tests/bench -p no:cacheprovider -o addopts="" -s
+
+# Precision and recall of the LLM extractor on the labelled corpus in examples/eval/; needs a
+# real endpoint (HABITUS_LLM_BASE_URL, HABITUS_LLM_MODEL), so it is not part of `make test`.
+eval: $(STAMP)
+	$(BIN)/python -m services.extractor.evaluate --corpus examples/eval/corpus.jsonl
 
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests

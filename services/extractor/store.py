@@ -245,7 +245,7 @@ async def mark_done(cur: AsyncCursor[Any], w: WindowRow, summary: str | None, no
         f"""UPDATE {WINDOWS} SET state = 'done', last_error = NULL
             WHERE tenant_id = %s AND user_id = %s AND window_id = %s""",
         (w.tenant_id, w.user_id, w.window_id))
-    if summary is not None:
+    if summary:  # an empty summary says nothing new: the rolling one stays
         await cur.execute(
             f"""INSERT INTO {SOURCES} (tenant_id, user_id, source, summary, window_id,
                                        updated_at)
