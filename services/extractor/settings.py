@@ -12,7 +12,7 @@ class ExtractorSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HABITUS_EXTRACTOR_", extra="ignore",
                                       frozen=True)
 
-    window_tokens: int = Field(default=1500, ge=50, description=(
+    window_tokens: int = Field(default=1500, ge=10, description=(
         "a source's window is summarised once its material reaches this many tokens (about "
         "4 characters each): with more traffic, windows fill sooner and each call covers more "
         "events"))

@@ -29,18 +29,22 @@ from habitus.bus import EVENTS
 from habitus.db.migrate import migrate
 from habitus.service import registry
 from habitus.service.erasure import user_filters
+from habitus.llm import LlmSettings
+from services.extractor.settings import ExtractorSettings
 from services.profile_renderer.main import ProfileSettings
 from services.profile_renderer.mirror import mirror_path
 from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
+from tests.support.extraction import chunks_of, request_kind
 from tests.support.factories import turn_item, unique
+from tests.support.llm_server import Answer, ScriptedLlm
 from tests.support.services import every_service
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
 NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
-                "tools.dead_letters", "traces.dead_letters",
+                "tools.dead_letters", "traces.dead_letters", "extractor.dead_letters",
                 # the tenant's own (routing policies): under `_tenant`, never a user's
                 "traces.policies", "traces.defaults"}
 
@@ -53,16 +57,36 @@ MESSAGES = [
 ]
 
 
+def model(body: dict[str, Any]) -> Answer:
+    """A model that finds one style facet in every window (and one facet validation refuses,
+    so the quarantine holds the user too)."""
+    chunks = chunks_of(body)
+    words = " ".join(chunks[0]["text"].split()[:3])
+    found = {"class": "style", "key": "opening", "value": words, "cue_family": "behavioral",
+             "confidence": 0.7, "evidence": [{"chunk": chunks[0]["id"], "quote": words}]}
+    if request_kind(body) == "reflection":
+        return Answer(json={"observations": ["works with email"], "patterns": [],
+                            "preferences": [found]})
+    return Answer(json={"summary": "Talks about how answers should look.",
+                        "facets": [found, {**found, "class": "mood"}]})
+
+
 @pytest_asyncio.fixture(scope="module")
 async def stack(servers: ServerUrls, tmp_path_factory: Any) -> AsyncIterator[tuple[str, Path]]:
     migrate(servers.database)
     data_dir = tmp_path_factory.mktemp("erasure")
     settings = servers.settings(data_dir=data_dir)
-    presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
-               "profile_renderer": ProfileSettings(mirror=True),
-               "tool_memory": ToolMemorySettings(semantic_recall=False)}
-    async with every_service(settings, presets) as host:
-        yield f"http://127.0.0.1:{host.bound_port}", data_dir
+    with ScriptedLlm(responder=model) as llm:
+        # Small windows that never time out: the turns close some, the sent email stays open.
+        extraction = ExtractorSettings(
+            window_tokens=40, window_seconds=3600, sweep_seconds=0.1,
+            llm=LlmSettings(base_url=llm.url, model="scripted", daily_calls_per_tenant=0))
+        presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
+                   "profile_renderer": ProfileSettings(mirror=True),
+                   "tool_memory": ToolMemorySettings(semantic_recall=False),
+                   "extractor": extraction}
+        async with every_service(settings, presets) as host:
+            yield f"http://127.0.0.1:{host.bound_port}", data_dir
 
 
 class Tenant:
@@ -92,6 +116,10 @@ class Tenant:
                        "duration_seconds": 1.0, "input": {"tool": "send_email"}}]}})
         items.append({"type": "FeedbackGiven", "user_id": user, "payload": {
             "trace_id": f"tr-{user}-next", "score": 0.8}})  # for a trace still to come
+        items.append({"type": "EmailObserved", "user_id": user, "payload": {
+            "message_id": f"<{user}@example.com>", "direction": "sent",
+            "from": f"{user}@example.com", "to": ["sarah@example.com"], "subject": "Hi",
+            "body": "Short note.", "sent_at": 1_764_000_000.0}})
         async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
             response = await client.post("/v1/events", json=items,
                                          headers={"Authorization": f"Bearer {self.key}"})
@@ -138,8 +166,23 @@ async def cache_keys_of(redis_url: str, user: str) -> list[bytes]:
         await redis.aclose()
 
 
+async def extracted(tenant: Tenant, user: str) -> None:
+    """Every closed window of the user extracted (and a re-extraction asked for, so the
+    requests hold the user too)."""
+    await tenant.rpc("extraction.reextract", user_id=user, since=0)
+    for _ in range(400):
+        status = (await tenant.rpc("extraction.status", user_id=user))["result"]
+        counts = status["windows"]
+        if counts["done"] >= 2 and counts["ready"] == counts["waiting"] == 0 and \
+                counts["open"] >= 1 and status["sources"]:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{user}'s windows were never extracted: {status}")
+
+
 async def settle(tenant: Tenant, user: str) -> dict[str, Any]:
-    """Learned, rendered, mirrored and in the prompt cache."""
+    """Extracted, learned, rendered, mirrored and in the prompt cache."""
+    await extracted(tenant, user)
     await tenant.rpc("learning.rebuild_cache", user_id=user)
     for _ in range(200):
         context = await tenant.rpc("prompt.context", user_id=user)

@@ -107,8 +107,8 @@ class Projection(abc.ABC):
     #: by `habitus replay`, and a user's rows deleted when the user is erased
     tables: ClassVar[Sequence[str]] = ()
     #: other tables of its schema it keeps users' rows in without folding events into them
-    #: (bookkeeping beside a view, like the profile mirror's): its `erase_user` deletes from
-    #: them, and a test checks that every table with users is in `tables` or here
+    #: (bookkeeping beside a view, like the profile mirror's): `erase_user` deletes the user's
+    #: rows from them too, and a test checks that every table with users is in `tables` or here
     also_holds: ClassVar[Sequence[str]] = ()
 
     # derived from `handlers` when the class is created
@@ -161,11 +161,12 @@ class Projection(abc.ABC):
         return None
 
     async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-        """Delete every row of the user from the tables it owns, in the erasure's transaction.
+        """Delete every row of the user from the tables it owns and those it also holds, in
+        the erasure's transaction.
 
         A projection whose tables hold the user elsewhere than in `tenant_id`/`user_id`
         overrides this; the contract test proves nothing of the user is left."""
-        for table in self.tables:
+        for table in (*self.tables, *self.also_holds):
             await cur.execute(
                 sql.SQL("DELETE FROM {} WHERE tenant_id = %s AND user_id = %s").format(
                     sql.Identifier(*table.split("."))),
