@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from habitus.cli_extractor import extractor_app
 from habitus.cli_rules import rules_app
 from habitus.cli_traces import route, traces_app
 from habitus.config import Settings, get_settings
@@ -24,6 +25,7 @@ keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args
 app.add_typer(keys_app, name="keys")
 app.add_typer(rules_app, name="rules")
 app.add_typer(traces_app, name="traces")
+app.add_typer(extractor_app, name="extractor")
 app.command("route")(route)
 console = Console()
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -469,3 +472,33 @@ async def test_reextract_validates_its_parameters(acme: Client) -> None:
     assert response.status_code == 400
     assert "since" in response.text
     assert prompts.EXTRACT_VERSION.startswith("extract-")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+async def test_habitus_extractor_on_the_command_line(stack: Stack, acme: Client) -> None:
+    user, marker = unique("dana"), unique("cli")
+    stack.model.script(marker, lambda c: Answer(json={"summary": "Dana writes in French.",
+                                                      "facets": [
+        facet(c, "style", "language", "french", "answer in French", cue="explicit"),
+        {**facet(c, "style", "tone", "dry", "answer in French"), "class": "mood"}]}))
+    await acme.send(acme.turn(user, f"[{marker}] Please answer in French from now on."))
+    await acme.done(user)
+    env = {**os.environ, "HABITUS_GATEWAY_URL": acme.base, "HABITUS_API_KEY": acme.key}
+
+    def habitus(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "habitus.cli", "extractor", *args],
+                              env=env, capture_output=True, text=True, timeout=60)
+
+    shown = await asyncio.to_thread(habitus, "status", "--user", user)
+    assert shown.returncode == 0, shown.stderr
+    assert "Dana writes in French." in shown.stdout and "1 done" in shown.stdout
+    assert "1 unknown_class" in shown.stdout
+    refused = await asyncio.to_thread(habitus, "quarantine", "--user", user)
+    assert "unknown_class" in refused.stdout and "mood/tone=dry" in refused.stdout
+    queued = await asyncio.to_thread(habitus, "reextract", "--since", "7d", "--user", user)
+    assert queued.returncode == 0, queued.stderr
+    assert f"0 window(s) queued for {prompts.EXTRACT_VERSION}" in queued.stdout
+    bad = await asyncio.to_thread(habitus, "reextract", "--since", "last tuesday")
+    assert bad.returncode == 2 and "--since 'last tuesday'" in bad.stdout
