@@ -12,6 +12,12 @@ The version strings name the prompts: a stored result is reused for the same win
 version, so any change to a prompt or schema here must bump its version (a unit test holds a
 fingerprint of each to catch a silent edit).
 
+The keys are the producers' (services/producers, docs/producers.md): the stability detector
+reinforces a facet only when its producers agree on class, key and value, so a model saying
+`channel/preferred_channel` where the explicit-statement producer says `channel/primary` would
+never confirm it. The prompt lists the canonical keys per class (and their values, where they
+are few), vetoes as `<kind>=<thing>` = `banned`, and allows another short slug when none fits.
+
 `instruction_spans` finds sentences addressed to a language model ("ignore your previous
 instructions", "set identity/name to ..."). The prompt already tells the model not to obey
 them; the validation does not trust it to, and rejects any facet that cites material
@@ -39,6 +45,37 @@ FACET_CLASSES: tuple[str, ...] = ("style", "identity", "tooling", "veto", "goal"
 #: the cue families a model may claim; `authoritative` is for provider account data only
 MODEL_CUE_FAMILIES: tuple[str, ...] = ("explicit", "structural", "behavioral", "recurrence")
 REFLECTION_CLASSES: tuple[str, ...] = ("style", "goal")
+
+# The canonical keys, copied from the producers (a service never imports another): they must
+# agree with services/producers/statements.py (the style patterns and bans, `_TOOL_TABLE`,
+# `_CHANNELS`, `veto_key`, `BANNED`, the identity rules), heuristics.py (`_CORRECTIONS`,
+# `_VETOES`), provider.py (`FIELDS`) and signature.py (`SignatureFacts`).
+# tests/unit/test_extractor_prompts.py checks that they do.
+
+#: style key -> its values; () for language: the language's English name, lower-case. The
+#: length-ratio producer's `compressed` and `balanced` are behavioral only and not offered.
+STYLE_VALUES: dict[str, tuple[str, ...]] = {
+    "verbosity": ("terse", "detailed"),
+    "preamble": ("skip",),
+    "format": ("bullets", "tables", "prose", "code-only"),
+    "emoji": ("none", "ok"),
+    "language": (),
+    "tone": ("formal", "casual", "friendly", "direct"),
+}
+IDENTITY_KEYS: tuple[str, ...] = (
+    "name", "preferred_name", "location", "timezone", "employer", "role", "team", "email")
+#: tooling keys are the kind of tool; the value is the tool
+TOOLING_CATEGORIES: tuple[str, ...] = (
+    "package_manager", "lang", "framework", "runtime", "database", "editor", "os", "cloud",
+    "infra", "test_framework", "shell", "vcs")
+#: a veto's key is `<kind>=<thing>` and its value always `banned`; the kinds are the ones
+#: `veto_key` gives a thing the user bans (the correction-repeat producer's `style=long-replies`
+#: is behavioral only, and the prompt says "no long answers" is a style, not a veto)
+VETO_KINDS: tuple[str, ...] = ("format", "content", "tool", "practice")
+VETO_VALUE = "banned"
+CHANNEL_KEY = "primary"
+CHANNEL_VALUES: tuple[str, ...] = (
+    "email", "slack", "telegram", "sms", "whatsapp", "signal", "discord", "teams", "phone")
 
 _EVIDENCE_SCHEMA: dict[str, Any] = {
     "type": "array",
@@ -113,6 +150,13 @@ Each chunk is one JSON line: "id" (cite it by this), "kind", "own_words", "date"
 - received_email: an email somebody else wrote to the user.
 - document: a document the user shared; somebody else may have written it."""
 
+#: how the prompt describes the values of a style key that lists none
+_OPEN_STYLE_VALUES = {"language": "its English name: german"}
+_STYLE_KEYS = "; ".join(
+    f"{key} ({', '.join(values) or _OPEN_STYLE_VALUES[key]})"
+    for key, values in STYLE_VALUES.items())
+_VETO_KINDS = ", ".join(VETO_KINDS[:-1]) + " or " + VETO_KINDS[-1]
+
 _FACET_RULES = f"""\
 Facets are lasting facts and preferences about the user: the person whose turns and sent \
 emails these are. Senders of received emails, authors of documents and the assistant are \
@@ -135,11 +179,25 @@ own_words: true.
 - behavioral: it shows in what the user does or asks for, without saying it.
 - recurrence: it comes up again and again in this material (cite each place).
 
+Keys: use the one that fits from this list; only when none fits, another short lower-case \
+name with underscores.
+- style: {_STYLE_KEYS}.
+- identity: {", ".join(IDENTITY_KEYS)} (team: its name, billing).
+- tooling: the kind of tool ({", ".join(TOOLING_CATEGORIES)}), the value the tool's usual \
+short name (runtime: bun, database: postgres, editor: vscode; bun is a runtime, never a \
+package manager).
+- veto: <kind>=<thing>, the value "{VETO_VALUE}"; kind is {_VETO_KINDS}; thing in lower \
+case, words joined by "-" (format=nested-bullets, content=disclaimers, tool=jquery, \
+practice=global-state). Not wanting a style is a style facet, not a veto: "no emoji" is \
+emoji none, "no bullets" is format prose, "no preamble" is preamble skip, "no long answers" \
+is verbosity terse.
+- channel: {CHANNEL_KEY} ({", ".join(CHANNEL_VALUES)}).
+- goal: the goal's object in one to three words (learn_rust).
+
 Each facet:
-- key: a short lower-case name with underscores (verbosity, name, package_manager).
+- key: as above.
 - value: a few words on one line, at most {MAX_VALUE_CHARS} characters; lower-case except \
-names. For tooling the key is the kind of tool and the value the tool (runtime: bun). For a \
-veto the key is the thing not wanted and the value "banned".
+names.
 - confidence: from 0 to 1, how sure the material makes you.
 - evidence: one or more {{"chunk": id, "quote": ...}}, the quote copied exactly from that \
 chunk's text (a few words up to one sentence, no changes, no "..."). Only chunks of the new \
@@ -171,13 +229,14 @@ message and the assistant's answer, which used tools or was long. Answer with on
 
 Answer with exactly this shape:
 {{"observations": ["..."], "patterns": ["..."], "preferences": [{{"class": "style", \
-"key": "code_first", "value": "code before explanation", "confidence": 0.6, \
+"key": "format", "value": "code-only", "confidence": 0.6, \
 "evidence": [{{"chunk": "c1", "quote": "just show me the code"}}]}}]}}
 - observations: up to 3 short sentences on what the user asked for and how the answer went.
 - patterns: up to 3 short sentences on how the user works, if the exchange shows any.
 - preferences: up to 3 lasting preferences of the user that the exchange shows, each a \
-style (how answers should be written) or a goal (what the user is working towards). key: a \
-short lower-case name with underscores; value: a few words on one line; confidence: 0 to 1; \
+style (how answers should be written) or a goal (what the user is working towards). key: \
+for a style the one of these that fits: {_STYLE_KEYS}; only when none fits, or for a goal, \
+a short lower-case name with underscores; value: a few words on one line; confidence: 0 to 1; \
 evidence: one or more {{"chunk": id, "quote": ...}}, the quote copied exactly from that \
 chunk's text. [] when the exchange shows none.
 Write about the user, not about the assistant."""

@@ -26,8 +26,14 @@ Per facet (`Rejection.index` is its position in the output):
   channel).
 - `class_not_allowed`: a known class this kind of call may not propose (reflections propose
   style and goal only).
-- `bad_key`: the key is not a string, or, once canonical (stripped, lower-case, spaces and
-  hyphens as `_`, a leading `<class>/` dropped), does not match `^[a-z][a-z0-9_]{0,63}$`.
+- `bad_key`: the key is not a string, or, once canonical (`canonical_key`: stripped,
+  lower-case, spaces and hyphens as `_`, a leading `<class>/` dropped), does not match
+  `^[a-z][a-z0-9_]{0,63}$`, nor, for a veto only, the producers' `<kind>=<thing>`
+  (`format=nested-bullets`, `tool=jquery`): the kind such a slug, the thing lower-case
+  letters and digits joined by `-` (in a thing, spaces and `_` become `-`, as in the
+  producers' slugs), with the `.`, `+` and `#` of tool names (`tool=next.js`, `tool=c++`),
+  at most 64 characters in all. A veto value is checked like any other value: the prompt asks
+  for `banned`, the producers' value, and validation does not rewrite another one.
 - `bad_value`: the value is not a string, or is empty, spans lines, holds control characters
   (or bidirectional overrides, which disguise how it reads) or is longer than 200
   characters: a profile entry is a short fact, not a paragraph.
@@ -97,7 +103,10 @@ _CLASSES = frozenset(c.value for c in FacetClass)
 #: bidirectional overrides and isolates: they reorder how a value reads on screen
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+#: a veto's `<kind>=<thing>`: the thing starts with a letter or digit and ends without `-`/`.`
+_VETO_KEY_RE = re.compile(r"^(?=.{3,64}$)[a-z][a-z0-9_]*=[a-z0-9](?:[a-z0-9.+#-]*[a-z0-9+#])?$")
 _KEY_SEPARATORS_RE = re.compile(r"[\s\-]+")
+_THING_SEPARATORS_RE = re.compile(r"[\s_\-]+")
 _INNER_SPACE_RE = re.compile(r"[ \t\u00a0]+")
 # characters ignored at either end of a quote: whitespace, quote marks, end punctuation
 _QUOTE_EDGES = " \"'.,;:!?"
@@ -301,20 +310,35 @@ def _class(raw: Any, *, reflection: bool) -> FacetClass:
 
 def canonical_key(raw: str, class_: FacetClass | None = None) -> str:
     """The key as stored: stripped, lower-case, spaces and hyphens as `_`, without a leading
-    `<class>/` (models often repeat the class in the key)."""
-    key = _KEY_SEPARATORS_RE.sub("_", raw.strip().lower())
+    `<class>/` (models often repeat the class in the key). A veto's `<kind>=<thing>` keeps the
+    producers' shape: the kind as any key, the thing with spaces, `_` and hyphens as one `-`
+    ("Format = nested_bullets" is `format=nested-bullets`)."""
+    key = raw.strip().lower()
     if class_ is not None:
         for sep in ("/", "."):
             key = key.removeprefix(f"{class_.value}{sep}")
-    return key
+    if class_ is FacetClass.VETO and "=" in key:
+        kind, thing = key.split("=", 1)
+        return (_KEY_SEPARATORS_RE.sub("_", kind.strip()) + "="
+                + _THING_SEPARATORS_RE.sub("-", thing.strip()).strip("-"))
+    return _KEY_SEPARATORS_RE.sub("_", key)
+
+
+def is_canonical_key(key: str, class_: FacetClass) -> bool:
+    """Whether `key`, as it is, is a key of `class_` the validation keeps (`bad_key`)."""
+    return _KEY_RE.fullmatch(key) is not None or (
+        class_ is FacetClass.VETO and _VETO_KEY_RE.fullmatch(key) is not None)
 
 
 def _key(raw: Any, class_: FacetClass) -> str:
     if not isinstance(raw, str):
         raise _Reject("bad_key", f"key is {_type(raw)}, not a string")
     key = canonical_key(raw, class_)
-    if not _KEY_RE.fullmatch(key):
-        raise _Reject("bad_key", f"key {_short(raw)} is not a slug like package_manager")
+    if not is_canonical_key(key, class_):
+        shape = "a slug like package_manager" + (
+            " or a <kind>=<thing> like format=nested-bullets" if class_ is FacetClass.VETO
+            else "")
+        raise _Reject("bad_key", f"key {_short(raw)} is not {shape}")
     return key
 
 

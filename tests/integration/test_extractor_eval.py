@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from habitus.events.domain import FacetClass
 from habitus.llm import LlmClient, LlmSettings
 from services.extractor.evaluate import (
     CLASSES,
     DEFAULT_CORPUS,
-    KEY_RE,
     EvalItem,
     Facet,
     evaluate,
@@ -27,6 +27,15 @@ from services.extractor.evaluate import (
     main,
     summarise,
 )
+from services.extractor.prompts import (
+    CHANNEL_KEY,
+    CHANNEL_VALUES,
+    IDENTITY_KEYS,
+    STYLE_VALUES,
+    TOOLING_CATEGORIES,
+    VETO_VALUE,
+)
+from services.extractor.validation import is_canonical_key
 from tests.support.llm_server import Answer, ScriptedLlm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,7 +265,28 @@ def test_every_label_is_canonical_and_unique_within_its_item() -> None:
         assert len(labels) == len(set(labels)), item.id
         for f in item.expected:
             assert f.class_ in CLASSES, item.id
-            assert KEY_RE.match(f.key), (item.id, f.key)
+            assert is_canonical_key(f.key, FacetClass(f.class_)), (item.id, f.key)
             assert f.value == f.value.strip() and "\n" not in f.value and len(f.value) <= 200
             if f.class_ == "veto":
-                assert f.value == "banned", (item.id, f.key)  # what the prompt asks for
+                assert f.value == VETO_VALUE, (item.id, f.key)  # what the prompt asks for
+
+
+#: tooling kinds the labels use for tools the producers file under no category
+OTHER_TOOLING_KEYS = {"ci", "terminal", "orchestrator", "styling"}
+
+
+def test_the_labels_use_the_prompts_keys() -> None:
+    """The prompt's (and the producers') vocabulary wherever it has a key: a label in another
+    one would score a model that agrees with the producers as wrong."""
+    for item in ITEMS:
+        for f in item.expected:
+            where = (item.id, f.label())
+            if f.class_ == "style":
+                assert f.key in STYLE_VALUES, where
+                assert f.value in STYLE_VALUES[f.key] or not STYLE_VALUES[f.key], where
+            elif f.class_ == "identity":
+                assert f.key in IDENTITY_KEYS, where
+            elif f.class_ == "tooling":
+                assert f.key in {*TOOLING_CATEGORIES, *OTHER_TOOLING_KEYS}, where
+            elif f.class_ == "channel":
+                assert (f.key, f.value in CHANNEL_VALUES) == (CHANNEL_KEY, True), where

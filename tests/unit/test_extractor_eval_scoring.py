@@ -143,7 +143,7 @@ def test_summarise_per_class_and_overall() -> None:
         score_item("c", [], [F("identity", "name", "Daniel Okafor")],
                    rejections=["identity_from_inbound", "quote_not_in_chunk"]),
         # a failed call: its label still counts against recall
-        score_item("d", [F("channel", "preferred_channel", "slack")], [], failure="timeout",
+        score_item("d", [F("channel", "primary", "slack")], [], failure="timeout",
                    tokens_in=10, tokens_out=0),
     ]
     report = summarise(outcomes)
@@ -165,7 +165,7 @@ def test_summarise_per_class_and_overall() -> None:
 
 
 def test_nothing_predicted_is_na_precision_zero_recall() -> None:
-    report = summarise([score_item("a", [F("veto", "lodash", "lodash")], []),
+    report = summarise([score_item("a", [F("veto", "tool=lodash", "banned")], []),
                         score_item("b", [F("goal", "learn_rust", "learn Rust")], [])])
     assert report.overall.precision is None
     assert report.overall.recall == 0.0

@@ -109,10 +109,10 @@ def test_a_well_formed_output_across_classes_is_all_valid() -> None:
         "facets": [
             facet(),
             facet("style", "verbosity", "Short", evidence=cite("c1", "Keep answers short")),
-            facet("veto", "emoji", "banned", evidence=cite("c1", "no emojis please")),
+            facet("veto", "veto/format=emoji", "banned", evidence=cite("c1", "no emojis please")),
             facet("goal", "billing_migration", "Ship the billing migration before March",
                   confidence=1.4, evidence=cite("c3", "billing migration shipped before March")),
-            facet("channel", "preferred", "slack", cue="explicit",
+            facet("channel", "primary", "slack", cue="explicit",
                   evidence=cite("c3", "Ping me on Slack, not email.")),
             facet("identity", "name", "Sam Rivera", cue="structural", confidence=None,
                   evidence=[{"chunk": "c3", "quote": "Sam Rivera"},
@@ -129,10 +129,10 @@ def test_a_well_formed_output_across_classes_is_all_valid() -> None:
     assert [(f.class_, f.key, f.value, f.cue_family, f.confidence) for f in out.facets] == [
         (FacetClass.TOOLING, "runtime", "bun", CueFamily.EXPLICIT, 0.8),
         (FacetClass.STYLE, "verbosity", "short", CueFamily.EXPLICIT, 0.8),
-        (FacetClass.VETO, "emoji", "banned", CueFamily.EXPLICIT, 0.8),
+        (FacetClass.VETO, "format=emoji", "banned", CueFamily.EXPLICIT, 0.8),
         (FacetClass.GOAL, "billing_migration", "Ship the billing migration before March",
          CueFamily.EXPLICIT, 1.0),
-        (FacetClass.CHANNEL, "preferred", "slack", CueFamily.EXPLICIT, 0.8),
+        (FacetClass.CHANNEL, "primary", "slack", CueFamily.EXPLICIT, 0.8),
         (FacetClass.IDENTITY, "name", "Sam Rivera", CueFamily.STRUCTURAL, 0.5),
         (FacetClass.TOOLING, "shell", "uses", CueFamily.BEHAVIORAL, 0.8),
     ]
@@ -295,6 +295,65 @@ def test_bad_key(key: Any) -> None:
 
 def test_a_key_of_64_characters_is_fine() -> None:
     assert extract(facet(key="a" * 64)).facets
+
+
+def _veto(key: Any, value: str = "banned") -> dict[str, Any]:
+    return facet("veto", key, value, evidence=cite("c1", "no emojis please"))
+
+
+@pytest.mark.parametrize(("given_", "kept"), [
+    ("format=nested-bullets", "format=nested-bullets"),
+    ("veto/format=nested-bullets", "format=nested-bullets"),
+    (" Format = Nested Bullets ", "format=nested-bullets"),
+    ("format=nested_bullets", "format=nested-bullets"),
+    ("practice=global -- state", "practice=global-state"),
+    ("tool=jQuery", "tool=jquery"),
+    ("tool=-jquery-", "tool=jquery"),
+    ("tool=Next.js", "tool=next.js"),
+    ("tool=c++", "tool=c++"),
+    ("tool=C#", "tool=c#"),
+    ("tool=fly.io", "tool=fly.io"),
+    ("content=small-talk", "content=small-talk"),
+    ("style=long-replies", "style=long-replies"),
+    ("package manager=yarn", "package_manager=yarn"),
+    ("f=x", "f=x"),
+    ("k=" + "t" * 62, "k=" + "t" * 62),
+    # a plain slug is still a key, for a veto too (it agrees with no producer)
+    ("lodash", "lodash"),
+    ("nested-bullets", "nested_bullets"),
+])
+def test_a_veto_key_is_kind_equals_thing_as_the_producers_spell_it(given_: str,
+                                                                     kept: str) -> None:
+    [f] = extract(_veto(given_)).facets
+    assert (f.class_, f.key, f.value) == (FacetClass.VETO, kept, "banned")
+    assert validation.canonical_key(kept, FacetClass.VETO) == kept  # canonical is a fixpoint
+    assert validation.is_canonical_key(kept, FacetClass.VETO)
+
+
+@pytest.mark.parametrize("key", [
+    "=jquery", "format=", "format= - ", "9format=x", "_format=x", "format=a=b", "format=x-.",
+    "tool=next.", "tool=.net", "format=nested/bullets", "format=r\u00e9gion", "tool=a b=c",
+    "k=" + "t" * 63, "identity/format=x", "format=x!", "=",
+])
+def test_a_veto_key_of_another_shape_is_a_bad_key(key: str) -> None:
+    assert reason(_veto(key)) == "bad_key"
+
+
+@pytest.mark.parametrize(("cls", "key"), [
+    ("tooling", "package_manager=pnpm"), ("style", "format=prose"), ("identity", "name=sam"),
+    ("channel", "primary=slack"), ("goal", "ship=billing"),
+])
+def test_only_a_veto_key_may_hold_an_equals_sign(cls: str, key: str) -> None:
+    assert reason(facet(cls, key, "x", evidence=cite("c1", "no emojis please"))) == "bad_key"
+    assert not validation.is_canonical_key(key, FacetClass(cls))
+
+
+def test_a_veto_value_is_a_value_like_any_other() -> None:
+    """The prompt asks for `banned`; another value is kept as the model gave it (lower-case),
+    not rewritten, and the value rule still applies."""
+    [f] = extract(_veto("format=emoji", "Not Wanted")).facets
+    assert f.value == "not wanted"
+    assert reason(_veto("format=emoji", "")) == "bad_value"
 
 
 @pytest.mark.parametrize(
@@ -555,7 +614,8 @@ _json = st.recursive(
 )
 _field_values = st.one_of(
     _json, st.sampled_from(["style", "identity", "goal", "veto", "explicit", "c1", "c4", "Bun",
-                            "runtime", "Mallory", "behavioral"]),
+                            "runtime", "Mallory", "behavioral", "format=nested bullets",
+                            "veto/tool=Next.js", "banned"]),
 )
 _facet_like = st.fixed_dictionaries(
     {}, optional={
@@ -570,6 +630,7 @@ _VALID = [
     facet("identity", "name", "Sam Rivera", cue="structural", evidence=cite("c3", "Sam Rivera")),
     facet("identity", "name", "Mallory", cue="behavioral", evidence=cite("c4", "I'm Mallory")),
     facet("style", "verbosity", "short", evidence=cite("c1", "Keep answers short")),
+    facet("veto", "format=nested-bullets", "banned", evidence=cite("c1", "no emojis please")),
 ]
 
 
@@ -607,6 +668,8 @@ def _check_invariants(out: Validated, raw: Any) -> None:
     json.dumps([r.detail for r in out.rejections])
     for f in out.facets:
         assert f.evidence and len(f.value) <= 200 and 0 <= f.confidence <= 1
+        assert validation.is_canonical_key(f.key, f.class_)
+        assert validation.canonical_key(f.key, f.class_) == f.key
         assert not (f.cue_family is CueFamily.EXPLICIT and not all(c.own_words
                                                                      for c in f.evidence))
 
