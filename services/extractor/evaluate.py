@@ -41,6 +41,7 @@ from typing import Any, cast, get_args
 from rich.console import Console
 from rich.table import Table
 
+from habitus.events.domain import FacetClass
 from habitus.events.evidence import DocumentChunkRef, EmailMessageRef, TurnRef
 from habitus.llm import LlmClient, LlmError, LlmSettings
 from services.extractor.material import (
@@ -54,10 +55,9 @@ from services.extractor.material import (
     window_chunks,
 )
 from services.extractor.prompts import EXTRACT_VERSION, EXTRACTION_SCHEMA, extraction_messages
-from services.extractor.validation import validate_extraction
+from services.extractor.validation import is_canonical_key, validate_extraction
 
 CLASSES: tuple[str, ...] = ("style", "identity", "tooling", "veto", "goal", "channel")
-KEY_RE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 MATERIAL_KINDS: frozenset[str] = frozenset(get_args(ChunkKind))
 DEFAULT_CORPUS = Path("examples/eval/corpus.jsonl")
 
@@ -140,8 +140,8 @@ def parse_item(obj: Any, where: str = "item") -> EvalItem:
         key = _need_str(label, "key", where)
         if class_ not in CLASSES:
             raise CorpusError(f"{where}: unknown class {class_!r}")
-        if not KEY_RE.match(key):
-            raise CorpusError(f"{where}: key {key!r} is not a canonical slug")
+        if not is_canonical_key(key, FacetClass(class_)):
+            raise CorpusError(f"{where}: key {key!r} is not a canonical key")
         alternatives = label.get("alternatives", [])
         if not isinstance(alternatives, list) or not all(
             isinstance(a, str) and a.strip() for a in alternatives

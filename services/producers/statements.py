@@ -930,7 +930,7 @@ def _identity(core: str) -> list[Fact]:
     for m in _NAME_TRIGGER_RE.finditer(core):
         add(m.start(), "name", _proper_run(core[m.end() :], allow_lower_first=True))
     for m in _CALL_ME_RE.finditer(core):
-        add(m.start(), "preferred-name", _proper_run(core[m.end() :]))
+        add(m.start(), "preferred_name", _proper_run(core[m.end() :]))
     for m in _IN_PLACE_RE.finditer(core):
         rest = core[m.end() :]
         tz = _TZ_RE.match(rest)

@@ -27,9 +27,9 @@ from redis.asyncio import Redis
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
 from habitus.db.migrate import migrate
+from habitus.llm import LlmSettings
 from habitus.service import registry
 from habitus.service.erasure import user_filters
-from habitus.llm import LlmSettings
 from services.extractor.settings import ExtractorSettings
 from services.profile_renderer.main import ProfileSettings
 from services.profile_renderer.mirror import mirror_path

@@ -157,7 +157,7 @@ async def test_facets_with_evidence_become_active_through_the_stability_detector
     user, marker = unique("dana"), unique("astro")
     stack.model.script(marker, *[extraction(
         "Dana is moving the marketing site to Astro and runs scripts with Bun.",
-        lambda c: facet(c, "tooling", "frontend_framework", "Astro",
+        lambda c: facet(c, "tooling", "framework", "Astro",
                         "moved the site to Astro", cue="explicit"),
         lambda c: facet(c, "tooling", "script_runner", "Bun", "Bun for scripts"),
     )] * 3)
@@ -172,7 +172,7 @@ async def test_facets_with_evidence_become_active_through_the_stability_detector
     assert first.producer == "extractor" and first.payload.producer == "extractor"
     # tooling values are compared lower-case, so two windows' "Astro" reinforce one facet
     assert (first.payload.class_.value, first.payload.key, first.payload.value,
-            first.payload.cue_family.value) == ("tooling", "frontend_framework", "astro",
+            first.payload.cue_family.value) == ("tooling", "framework", "astro",
                                                 "explicit")
     kinds = [e.type for e in first.payload.evidence]
     assert kinds == ["turn", "source_summary"]
@@ -191,7 +191,7 @@ async def test_facets_with_evidence_become_active_through_the_stability_detector
 
     async def active() -> list[dict[str, Any]]:
         facets = (await acme.rpc("learning.list_facets", user_id=user))["facets"]
-        return [f for f in facets if f["key"] == "frontend_framework" and
+        return [f for f in facets if f["key"] == "framework" and
                 f["state"] == "active"]
     [astro] = await until(active)
     assert astro["value"] == "astro"
@@ -328,7 +328,7 @@ async def test_a_429_storm_honours_retry_after_and_loses_nothing(
     user, marker = unique("dana"), unique("storm")
     limited = Answer(status=429, headers={"Retry-After": "1"})
     stack.model.script(marker, limited, limited, limited, extraction(
-        "Dana prefers Slack.", lambda c: facet(c, "channel", "preferred_channel", "Slack",
+        "Dana prefers Slack.", lambda c: facet(c, "channel", "primary", "Slack",
                                                "ping me on Slack", cue="explicit")))
     await acme.send(acme.turn(user, f"[{marker}] Just ping me on Slack, not email."))
     await acme.done(user)
@@ -383,7 +383,7 @@ async def test_replay_reuses_stored_answers_and_publishes_the_same_ids(
         monkeypatch: pytest.MonkeyPatch) -> None:
     user, marker = unique("dana"), unique("replay")
     stack.model.script(marker, extraction(
-        "Dana uses uv.", lambda c: facet(c, "tooling", "python_packaging", "uv",
+        "Dana uses uv.", lambda c: facet(c, "tooling", "package_manager", "uv",
                                          "we use uv", cue="explicit")))
     await acme.send(acme.turn(user, f"[{marker}] For Python we use uv everywhere."))
     await acme.done(user)
@@ -405,7 +405,7 @@ async def test_replay_reuses_stored_answers_and_publishes_the_same_ids(
     assert len(stack.model.requests_for(marker)) == calls
     # ... only when an operator asks.
     stack.model.script(marker, extraction(
-        "Dana uses uv and ruff.", lambda c: facet(c, "tooling", "python_packaging", "uv",
+        "Dana uses uv and ruff.", lambda c: facet(c, "tooling", "package_manager", "uv",
                                                   "we use uv", cue="explicit")))
     queued = await acme.rpc("extraction.reextract", user_id=user, since=0)
     assert queued == {"prompt_version": "extract-v2", "windows": 1}

@@ -141,7 +141,7 @@ STATING: list[tuple[str, set[Row]]] = [
     ("Don't use nested bullets.", {V("format=nested-bullets")}),
     # --- identity
     ("My name is Ada Lovelace.", {ID("name", "Ada Lovelace")}),
-    ("Please call me Ada", {ID("preferred-name", "Ada")}),
+    ("Please call me Ada", {ID("preferred_name", "Ada")}),
     ("I'm in Berlin", {ID("location", "Berlin")}),
     ("I live in New York", {ID("location", "New York")}),
     ("I\u2019m based in Lisbon.", {ID("location", "Lisbon")}),
