@@ -125,8 +125,11 @@ class SourceKey:
 
     @property
     def key(self) -> str:
-        """The source's name in storage: `conversations`, `email` or `document:<source_id>`."""
-        return self.kind if self.kind != "document" else f"document:{self.id}"
+        """The source's name in storage: `conversations`, `email` (or `email:<toolkit>/<connection>`
+        for a named mailbox) or `document:<source_id>`."""
+        if self.kind == "document" or (self.kind == "email" and self.id != "email"):
+            return f"{self.kind}:{self.id}"
+        return self.kind
 
 
 def chunk_key(kind: ChunkKind, evidence: ChunkEvidence) -> str:
@@ -147,6 +150,9 @@ def source_of(payload: Material) -> SourceKey:
         case TurnRecorded():
             return SourceKey("conversations", "conversations")
         case EmailObserved():
+            # One mailbox per connection when the agent names it, else the user's mail as one.
+            if payload.toolkit and payload.connection_id:
+                return SourceKey("email", f"{payload.toolkit}/{payload.connection_id}")
             return SourceKey("email", "email")
         case DocumentIngested():
             return SourceKey("document", payload.source_id)

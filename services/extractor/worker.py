@@ -51,10 +51,13 @@ MAX_RETRY_SECONDS = 3600.0
 
 
 def source_key(source: str) -> SourceKey:
-    if source.startswith("document:"):
-        return SourceKey("document", source.removeprefix("document:"))
-    return SourceKey("email", "email") if source == "email" else SourceKey(
-        "conversations", "conversations")
+    """The source a stored key names (the inverse of `SourceKey.key`)."""
+    kind, _, rest = source.partition(":")
+    if kind == "document":
+        return SourceKey("document", rest)
+    if kind == "email":
+        return SourceKey("email", rest or "email")
+    return SourceKey("conversations", "conversations")
 
 
 def retry_delay(attempts: int, first: float, server_says: float | None) -> float:

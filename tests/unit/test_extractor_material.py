@@ -193,6 +193,10 @@ def test_sources_and_their_keys() -> None:
     assert source_of(_turn()) == SourceKey("conversations", "conversations")
     assert source_of(_turn()).key == "conversations"
     assert source_of(_email("received", "x")).key == "email"
+    mailbox = _email("received", "x").model_copy(
+        update={"toolkit": "gmail", "connection_id": "work"})
+    assert source_of(mailbox) == SourceKey("email", "gmail/work")
+    assert source_of(mailbox).key == "email:gmail/work"
     doc = DocumentIngested(source_id="drive:cv", chunk_id="p1", text="x")
     assert source_of(doc) == SourceKey("document", "drive:cv")
     assert source_of(doc).key == "document:drive:cv"

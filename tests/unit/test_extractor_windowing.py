@@ -193,4 +193,5 @@ def test_failed_windows_wait_longer_each_time_and_never_less_than_the_server_say
 def test_sources_are_read_back_from_their_keys() -> None:
     assert source_key("document:plan-q3").key == "document:plan-q3"
     assert source_key("email").key == "email"
+    assert source_key("email:gmail/c-1").key == "email:gmail/c-1"
     assert source_key("conversations").key == "conversations"

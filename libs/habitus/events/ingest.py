@@ -80,6 +80,14 @@ class EmailObserved(Payload):
     subject: str = Field(default="", max_length=2000, description="The subject line.")
     body: Text = Field(description="The body, as plain text.")
     sent_at: Timestamp = Field(ge=0, description="When it was sent (epoch seconds).")
+    toolkit: str | None = Field(
+        default=None, min_length=1, max_length=128,
+        description="The provider of the mailbox (gmail, outlook, ...), when the agent knows "
+                    "it; with connection_id it names the mailbox, whose mail is summarised "
+                    "apart from other mailboxes'.")
+    connection_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="The connected mailbox, unique within the toolkit.")
 
     @field_validator("to", mode="before")
     @classmethod
