@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import TypeAdapter
@@ -40,7 +41,7 @@ class Piece:
     event_id: str
     seq: int
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         return estimate_tokens(self.draft.text)
 
@@ -60,7 +61,7 @@ class OpenWindow:
     opened_at: float
     pieces: tuple[Piece, ...] = ()
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         return sum(p.tokens for p in self.pieces)
 
