@@ -39,7 +39,7 @@ from tests.conftest import ServerUrls
 from tests.support.extraction import chunks_of, request_kind
 from tests.support.factories import turn_item, unique
 from tests.support.llm_server import Answer, ScriptedLlm
-from tests.support.services import every_service
+from tests.support.services import every_service, skip_history
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
@@ -85,6 +85,7 @@ async def stack(servers: ServerUrls, tmp_path_factory: Any) -> AsyncIterator[tup
                    "profile_renderer": ProfileSettings(mirror=True),
                    "tool_memory": ToolMemorySettings(semantic_recall=False),
                    "extractor": extraction}
+        await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
         async with every_service(settings, presets) as host:
             yield f"http://127.0.0.1:{host.bound_port}", data_dir
 

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import httpx
@@ -24,10 +24,13 @@ import pytest_asyncio
 from prometheus_client import REGISTRY
 
 from habitus.auth.keys import create_key
+from habitus.bus import connect, ensure_streams
 from habitus.db.migrate import migrate
+from habitus.db.pool import open_pool
 from habitus.llm import LlmSettings
 from habitus.projection.registry import resolve
 from habitus.projection.replay import replay
+from habitus.runtime.embedded import EmbeddedNats
 from services.extractor import prompts, rpc, worker
 from services.extractor.main import build as extractor
 from services.extractor.settings import ExtractorSettings
@@ -37,7 +40,7 @@ from tests.conftest import ServerUrls
 from tests.support.extraction import MarkerResponder, chunks_of, extraction, facet
 from tests.support.factories import unique
 from tests.support.llm_server import Answer, ScriptedLlm
-from tests.support.services import running
+from tests.support.services import isolated_database, running
 from tests.support.streams import events_on
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -47,6 +50,37 @@ DAILY_CALLS = 40
 class Stack:
     def __init__(self, base: str, llm: ScriptedLlm, model: MarkerResponder):
         self.base, self.llm, self.model = base, llm, model
+
+
+@pytest.fixture(scope="module")
+def servers(servers: ServerUrls, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ServerUrls]:
+    """A bus and a database of this module's own (the suite's Redis): `habitus replay
+    extractor.windows` below rebuilds from the whole ingest stream, and each window of it is a
+    model call, so the stream must hold this module's material only, not every module's."""
+    root = tmp_path_factory.mktemp("extractor-bus")
+    bus = EmbeddedNats(root)
+    url = bus.start()
+    try:
+        with isolated_database(servers.database) as database:
+            yield ServerUrls(nats=url, database=database, redis=servers.redis, data_dir=root)
+    finally:
+        bus.stop()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def nc(servers: ServerUrls) -> AsyncIterator[Any]:
+    client = await connect(servers.nats, "tests")
+    await ensure_streams(client.jetstream(), servers.settings())
+    yield client
+    await client.drain()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def pool(servers: ServerUrls) -> AsyncIterator[Any]:
+    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
+    yield p
+    await p.close()
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from pydantic import BaseModel
@@ -67,3 +67,50 @@ async def every_service(settings: Settings, presets: dict[str, Any] | None = Non
                                                            settings))
         assert host is not None
         yield host
+
+
+async def skip_history(database_url: str, nats_url: str, schema: str, projection: str,
+                       stream: str = "HABITUS_INGEST") -> None:
+    """Start `projection` at the stream's end, as a service enabled today that chose not to
+    read what is already retained would: its first run reads only this module's events.
+
+    For services whose work per event is a model call (the extractor): in a shared test
+    stream, every earlier module's material would otherwise be queued ahead of the test's."""
+    import nats
+    import psycopg
+
+    nc = await nats.connect(nats_url)
+    try:
+        info = await nc.jetstream().stream_info(stream)
+    finally:
+        await nc.close()
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            f"""INSERT INTO {schema}.projection_checkpoints (projection, last_seq)
+                VALUES (%s, %s) ON CONFLICT (projection) DO UPDATE
+                SET last_seq = GREATEST({schema}.projection_checkpoints.last_seq,
+                                        EXCLUDED.last_seq)""",
+            (projection, info.state.last_seq))
+
+
+@contextmanager
+def isolated_database(database_url: str) -> Iterator[str]:
+    """A fresh, migrated database on the same server (dropped after): for a module whose
+    checkpoints must match a bus of its own."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    from habitus.db.migrate import migrate
+
+    name = f"habitus_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit(urlsplit(database_url)._replace(path=f"/{name}"))
+    try:
+        migrate(url)
+        yield url
+    finally:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
