@@ -8,8 +8,6 @@ Create Date: 2026-12-01
 
 from alembic import op
 
-from habitus.llm import usage_table_sql
-
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -133,8 +131,16 @@ def upgrade() -> None:
             updated_at double precision NOT NULL,
             PRIMARY KEY (tenant_id, user_id, source)
         )""")
-    for statement in usage_table_sql("extractor"):
-        op.execute(statement)
+    # The LLM client's budget table (habitus.llm.budget.usage_table_sql), as it stood.
+    op.execute("""CREATE TABLE IF NOT EXISTS extractor.llm_usage (
+            tenant_id text NOT NULL,
+            day date NOT NULL,
+            calls bigint NOT NULL DEFAULT 0,
+            tokens_in bigint NOT NULL DEFAULT 0,
+            tokens_out bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (tenant_id, day)
+        )""")
 
 
 def downgrade() -> None:
