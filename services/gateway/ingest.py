@@ -12,7 +12,9 @@ refused here too, each naming the field.
 from __future__ import annotations
 
 import functools
+import gc
 import json
+import re
 import types
 import typing
 from collections.abc import Iterator
@@ -41,6 +43,36 @@ ITEM_KEYS = frozenset(
     }
 )
 MAX_REPORTED = 10
+# How unstorable text (see `services.gateway.body.unstorable`) can appear in a JSON body's
+# bytes: a NUL or surrogate escape, a surrogate encoded in the bytes (json.loads decodes them
+# with surrogatepass), or a NUL byte (invalid in JSON text; every UTF-16 or UTF-32 body has one).
+_MAY_BE_UNSTORABLE = re.compile(rb"\\u0000|\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]|\x00")
+
+
+def may_hold_unstorable(raw: bytes) -> bool:
+    """Could a string or key of this JSON body be unstorable? False only when none can be, so
+    the per-item walk is skipped (a C-speed scan of the bytes instead of a Python walk of every
+    value); true also for some bodies that hold none (an escaped backslash before `u0000`, a
+    valid surrogate pair), which the walk then clears."""
+    return _MAY_BE_UNSTORABLE.search(raw) is not None
+
+
+class collection_paused:
+    """No cyclic garbage collection in a synchronous stretch that builds objects it keeps
+    (parsing a batch, building its events): a collection there finds nothing to free and costs
+    time in proportion to everything the process holds. Left alone if already disabled.
+
+    A class, not a generator: an exception passing through leaves its traceback untouched
+    (`TooDeep` is a frozen dataclass, which contextlib's generator managers cannot annotate)."""
+
+    def __enter__(self) -> None:
+        self._paused = gc.isenabled()
+        if self._paused:
+            gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self._paused:
+            gc.enable()
 
 
 @dataclass
@@ -70,16 +102,20 @@ def build_event(
     max_clock_skew: float | None = None,
     default_producer: str = "gateway",
     catalog: Catalog = CATALOG,
+    text_checked: bool = False,
 ) -> ItemOutcome:
     """One item → an event or its errors. `max_item_bytes=None` means the caller already knows
     the item fits (its whole body is under the limit), so it is not re-encoded to measure it.
     `max_clock_skew`: how many seconds after `now` a reported time may be (None: no limit).
+    `text_checked=True` means the caller knows no string of the item is unstorable (its body
+    passed `may_hold_unstorable`), so the item is not walked for them.
 
     Without an event_id the item gets one derived from its type's natural key (see
     `habitus.events.ingest.NATURAL_KEYS`), so a client's retry is the same event."""
     if not isinstance(item, dict):
         return ItemOutcome(index, None, errors=[FieldError("item", "must be a JSON object")])
-    bad_text = [FieldError(path, reason) for path, reason in unstorable(item)]
+    bad_text = [] if text_checked else [FieldError(path, reason)
+                                        for path, reason in unstorable(item)]
     if bad_text:
         # Nothing of this item is echoed back: it may not even be encodable in the answer.
         return ItemOutcome(index, None, errors=bad_text[:MAX_REPORTED])
@@ -131,8 +167,8 @@ def build_event(
         return ItemOutcome(index, type_name, errors=exc.errors)
     if max_clock_skew is not None:
         limit = now + max_clock_skew
-        future = [FieldError(path, f"is {value - now:.0f}s in the future; clocks may differ "
-                                   f"by at most {max_clock_skew:g}s")
+        future = [FieldError(format_path(path), f"is {value - now:.0f}s in the future; clocks "
+                                                f"may differ by at most {max_clock_skew:g}s")
                   for path, value in _timestamps(event) if value > limit]
         if future:
             return ItemOutcome(index, type_name, errors=future)
@@ -143,10 +179,10 @@ def build_event(
     return ItemOutcome(index, type_name, event=event)
 
 
-def _timestamps(event: Event[Any]) -> Iterator[tuple[str, float]]:
+def _timestamps(event: Event[Any]) -> Iterator[tuple[tuple[str, ...], float]]:
     """(field path, value) of the envelope's occurred_at and every field of the payload marked
-    `Timestamp`, at any depth."""
-    yield "occurred_at", event.occurred_at
+    `Timestamp`, at any depth (the path as segments: formatted only for an error)."""
+    yield ("occurred_at",), event.occurred_at
     todo: list[tuple[tuple[str, ...], BaseModel]] = [(("payload",), event.payload)]
     while todo:
         path, model = todo.pop()
@@ -154,7 +190,7 @@ def _timestamps(event: Event[Any]) -> Iterator[tuple[str, float]]:
         for name, alias in stamps:
             value = getattr(model, name)
             if value is not None:
-                yield format_path((*path, alias)), float(value)
+                yield (*path, alias), float(value)
         for name, alias in nested:
             value = getattr(model, name)
             if isinstance(value, BaseModel):

@@ -60,7 +60,11 @@ def _number(value: Any) -> float:
 def _json(value: Any) -> str | None:
     """JSON for a jsonb column; pydantic-core's serializer, the hot path of a batch (three
     values per step), with NaN and infinities as null (jsonb has neither)."""
-    return None if value is None else to_json(value, inf_nan_mode="null").decode()
+    if value is None:
+        return None
+    if type(value) is dict and not value:
+        return "{}"  # the commonest value, without a serializer call
+    return to_json(value, inf_nan_mode="null").decode()
 
 
 def trace_rows(delivered: Delivered) -> tuple[store.TraceRow, list[store.StepRow]]:
@@ -82,17 +86,21 @@ def trace_rows(delivered: Delivered) -> tuple[store.TraceRow, list[store.StepRow
             step.timestamp, step.duration_seconds, _json(step.input), _json(step.output),
             _json(step.metadata) or "{}", tool_name(step), step_prompt, step_completion,
             _number(step.metadata.get("energy_joules")), bool(output.get("success"))))
+    prompt_tokens = prompt if reported else None
+    completion_tokens = completion if reported else None
     row = store.TraceRow(
         tenant_id=event.tenant_id, user_id=event.user_id, trace_id=p.trace_id,
         seq=delivered.seq, query=p.query, agent=p.agent, model=p.model, engine=p.engine,
         result=p.result, outcome=p.outcome, feedback=p.feedback, started_at=p.started_at,
-        ended_at=p.ended_at, total_tokens=p.total_tokens,
-        prompt_tokens=prompt if reported else None,
-        completion_tokens=completion if reported else None,
-        total_latency_seconds=p.total_latency_seconds, cost_usd=p.cost_usd,
-        query_class=classify(p.query), tool_calls=sum(s.tool_name is not None for s in steps),
-        step_count=len(steps), reward=None)
-    return rewarded(row), steps
+        ended_at=p.ended_at, total_tokens=p.total_tokens, prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens, total_latency_seconds=p.total_latency_seconds,
+        cost_usd=p.cost_usd, query_class=classify(p.query),
+        tool_calls=sum(s.tool_name is not None for s in steps), step_count=len(steps),
+        # what `rewarded` computes, without building the row twice
+        reward=reward(latency_seconds=p.total_latency_seconds, cost_usd=p.cost_usd,
+                      prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                      feedback=p.feedback, outcome=p.outcome))
+    return row, steps
 
 
 def rewarded(row: store.TraceRow) -> store.TraceRow:
@@ -125,39 +133,18 @@ class TracesProjection(Projection):
         if not new:
             return
         waiting = await store.take_pending(cur, new)
-        rows: list[store.TraceRow] = []
-        steps: list[store.StepRow] = []
-        route: store.Deltas = {}
-        klass: store.Deltas = {}
-        tools: store.Deltas = {}
-        step_deltas: store.Deltas = {}
-        extremes: dict[tuple[str, ...], tuple[float, float]] = {}
-        for key, (row, trace_steps) in new.items():
-            if key in waiting:
-                row = with_feedback(row, *waiting[key])
-            rows.append(row)
-            steps.extend(trace_steps)
-            store.contribute(route, klass, row)
-            per_tool: store.Deltas = {}
-            for s in trace_steps:
-                if s.tool_name is not None:
-                    store.add(per_tool, (s.tenant_id, s.user_id, s.tool_name),
-                              [1, 0, int(s.succeeded), store.exact(s.duration_seconds)])
-                skey = (s.tenant_id, s.user_id, row.model, row.agent, s.step_type)
-                store.add(step_deltas, skey, [1, store.exact(s.duration_seconds),
-                                              store.exact_square(s.duration_seconds),
-                                              s.prompt_tokens,
-                                              s.completion_tokens, store.exact(s.energy_joules)])
-                low, high = extremes.get(skey, (s.duration_seconds, s.duration_seconds))
-                extremes[skey] = (min(low, s.duration_seconds), max(high, s.duration_seconds))
-            for tkey, values in per_tool.items():
-                values[1] = 1  # one more trace that called the tool
-                store.add(tools, tkey, values)
-        await store.insert_traces(cur, rows, steps)
-        await store.bump(cur, store.ROUTE_STATS, store.ROUTE_KEY, store.ROUTE_VALUES, route)
-        await store.bump(cur, store.CLASS_STATS, store.CLASS_KEY, store.CLASS_VALUES, klass)
-        await store.bump(cur, store.TOOL_STATS, store.TOOL_KEY, store.TOOL_VALUES, tools)
-        await store.bump_steps(cur, step_deltas, extremes)
+        if waiting:
+            new = {k: ((with_feedback(row, *waiting[k]), steps) if k in waiting
+                       else (row, steps)) for k, (row, steps) in new.items()}
+        added = store.new_traces(new.values())
+        await store.insert_traces(cur, [row for row, _ in new.values()],
+                                  [s for _, steps in new.values() for s in steps])
+        await store.bump(cur, store.ROUTE_STATS, store.ROUTE_KEY, store.ROUTE_VALUES,
+                         added.route)
+        await store.bump(cur, store.CLASS_STATS, store.CLASS_KEY, store.CLASS_VALUES,
+                         added.klass)
+        await store.bump(cur, store.TOOL_STATS, store.TOOL_KEY, store.TOOL_VALUES, added.tools)
+        await store.bump_steps(cur, added.steps, added.extremes)
 
     async def on_feedback(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:

@@ -20,9 +20,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from decimal import Context, Decimal
+from functools import reduce
+from operator import attrgetter
 from typing import Any
 
 from psycopg import AsyncCursor
+from pydantic_core import to_json
 
 SCHEMA = "traces"
 TRACES = f"{SCHEMA}.traces"
@@ -40,16 +43,33 @@ TraceKey = tuple[str, str, str]  # tenant, user, trace id
 
 #: wide enough that no sum of these values is ever rounded
 _EXACT = Context(prec=200)
+#: a square is kept to 28 significant digits (the decimal module's default precision, which
+#: every stored sum of squares was taken at), then summed exactly
+_SQUARE = Context(prec=28)
+_ZERO = Decimal(0)
 
 
 def exact(value: float | int | None) -> Decimal:
     """A value as the decimal it prints as (0.1 is 0.1), for exact sums."""
-    return Decimal(0) if value is None else Decimal(repr(value))
+    return _ZERO if value is None else Decimal(repr(value))
 
 
 def exact_square(value: float) -> Decimal:
     d = exact(value)
-    return _EXACT.multiply(d, d)
+    return _SQUARE.multiply(d, d)
+
+
+def exact_sum(values: Iterable[float | int]) -> Decimal:
+    """The exact sum of `values` as the decimals they print as (what adding their `exact`
+    forms gives, without a Python loop)."""
+    return reduce(_EXACT.add, map(Decimal, map(repr, values)), _ZERO)
+
+
+def exact_sums(values: Iterable[float]) -> tuple[Decimal, Decimal]:
+    """The exact sum of `values` and the sum of their `exact_square`s."""
+    ds = list(map(Decimal, map(repr, values)))
+    return (reduce(_EXACT.add, ds, _ZERO),
+            reduce(_EXACT.add, map(_SQUARE.multiply, ds, ds), _ZERO))
 
 
 # ---------------------------------------------------------------------- rows
@@ -89,9 +109,10 @@ class TraceRow:
 
 TRACE_COLUMNS = tuple(f.name for f in fields(TraceRow))
 _TRACE_COLS = ", ".join(TRACE_COLUMNS)
+_trace_values = attrgetter(*TRACE_COLUMNS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is built six times slower, per step
 class StepRow:
     tenant_id: str
     user_id: str
@@ -114,6 +135,9 @@ class StepRow:
 
 _STEP_COLS = ("tenant_id, user_id, trace_id, ordinal, step_type, timestamp, duration_seconds, "
               "input, output, metadata, tool_name")
+_step_values = attrgetter("tenant_id", "user_id", "trace_id", "ordinal", "step_type",
+                          "timestamp", "duration_seconds", "input_json", "output_json",
+                          "metadata_json", "tool_name")
 
 
 def _row(r: Sequence[Any]) -> TraceRow:
@@ -121,6 +145,23 @@ def _row(r: Sequence[Any]) -> TraceRow:
 
 
 # ---------------------------------------------------------------------- writes
+
+
+def _rows_json(rows: Iterable[Sequence[Any]]) -> str:
+    """Rows as one JSON array of arrays: a Decimal as its exact digits (a string), a float as
+    its shortest round-trip form. One serializer call, where psycopg dumps an array parameter
+    element by element in Python."""
+    return to_json(list(rows)).decode()
+
+
+def _columns(types: Sequence[str]) -> str:
+    """The select list reading the rows of `_rows_json` (`e`), one cast per column."""
+    return ", ".join(f"e->>{i}" if t == "text" else f"(e->>{i})::{t}"
+                     for i, t in enumerate(types))
+
+
+#: the trace keys of a `_rows_json` parameter, as a relation (t, u, id)
+_KEYS = "(SELECT e->>0 AS t, e->>1 AS u, e->>2 AS id FROM jsonb_array_elements(%s::jsonb) AS e)"
 
 
 async def existing_traces(cur: AsyncCursor[Any], keys: Iterable[TraceKey]
@@ -131,10 +172,9 @@ async def existing_traces(cur: AsyncCursor[Any], keys: Iterable[TraceKey]
         return {}
     cols = ", ".join(f"t.{c}" for c in TRACE_COLUMNS)
     await cur.execute(
-        f"""SELECT {cols} FROM {TRACES} t
-            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(t, u, id)
+        f"""SELECT {cols} FROM {TRACES} t JOIN {_KEYS} AS k
               ON t.tenant_id = k.t AND t.user_id = k.u AND t.trace_id = k.id""",
-        ([k[0] for k in wanted], [k[1] for k in wanted], [k[2] for k in wanted]))
+        (_rows_json(wanted),))
     return {row.key: row for row in map(_row, await cur.fetchall())}
 
 
@@ -145,11 +185,10 @@ async def take_pending(cur: AsyncCursor[Any], keys: Iterable[TraceKey]
     if not wanted:
         return {}
     await cur.execute(
-        f"""DELETE FROM {PENDING_FEEDBACK} p
-            USING unnest(%s::text[], %s::text[], %s::text[]) AS k(t, u, id)
+        f"""DELETE FROM {PENDING_FEEDBACK} p USING {_KEYS} AS k
             WHERE p.tenant_id = k.t AND p.user_id = k.u AND p.trace_id = k.id
             RETURNING p.tenant_id, p.user_id, p.trace_id, p.score, p.outcome""",
-        ([k[0] for k in wanted], [k[1] for k in wanted], [k[2] for k in wanted]))
+        (_rows_json(wanted),))
     return {(r[0], r[1], r[2]): (float(r[3]), r[4]) for r in await cur.fetchall()}
 
 
@@ -177,14 +216,11 @@ async def insert_traces(cur: AsyncCursor[Any], rows: Sequence[TraceRow],
     if rows:
         async with cur.copy(f"COPY {TRACES} ({_TRACE_COLS}) FROM STDIN") as copy:
             for row in rows:
-                await copy.write_row(tuple(getattr(row, c) for c in TRACE_COLUMNS))
+                await copy.write_row(_trace_values(row))
     if steps:
         async with cur.copy(f"COPY {STEPS} ({_STEP_COLS}) FROM STDIN") as copy:
             for s in steps:
-                await copy.write_row((s.tenant_id, s.user_id, s.trace_id, s.ordinal,
-                                      s.step_type, s.timestamp, s.duration_seconds,
-                                      s.input_json, s.output_json, s.metadata_json,
-                                      s.tool_name))
+                await copy.write_row(_step_values(s))
 
 
 async def update_feedback(cur: AsyncCursor[Any], rows: Sequence[TraceRow]) -> None:
@@ -244,6 +280,80 @@ def class_values(row: TraceRow) -> list[Any]:
             int(row.feedback is not None), exact(row.reward), int(row.reward is not None)]
 
 
+def _route_sums(rows: Sequence[TraceRow]) -> list[Any]:
+    """`route_values` of each row, summed."""
+    return [len(rows), sum(r.outcome == "success" for r in rows),
+            sum(r.outcome in KNOWN_OUTCOMES for r in rows),
+            exact_sum([r.feedback for r in rows if r.feedback is not None]),
+            sum(r.feedback is not None for r in rows),
+            exact_sum([r.total_latency_seconds for r in rows]),
+            sum(r.total_tokens for r in rows),
+            exact_sum([r.cost_usd for r in rows if r.cost_usd is not None]),
+            sum(r.step_count for r in rows), sum(r.tool_calls for r in rows)]
+
+
+def _class_sums(rows: Sequence[TraceRow]) -> list[Any]:
+    """`class_values` of each row, summed."""
+    return [len(rows), sum(r.outcome == "success" for r in rows),
+            sum(r.outcome in KNOWN_OUTCOMES for r in rows),
+            exact_sum([r.feedback for r in rows if r.feedback is not None]),
+            sum(r.feedback is not None for r in rows),
+            exact_sum([r.reward for r in rows if r.reward is not None]),
+            sum(r.reward is not None for r in rows)]
+
+
+@dataclass(slots=True)
+class NewTraces:
+    """What a run of new traces adds to each aggregate table (see `new_traces`)."""
+
+    route: Deltas
+    klass: Deltas
+    tools: Deltas
+    steps: Deltas
+    #: per step key, the shortest and the longest step
+    extremes: dict[tuple[str, ...], tuple[float, float]]
+
+
+def new_traces(traces: Iterable[tuple[TraceRow, Sequence[StepRow]]]) -> NewTraces:
+    """The aggregates' deltas for traces not stored before: the rows grouped by key, then
+    each key's column summed at once (exact sums, as `add` would give one row at a time)."""
+    routes: dict[tuple[str, ...], list[TraceRow]] = {}
+    classes: dict[tuple[str, ...], list[TraceRow]] = {}
+    tool_steps: dict[tuple[str, ...], list[StepRow]] = {}
+    tool_traces: dict[tuple[str, ...], int] = {}
+    steps: dict[tuple[str, ...], list[StepRow]] = {}
+    for row, trace_steps in traces:
+        routes.setdefault((row.tenant_id, row.user_id, row.model, row.agent), []).append(row)
+        classes.setdefault((row.tenant_id, row.user_id, row.query_class, row.model),
+                           []).append(row)
+        called: set[tuple[str, ...]] = set()
+        for s in trace_steps:
+            if s.tool_name is not None:
+                tool: tuple[str, ...] = (s.tenant_id, s.user_id, s.tool_name)
+                tool_steps.setdefault(tool, []).append(s)
+                called.add(tool)
+            steps.setdefault((s.tenant_id, s.user_id, row.model, row.agent, s.step_type),
+                             []).append(s)
+        for tkey in called:  # one more trace that called the tool
+            tool_traces[tkey] = tool_traces.get(tkey, 0) + 1
+    step_deltas: Deltas = {}
+    extremes: dict[tuple[str, ...], tuple[float, float]] = {}
+    for key, group in steps.items():
+        durations = [s.duration_seconds for s in group]
+        total, squares = exact_sums(durations)
+        step_deltas[key] = [len(group), total, squares,
+                            sum(s.prompt_tokens for s in group),
+                            sum(s.completion_tokens for s in group),
+                            exact_sum([s.energy_joules for s in group])]
+        extremes[key] = (min(durations), max(durations))
+    return NewTraces(
+        route={k: _route_sums(g) for k, g in routes.items()},
+        klass={k: _class_sums(g) for k, g in classes.items()},
+        tools={k: [len(g), tool_traces[k], sum(s.succeeded for s in g),
+                   exact_sum([s.duration_seconds for s in g])] for k, g in tool_steps.items()},
+        steps=step_deltas, extremes=extremes)
+
+
 def contribute(route: Deltas, klass: Deltas, row: TraceRow, sign: int = 1) -> None:
     """Add (or, with sign -1, take back) a trace's share of the route and class aggregates."""
     add(route, (row.tenant_id, row.user_id, row.model, row.agent), route_values(row), sign)
@@ -256,16 +366,14 @@ async def bump(cur: AsyncCursor[Any], table: str, key: Sequence[str],
     """Add `deltas` to `table`'s rows, creating missing ones."""
     if not deltas:
         return
-    items = sorted(deltas.items())
     names = [*key, *(v for v, _ in values)]
     types = [*("text" for _ in key), *(t for _, t in values)]
-    columns: list[list[Any]] = [[k[i] for k, _ in items] for i in range(len(key))]
-    columns += [[d[i] for _, d in items] for i in range(len(values))]
-    arrays = ", ".join(f"%s::{t}[]" for t in types)
     sets = ", ".join(f"{v} = {table}.{v} + EXCLUDED.{v}" for v, _ in values)
     await cur.execute(
-        f"""INSERT INTO {table} ({", ".join(names)}) SELECT * FROM unnest({arrays})
-            ON CONFLICT ({", ".join(key)}) DO UPDATE SET {sets}""", columns)
+        f"""INSERT INTO {table} ({", ".join(names)})
+            SELECT {_columns(types)} FROM jsonb_array_elements(%s::jsonb) AS e
+            ON CONFLICT ({", ".join(key)}) DO UPDATE SET {sets}""",
+        (_rows_json([*k, *d] for k, d in sorted(deltas.items())),))
 
 
 async def bump_steps(cur: AsyncCursor[Any], deltas: Deltas,
@@ -273,20 +381,16 @@ async def bump_steps(cur: AsyncCursor[Any], deltas: Deltas,
     """The per-step-type aggregates: sums plus the shortest and longest step."""
     if not deltas:
         return
-    items = sorted(deltas.items())
     names = [*STEP_KEY, *(v for v, _ in STEP_VALUES), "duration_min", "duration_max"]
     types = [*("text" for _ in STEP_KEY), *(t for _, t in STEP_VALUES), "float8", "float8"]
-    columns: list[list[Any]] = [[k[i] for k, _ in items] for i in range(len(STEP_KEY))]
-    columns += [[d[i] for _, d in items] for i in range(len(STEP_VALUES))]
-    columns += [[extremes[k][0] for k, _ in items], [extremes[k][1] for k, _ in items]]
-    arrays = ", ".join(f"%s::{t}[]" for t in types)
     sets = ", ".join(f"{v} = {STEP_STATS}.{v} + EXCLUDED.{v}" for v, _ in STEP_VALUES)
     await cur.execute(
-        f"""INSERT INTO {STEP_STATS} ({", ".join(names)}) SELECT * FROM unnest({arrays})
+        f"""INSERT INTO {STEP_STATS} ({", ".join(names)})
+            SELECT {_columns(types)} FROM jsonb_array_elements(%s::jsonb) AS e
             ON CONFLICT ({", ".join(STEP_KEY)}) DO UPDATE SET {sets},
               duration_min = LEAST({STEP_STATS}.duration_min, EXCLUDED.duration_min),
               duration_max = GREATEST({STEP_STATS}.duration_max, EXCLUDED.duration_max)""",
-        columns)
+        (_rows_json([*k, *d, *extremes[k]] for k, d in sorted(deltas.items())),))
 
 
 # ---------------------------------------------------------------------- reads

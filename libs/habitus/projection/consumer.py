@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from nats.aio.client import Client
@@ -76,11 +76,13 @@ def consumer_config(projection: Projection, settings: ConsumerSettings, start_se
     return cfg
 
 
-def check_contiguous(msgs: Sequence[Msg], next_delivery: int) -> int:
+def check_contiguous(msgs: Sequence[Msg], next_delivery: int,
+                     seqs: Iterable[int] | None = None) -> int:
     """Every delivery since the claim must reach the runner, in order; otherwise acking
     (ack-all) and checkpointing past a missing one would lose it. Returns the next delivery
-    number expected; raises Rewind on a gap."""
-    numbers = sorted(delivery_info(m).consumer_seq for m in msgs)
+    number expected; raises Rewind on a gap. `seqs`: the deliveries' consumer sequences, when
+    the caller already read them from the ack subjects (decoded items)."""
+    numbers = sorted(delivery_info(m).consumer_seq for m in msgs) if seqs is None else sorted(seqs)
     if not numbers:
         return next_delivery
     if numbers[0] != next_delivery or numbers[-1] - numbers[0] + 1 != len(numbers):

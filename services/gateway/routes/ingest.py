@@ -21,7 +21,7 @@ from services.gateway.access import Access
 from services.gateway.auth import authenticate
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json
 from services.gateway.body_limit import BodyTooLarge, read_body
-from services.gateway.ingest import build_event
+from services.gateway.ingest import build_event, collection_paused, may_hold_unstorable
 from services.gateway.ingest_results import _TYPES, _count, _publish_error, _result, _summary
 from services.gateway.publishing import publish_events
 from services.gateway.responses import error_response
@@ -50,7 +50,8 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
                            f"body: {exc.args[0]} bytes; the limit is {settings.max_body_bytes}"
                            ) from None
         try:
-            items = parse_json(raw, settings.max_json_depth)
+            with collection_paused():
+                items = parse_json(raw, settings.max_json_depth)
         except TooDeep as exc:
             in_list = raw.lstrip()[:1] == b"["
             where = (f"item {exc.path[0]}: {format_path(exc.path[1:])}" if exc.path and in_list
@@ -70,12 +71,16 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
         now = time.time()
         # No item can exceed the item limit if the whole body does not: skip measuring them.
         item_limit = settings.max_item_bytes if len(raw) > settings.max_item_bytes else None
-        outcomes = [
-            build_event(item, index=i, tenant_id=caller.tenant_id, now=now,
-                        max_item_bytes=item_limit,
-                        max_clock_skew=settings.max_clock_skew_seconds)
-            for i, item in enumerate(items)
-        ]
+        # Nor hold unstorable text if the bytes cannot: skip walking every item for it.
+        text_checked = not may_hold_unstorable(raw)
+        with collection_paused():
+            outcomes = [
+                build_event(item, index=i, tenant_id=caller.tenant_id, now=now,
+                            max_item_bytes=item_limit,
+                            max_clock_skew=settings.max_clock_skew_seconds,
+                            text_checked=text_checked)
+                for i, item in enumerate(items)
+            ]
         rejected = [o for o in outcomes if not o.ok]
         counted: Counter[tuple[str, str]] = Counter(
             (o.type if o.type in _TYPES else "unknown", "rejected") for o in rejected
