@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
-from habitus.events.ingest import TIMESTAMP, natural_event_id
+from habitus.events.ingest import NATURAL_KEYS, TIMESTAMP, natural_event_id
 from habitus.ids import check_event_id, is_reserved_user, new_event_id
 from services.gateway.body import format_path, unstorable
 
@@ -43,6 +43,9 @@ ITEM_KEYS = frozenset(
     }
 )
 MAX_REPORTED = 10
+#: the event id an item without one is validated with when its type derives one from its
+#: natural key (replaced before the event leaves `build_event`)
+_UNDERIVED = "00000000-0000-0000-0000-000000000000"
 # How unstorable text (see `services.gateway.body.unstorable`) can appear in a JSON body's
 # bytes: a NUL or surrogate escape, a surrogate encoded in the bytes (json.loads decodes them
 # with surrogatepass), or a NUL byte (invalid in JSON text; every UTF-16 or UTF-32 body has one).
@@ -137,7 +140,8 @@ def build_event(
         return ItemOutcome(index, type_name, errors=[FieldError(
             "type", f"unknown event type {item.get('type')!r}; ingest types are "
             + ", ".join(catalog.ingest_types()))])
-    if catalog.spec(type_name).stream != "ingest" or catalog.spec(type_name).internal:
+    spec = catalog.spec(type_name)
+    if spec.stream != "ingest" or spec.internal:
         return ItemOutcome(index, type_name, errors=[FieldError(
             "type", f"{type_name} is published by Habitus itself, not ingested")])
     if "tenant_id" in item and item["tenant_id"] != tenant_id:
@@ -157,7 +161,8 @@ def build_event(
         except ValueError as exc:
             return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))])
     else:
-        body["event_id"] = new_event_id()  # replaced by the natural key's below, if any
+        # A type with a natural key gets its derived id below: no fresh id is drawn for it.
+        body["event_id"] = _UNDERIVED if spec.payload in NATURAL_KEYS else new_event_id()
     body.setdefault("occurred_at", now)
     body.setdefault("producer", default_producer)
     body.setdefault("schema_version", 1)
@@ -174,6 +179,8 @@ def build_event(
             return ItemOutcome(index, type_name, errors=future)
     if not given_id:
         derived = natural_event_id(event.payload, event.tenant_id, event.user_id)
+        if derived is None and event.event_id == _UNDERIVED:
+            derived = new_event_id()  # never published under the placeholder
         if derived is not None:
             event = event.model_copy(update={"event_id": derived})
     return ItemOutcome(index, type_name, event=event)
