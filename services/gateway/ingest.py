@@ -17,7 +17,6 @@ import json
 import re
 import types
 import typing
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +128,7 @@ def build_event(
             index, type_name, too_large=True,
             errors=[FieldError("item", f"is {size} bytes; the limit is {max_item_bytes}")],
         )
-    unknown = sorted(set(item) - ITEM_KEYS)
+    unknown = [] if ITEM_KEYS.issuperset(item) else sorted(set(item) - ITEM_KEYS)
     if unknown:
         return ItemOutcome(
             index, type_name, errors=[FieldError(k, "unknown field") for k in unknown]
@@ -174,7 +173,7 @@ def build_event(
         limit = now + max_clock_skew
         future = [FieldError(format_path(path), f"is {value - now:.0f}s in the future; clocks "
                                                 f"may differ by at most {max_clock_skew:g}s")
-                  for path, value in _timestamps(event) if value > limit]
+                  for path, value in _later_than(event, limit)]
         if future:
             return ItemOutcome(index, type_name, errors=future)
     if not given_id:
@@ -186,18 +185,20 @@ def build_event(
     return ItemOutcome(index, type_name, event=event)
 
 
-def _timestamps(event: Event[Any]) -> Iterator[tuple[tuple[str, ...], float]]:
-    """(field path, value) of the envelope's occurred_at and every field of the payload marked
-    `Timestamp`, at any depth (the path as segments: formatted only for an error)."""
-    yield ("occurred_at",), event.occurred_at
+def _later_than(event: Event[Any], limit: float) -> list[tuple[tuple[str, ...], float]]:
+    """(field path, value) of every time in the event after `limit`: the envelope's
+    occurred_at and every field of the payload marked `Timestamp`, at any depth (the path as
+    segments: formatted only for an error)."""
+    late: list[tuple[tuple[str, ...], float]] = (
+        [(("occurred_at",), event.occurred_at)] if event.occurred_at > limit else [])
     todo: list[tuple[tuple[str, ...], BaseModel]] = [(("payload",), event.payload)]
     while todo:
         path, model = todo.pop()
         stamps, nested = _fields_of(type(model))
         for name, alias in stamps:
             value = getattr(model, name)
-            if value is not None:
-                yield (*path, alias), float(value)
+            if value is not None and float(value) > limit:
+                late.append(((*path, alias), float(value)))
         for name, alias in nested:
             value = getattr(model, name)
             if isinstance(value, BaseModel):
@@ -205,6 +206,7 @@ def _timestamps(event: Event[Any]) -> Iterator[tuple[tuple[str, ...], float]]:
             elif isinstance(value, list | tuple):
                 todo.extend(((*path, alias, str(i)), v) for i, v in enumerate(value)
                             if isinstance(v, BaseModel))
+    return late
 
 
 @functools.cache
