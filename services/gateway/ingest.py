@@ -12,7 +12,6 @@ refused here too, each naming the field.
 from __future__ import annotations
 
 import functools
-import gc
 import json
 import re
 import types
@@ -57,24 +56,6 @@ def may_hold_unstorable(raw: bytes) -> bool:
     value); true also for some bodies that hold none (an escaped backslash before `u0000`, a
     valid surrogate pair), which the walk then clears."""
     return _MAY_BE_UNSTORABLE.search(raw) is not None
-
-
-class collection_paused:
-    """No cyclic garbage collection in a synchronous stretch that builds objects it keeps
-    (parsing a batch, building its events): a collection there finds nothing to free and costs
-    time in proportion to everything the process holds. Left alone if already disabled.
-
-    A class, not a generator: an exception passing through leaves its traceback untouched
-    (`TooDeep` is a frozen dataclass, which contextlib's generator managers cannot annotate)."""
-
-    def __enter__(self) -> None:
-        self._paused = gc.isenabled()
-        if self._paused:
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._paused:
-            gc.enable()
 
 
 @dataclass

@@ -26,6 +26,18 @@ log = logging.getLogger(__name__)
 LEARNING = ("learned", "sft", "bandit", "grpo")
 
 
+#: under traffic that never pauses, relearn at least every this many ticks all the same
+MAX_QUIET_WAIT_TICKS = 12
+
+
+def relearn_due(at: int, relearned: int, previous: int, waited: int) -> bool:
+    """Whether to relearn at this tick: something is new since the last relearn, and either
+    nothing arrived since the previous tick (the traces paused: a debounce, so a burst is
+    learned from once, not every tick while it arrives and competes with its ingest) or the
+    wait under steady traffic reached MAX_QUIET_WAIT_TICKS."""
+    return at != relearned and (at == previous or waited >= MAX_QUIET_WAIT_TICKS)
+
+
 class Relearner:
     """Recomputes every tenant's learned policies once new traces stopped arriving for
     `relearn_seconds` (one replica at a time), and publishes those that changed."""
@@ -35,7 +47,9 @@ class Relearner:
         self._settings = settings
         self._lock = LeaderLock(str(ctx.pool.conninfo), "traces.relearn")
         self._task: asyncio.Task[None] | None = None
-        self._seen = -1
+        self._seen = -1  # the checkpoint last relearned at
+        self._previous = -1  # the checkpoint at the previous tick
+        self._waited = 0  # ticks since something new first went unlearned
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="traces.relearn")
@@ -59,11 +73,14 @@ class Relearner:
     async def relearn(self) -> None:
         async with self._ctx.pool.connection() as conn:
             at = await CheckpointStore(store.SCHEMA).last_seq(conn, TracesProjection.name) or 0
-            if at == self._seen:
-                return  # nothing new (a debounce: the next tick after the traces stop)
+            due = relearn_due(at, self._seen, self._previous, self._waited)
+            self._previous = at
+            if not due:
+                self._waited = self._waited + 1 if at != self._seen else 0
+                return
             async with conn.cursor() as cur:
                 tenants = await facts.tenants(cur)
-        self._seen = at
+        self._seen, self._waited = at, 0
         for tenant_id in tenants:
             for policy in LEARNING:
                 await publish_update(self._ctx, None, tenant_id, policy,

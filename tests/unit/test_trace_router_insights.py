@@ -394,3 +394,12 @@ def test_skill_counts_match_a_direct_count(
     assert keys == sorted(keys)
     assert len({k.sequence for k in got}) == len(got)
     assert skills(list(reversed(traces)), min_count, min_feedback=min_feedback) == got
+
+
+def test_relearning_waits_for_the_traces_to_pause_but_not_forever() -> None:
+    from services.trace_router.main import MAX_QUIET_WAIT_TICKS, relearn_due
+
+    assert not relearn_due(at=10, relearned=10, previous=10, waited=0)  # nothing new
+    assert not relearn_due(at=20, relearned=10, previous=15, waited=1)  # still arriving
+    assert relearn_due(at=20, relearned=10, previous=20, waited=1)  # paused for a tick
+    assert relearn_due(at=90, relearned=10, previous=80, waited=MAX_QUIET_WAIT_TICKS)

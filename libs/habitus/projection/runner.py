@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import time
 from collections.abc import Sequence
@@ -53,34 +52,11 @@ from habitus.projection.decode import Item, decode_batch
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.leadership import Leadership
 from habitus.telemetry import metrics
+from habitus.telemetry.gc_tuning import collection_paused
 
 __all__ = ("BatchOutcome", "Fenced", "ProjectionRunner", "Rewind", "RunnerConfig")
 
 log = logging.getLogger(__name__)
-
-
-class collection_paused:
-    """No cyclic garbage collection while a batch is handled: decoding and folding a batch
-    allocates objects that live until the batch is done, so a collection in between finds
-    nothing to free and costs time in proportion to all the process holds (about a tenth of a
-    busy runner's CPU). Counted, so that runners sharing the process (and the event loop) keep
-    it paused until the last batch ends; left alone when something else disabled it. A class,
-    not a generator, so an exception passes through untouched."""
-
-    #: batches being handled in this process with collection paused
-    active = 0
-
-    def __enter__(self) -> None:
-        self._counted = collection_paused.active > 0 or gc.isenabled()
-        if self._counted:
-            collection_paused.active += 1
-            gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self._counted:
-            collection_paused.active -= 1
-            if collection_paused.active == 0:
-                gc.enable()
 
 
 @dataclass
@@ -326,10 +302,6 @@ class ProjectionRunner:
 
     async def handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
         """Apply one batch of deliveries and acknowledge it (see `habitus.projection.batch`)."""
-        with collection_paused():
-            return await self._handle_batch(msgs)
-
-    async def _handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
         started = time.perf_counter()
         items = self._decoded(msgs)
         self._ahead = None

@@ -17,11 +17,12 @@ from fastapi.responses import JSONResponse
 
 from habitus.bus.rpc import RpcError
 from habitus.service.context import ServiceContext
+from habitus.telemetry.gc_tuning import collection_paused
 from services.gateway.access import Access
 from services.gateway.auth import authenticate
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json
 from services.gateway.body_limit import BodyTooLarge, read_body
-from services.gateway.ingest import build_event, collection_paused, may_hold_unstorable
+from services.gateway.ingest import build_event, may_hold_unstorable
 from services.gateway.ingest_results import _TYPES, _count, _publish_error, _result, _summary
 from services.gateway.publishing import publish_events
 from services.gateway.responses import error_response
