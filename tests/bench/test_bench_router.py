@@ -269,7 +269,8 @@ async def habitus_side(stack: Stack, count: int) -> dict[str, Any]:
             "queryable_s": elapsed, "route_stats_s": stats}
 
 
-@pytest.mark.parametrize("count", [10_000, 50_000])
+# The reference's analyzer alone takes about 105 s at 50,000 traces: past the suite's 300 s.
+@pytest.mark.parametrize("count", [10_000, pytest.param(50_000, marks=pytest.mark.timeout(1500))])
 async def test_side_by_side_with_openjarvis(stack: Stack, record: Any, count: int) -> None:
     if count > 10_000 and os.environ.get("HABITUS_BENCH_ROUTER_50K") != "1":
         pytest.skip("set HABITUS_BENCH_ROUTER_50K=1 for the 50,000-trace run")
