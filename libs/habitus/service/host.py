@@ -138,8 +138,9 @@ class ServiceHost:
         wiring = await d.wire(ctx, d.load_settings())
         d.check_wiring(wiring)
         if wiring.disabled is not None:
-            log.warning("service disabled: it folds nothing and runs no background work",
-                        extra={"service": d.name, "reason": wiring.disabled})
+            # The service says why, once, in its own words; this records what the host did.
+            log.info("only the erasure runs: the service is disabled",
+                     extra={"service": d.name, "reason": wiring.disabled})
         else:
             for task in wiring.background:
                 task.start()
