@@ -15,7 +15,7 @@ from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, CueFamily, FacetClass, SourceSummarised
 from habitus.events.evidence import SourceSummaryRef
 from habitus.ids import derived_event_id
-from services.extractor.material import Chunk
+from services.extractor.material import Chunk, window_chunks
 from services.extractor.store import WindowRow
 from services.extractor.validation import Validated
 from services.extractor.windowing import Piece
@@ -25,8 +25,7 @@ PRODUCER = "extractor"
 
 def chunks_of(pieces: Sequence[Piece]) -> list[Chunk]:
     """The window's chunks with the ids the model was shown (`c1` ...), in window order."""
-    return [Chunk(f"c{i}", p.draft.kind, p.draft.evidence, p.draft.text, p.draft.occurred_at)
-            for i, p in enumerate(pieces, start=1)]
+    return window_chunks([p.draft for p in pieces])
 
 
 def stored_result(validated: Validated) -> dict[str, Any]:

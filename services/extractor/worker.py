@@ -112,12 +112,13 @@ class Extractor:
         Returns the windows finished."""
         await self.tick()
         await self.requeue()
+        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+            await metrics.refresh_backlog(cur)  # once a round: a count over every open window
         done = 0
         while True:
             async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
                 heads = await store.next_windows(cur, self._clock(),
                                                  self._settings.concurrency)
-                await metrics.refresh_backlog(cur)
             if not heads:
                 return done
             results = await asyncio.gather(*(self.process(w) for w in heads))
