@@ -1,0 +1,1 @@
+"""The habits service: reviewed "When / Do" habits, from evidence to approved guidance."""
