@@ -113,10 +113,11 @@ class SentenceEncoder:
                 raise EmbedderUnavailable(f"the sentence encoder could not load: {exc}") from exc
         return self._model
 
-    def _embed(self, texts: list[str]) -> list[Vector]:
+    def _embed(self, texts: list[str], keep: bool) -> list[Vector]:
         with self._lock:
             key = self.model_version
             missing = [t for t in dict.fromkeys(texts) if (key, t) not in self._vectors]
+            fresh: dict[str, Vector] = {}
             if missing:
                 model = self._encoder()
                 try:
@@ -128,15 +129,19 @@ class SentenceEncoder:
                     raise
                 except Exception as exc:
                     raise EmbedderUnavailable(f"the sentence encoder failed: {exc}") from exc
-                fresh = [unit(row) for row in rows]  # all or nothing: no partial cache fill
-                for text, vector in zip(missing, fresh, strict=True):
-                    self._vectors[(self.model_version, text)] = vector
-            return [self._vectors[(self.model_version, t)] for t in texts]
+                # all or nothing: a failure on any row leaves the cache as it was
+                fresh = dict(zip(missing, [unit(row) for row in rows], strict=True))
+                if keep:
+                    for text, vector in fresh.items():
+                        self._vectors[(key, text)] = vector
+            return [fresh[t] if t in fresh else self._vectors[(key, t)] for t in texts]
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+        """Vectors for `texts`; with keep=False the new ones are not cached (a person's request,
+        which is embedded once and must not stay in memory after the answer)."""
         if not texts:
             return []
-        return await asyncio.to_thread(self._embed, list(texts))
+        return await asyncio.to_thread(self._embed, list(texts), keep)
 
     async def warm(self) -> None:
         def _warm() -> None:
@@ -175,7 +180,7 @@ class FixedVectors:
         self._vectors = {normalise(text): unit(vector) for text, vector in vectors.items()}
         self.calls: list[list[str]] = []
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
         self.calls.append(list(texts))
         out: list[Vector] = []
         for text in texts:
@@ -197,7 +202,7 @@ class Unavailable:
         self.model_version = model_version
         self.reason = reason
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
         raise EmbedderUnavailable(self.reason)
 
     async def warm(self) -> None:

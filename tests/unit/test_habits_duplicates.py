@@ -282,6 +282,15 @@ async def test_sentence_encoder_loads_once_and_caches_per_wording() -> None:
     assert await encoder.embed([]) == []
 
 
+async def test_a_request_embedded_without_keeping_is_not_cached() -> None:
+    model = FakeModel()
+    encoder = SentenceEncoder(load=lambda: model)
+    await encoder.embed(["kept"])
+    vectors = await encoder.embed(["my private request", "kept"], keep=False)
+    assert len(vectors) == 2 and model.calls == [["kept"], ["my private request"]]
+    assert not encoder.cached("my private request") and encoder.cached("kept")
+
+
 async def test_a_new_model_version_does_not_reuse_vectors() -> None:
     model = FakeModel()
     encoder = SentenceEncoder(load=lambda: model, model_version="usem3-1")
