@@ -41,8 +41,13 @@ class Embedder(Protocol):
 
     model_version: str
 
-    async def embed(self, texts: Sequence[str]) -> list[Vector]:
-        """One unit-length vector per text, in the order given."""
+    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+        """One unit-length vector per text, in the order given; `keep=False`: nothing of
+        these texts is cached (a user's request is embedded once and forgotten)."""
+        ...
+
+    def forget(self, texts: Sequence[str]) -> None:
+        """Drop whatever is cached of these texts (an erased user's habits)."""
         ...
 
     async def warm(self) -> None:
@@ -193,6 +198,9 @@ class FixedVectors:
     async def warm(self) -> None:
         return None
 
+    def forget(self, texts: Sequence[str]) -> None:
+        return None  # a table keeps nothing it was not given
+
 
 class Unavailable:
     """An embedder that always fails: what a missing or broken model looks like to callers."""
@@ -207,3 +215,6 @@ class Unavailable:
 
     async def warm(self) -> None:
         raise EmbedderUnavailable(self.reason)
+
+    def forget(self, texts: Sequence[str]) -> None:
+        return None
