@@ -100,21 +100,29 @@ class Worded(Protocol):
 
 
 def contradicted(
-    proposal: Worded, confidence_bp: int, contradicts: bool, active: Sequence[Wording]
+    proposal: Worded | tuple[str, str, int],
+    confidence_bp: int,
+    contradicts: bool,
+    active: Sequence[Wording],
 ) -> str | None:
     """The id of the one active habit a strong contradiction makes dormant, or None.
 
     The proposal must say it contradicts, at STRONG_CONTRADICTION_BP or more, and exactly one
     active habit must have its normalised condition and behavior with the opposite polarity.
     Two such habits mean the ledger already disagrees with itself: a person decides.
+    `proposal` is any object with the wording's attributes, or (condition, behavior, polarity).
     """
-    if not contradicts or confidence_bp < STRONG_CONTRADICTION_BP or proposal.polarity == 0:
+    if isinstance(proposal, tuple):
+        condition, behavior, polarity = proposal
+    else:
+        condition, behavior, polarity = proposal.condition, proposal.behavior, proposal.polarity
+    if not contradicts or confidence_bp < STRONG_CONTRADICTION_BP or polarity == 0:
         return None
-    condition, behavior = normalise(proposal.condition), normalise(proposal.behavior)
+    condition, behavior = normalise(condition), normalise(behavior)
     matches = {
         habit.habit_id
         for habit in active
-        if habit.polarity == -proposal.polarity
+        if habit.polarity == -polarity
         and normalise(habit.condition) == condition
         and normalise(habit.behavior) == behavior
     }

@@ -116,6 +116,12 @@ def test_contradiction_needs_confidence_and_the_flag() -> None:
     assert contradicted(NEW, 10_000, False, [old("h1")]) is None
 
 
+def test_a_wording_tuple_is_accepted() -> None:
+    wording = (NEW.condition, NEW.behavior, NEW.polarity)
+    assert contradicted(wording, 8500, True, [old("h1")]) == "h1"
+    assert contradicted((COND, DO, 0), 9000, True, [old("h1")]) is None
+
+
 def test_the_same_habit_listed_twice_is_one_match() -> None:
     assert contradicted(NEW, 9000, True, [old("h1"), old("h1")]) == "h1"
 
