@@ -7,6 +7,7 @@ the user's current cache generation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
@@ -26,6 +27,8 @@ from services.profile_renderer.document import (
     render,
 )
 from services.profile_renderer.projection import RenderProjection
+
+log = logging.getLogger(__name__)
 
 
 class ProfileRpc:
@@ -78,6 +81,34 @@ class ProfileRpc:
         return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
 
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
+        result = await self._context(p, rc)
+        if p.request is None:
+            return result
+        return await self._with_habits(result, p, rc)
+
+    async def _with_habits(self, result: dict[str, Any], p: PromptContextParams,
+                           rc: RpcContext) -> dict[str, Any]:
+        """The cached context plus the habits section for this request (never cached: it
+        depends on the request). The habits service unavailable, or failing, means no
+        habits section (guidance fails closed), never a failed prompt."""
+        try:
+            chosen = await self.ctx.rpc.call(
+                "habits.select", rc.tenant_id,
+                {"user_id": p.user_id, "request": p.request, "context": p.context},
+                correlation_id=rc.correlation_id,
+                timeout=self.ctx.settings.rpc_timeout_seconds * 3)
+        except RpcError as exc:
+            log.info("no habits section", extra={"reason": exc.message})
+            return result
+        section = str(chosen.get("section") or "")
+        if not section:
+            return result
+        sections = [*result["sections"], {"name": "habits", "content": section}]
+        return {**result, "sections": sections,
+                "text": "\n".join(x for x in (result["text"], section) if x),
+                "steered_by": list(chosen.get("steered_by", []))}
+
+    async def _context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
         cache = self.cache
         field = field_for(p.tools, p.budget_chars)
         if cache is not None:

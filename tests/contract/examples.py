@@ -30,6 +30,26 @@ from habitus.events.domain import (
     ToolRuleUpserted,
     UserErased,
 )
+from habitus.events.domain import (
+    HabitActivated,
+    HabitApproved,
+    HabitDisabled,
+    HabitDormant,
+    HabitDuplicateFound,
+    HabitDuplicateResolved,
+    HabitEdited,
+    HabitEnabled,
+    HabitEvidenceAdded,
+    HabitLawSet,
+    HabitMerged,
+    HabitRejected,
+    HabitRetired,
+    HabitSettingsChanged,
+    HabitSuggested,
+    HabitSuperseded,
+    HabitSupport,
+    HabitSuppressedByLaw,
+)
 from habitus.events.envelope import Payload
 from habitus.events.ingest import (
     DocumentIngested,
@@ -245,7 +265,83 @@ def _reextract(tenant: str, user: str, i: int) -> Payload:
                                  source="email" if i % 2 else None)
 
 
+#: the habits the habit examples are about (When, Do); example i is about habit h{i % 3}
+HABITS = (("I ask for a status report", "Keep it to three bullet points"),
+          ("I share a pull request", "Check that the tests cover the change"),
+          ("I book travel", "Prefer aisle seats"))
+LAW = "Habits follow the Northwind handbook.\ndeny: production database"
+LAW_HASH = "4f1d0a1f2ef5b3c1b2c9d0c2b6f6b2a8e1a7c3d4e5f60718293a4b5c6d7e8f90"
+
+
+def _habit_id(i: int) -> str:
+    return f"h{i % 3}"
+
+
+def _support(i: int) -> list[HabitSupport]:
+    return [HabitSupport(ref=f"obs-{i}-{n}", day=f"2026-09-{20 + n:02d}", confidence_bp=8000)
+            for n in range(3)]
+
+
+def _suggested(tenant: str, user: str, i: int) -> Payload:
+    when, do = HABITS[i % 3]
+    return HabitSuggested(habit_id=_habit_id(i), when=when, do=do, support=_support(i),
+                          confidence_bp=8000)
+
+
+def _evidence(tenant: str, user: str, i: int) -> Payload:
+    return HabitEvidenceAdded(habit_id=_habit_id(i), support=_support(i + 100),
+                              confidence_bp=8500)
+
+
+def _pair_found(tenant: str, user: str, i: int) -> Payload:
+    return HabitDuplicateFound(habit_id="h0", other_id=f"h{1 + i % 2}",
+                               similarity_bp=7000 + i, strong=i % 2 == 0)
+
+
+def _approved(tenant: str, user: str, i: int) -> Payload:
+    return HabitApproved(habit_id=_habit_id(i), law_hash=LAW_HASH,
+                         outcome="accepted_active" if i % 3 else "approved_pending_eligibility")
+
+
+def _activated(tenant: str, user: str, i: int) -> Payload:
+    from services.habits.identity import identity
+
+    when, do = HABITS[i % 3]
+    return HabitActivated(habit_id=_habit_id(i), identity=identity(when, do, 1),
+                          law_hash=LAW_HASH)
+
+
+def _edited(tenant: str, user: str, i: int) -> Payload:
+    when, do = HABITS[i % 3]
+    return HabitEdited(habit_id=_habit_id(i), when=when, do=f"{do} (edit {i})")
+
+
+def _law(tenant: str, user: str, i: int) -> Payload:
+    return HabitLawSet(text=f"{LAW}\n# revision {i}", law_hash=LAW_HASH)
+
+
 EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
+    "HabitSettingsChanged": lambda t, u, i: HabitSettingsChanged(
+        retention_days=(7, 14, 30)[i % 3], scheduled_analyze=i % 2 == 0,
+        project_names=["Northwind"]),
+    "HabitLawSet": _law,
+    "HabitSuggested": _suggested,
+    "HabitEvidenceAdded": _evidence,
+    "HabitDuplicateFound": _pair_found,
+    "HabitApproved": _approved,
+    "HabitActivated": _activated,
+    "HabitDisabled": lambda t, u, i: HabitDisabled(habit_id=_habit_id(i), reason="not now"),
+    "HabitEnabled": lambda t, u, i: HabitEnabled(habit_id=_habit_id(i), law_hash=LAW_HASH),
+    "HabitDormant": lambda t, u, i: HabitDormant(habit_id=_habit_id(i), replaced_by="h9"),
+    "HabitSuppressedByLaw": lambda t, u, i: HabitSuppressedByLaw(
+        habit_id=_habit_id(i), law_hash=LAW_HASH, patterns=["law:2"]),
+    "HabitEdited": _edited,
+    "HabitDuplicateResolved": lambda t, u, i: HabitDuplicateResolved(
+        habit_id="h0", other_id=f"h{1 + i % 2}", decision="kept_separate"),
+    "HabitMerged": lambda t, u, i: HabitMerged(habit_id="h2", into="h1"),
+    "HabitSuperseded": lambda t, u, i: HabitSuperseded(habit_id="h1", by="h0"),
+    "HabitRejected": lambda t, u, i: HabitRejected(habit_id=_habit_id(i), reason="not me"),
+    "HabitRetired": lambda t, u, i: HabitRetired(habit_id=_habit_id(i), reason="done"),
     "DocumentIngested": _document,
     "ExtractionWindowDue": _window_due,
     "ReextractionRequested": _reextract,

@@ -146,6 +146,20 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "HabitRejected": {"habit_id": "h1", "reason": "no"},
     "HabitEdited": {"habit_id": "h1", "when": "evenings", "do": "summarise inbox"},
     "HabitRetired": {"habit_id": "h1"},
+    "HabitEvidenceAdded": {"habit_id": "h1", "support": [{"ref": "e1", "day": "2026-11-30"}]},
+    "HabitActivated": {"habit_id": "h1", "identity": "ab" * 32, "law_hash": "cd" * 32},
+    "HabitDisabled": {"habit_id": "h1", "reason": "not now"},
+    "HabitEnabled": {"habit_id": "h1", "law_hash": "cd" * 32},
+    "HabitDormant": {"habit_id": "h1", "replaced_by": "h2"},
+    "HabitSuppressedByLaw": {"habit_id": "h1", "law_hash": "cd" * 32,
+                             "patterns": ["bypass_safety"]},
+    "HabitMerged": {"habit_id": "h2", "into": "h1"},
+    "HabitSuperseded": {"habit_id": "h1", "by": "h2"},
+    "HabitDuplicateFound": {"habit_id": "h1", "other_id": "h2", "similarity_bp": 8048,
+                            "strong": True},
+    "HabitDuplicateResolved": {"habit_id": "h1", "other_id": "h2", "decision": "kept_separate"},
+    "HabitLawSet": {"text": "deny: production", "law_hash": "cd" * 32},
+    "HabitSettingsChanged": {"retention_days": 14, "scheduled_analyze": True},
 }
 
 INGEST_KINDS = {

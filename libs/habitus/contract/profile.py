@@ -38,6 +38,14 @@ class PromptContextParams(_Params):
         description="The tools the next turn may call: their rules are included; absent: all.")
     budget_chars: int | None = Field(default=None, ge=0, le=1_000_000,
                                      description="The most characters of text to return.")
+    request: str | None = Field(
+        default=None, min_length=1, max_length=20_000,
+        description="The user's current request: with it, the approved habits that apply to "
+                    "it (at most 3) are added as a `habits` section, and `steered_by` names "
+                    "them. Absent: no habits section.")
+    context: list[Annotated[str, StringConstraints(max_length=20_000)]] = Field(
+        default_factory=list, max_length=16,
+        description="Earlier turns, oldest first, that may resolve a reference in `request`.")
 
 
 class _Result(BaseModel):
@@ -69,3 +77,7 @@ class PromptContext(_Result):
     version: int = Field(ge=0, description="The PROFILE.md version the notes came from.")
     sections: list[Section] = Field(description="The context, section by section.")
     text: str = Field(description="The sections joined, ready for a system prompt.")
+    steered_by: list[str] = Field(
+        default_factory=list,
+        description="The `When:` lines of the habits in the `habits` section, so the agent "
+                    "can show \"Steered by habit\" (empty without a habits section).")

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import admin, extractor, learning, memory, profile, traces
+from habitus.contract import admin, extractor, habits, learning, memory, profile, traces
 from habitus.subjects import rpc_subject
 
 
@@ -42,6 +42,7 @@ _PROFILE = "profile_renderer"
 _MEMORY = "tool_memory"
 _ROUTER = "trace_router"
 _EXTRACTOR = "extractor"
+_HABITS = "habits"
 
 _TABLE = (
     MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
@@ -134,6 +135,45 @@ _TABLE = (
                description=("Publishes `ReextractionRequested`; answers how many windows "
                             "are queued again (a window already extracted with this prompt "
                             "version is not).")),
+    MethodSpec("habits.list", _HABITS, habits.ListHabits, habits.HabitList,
+               "A user's habits, oldest first"),
+    MethodSpec("habits.get", _HABITS, habits.HabitRef, habits.HabitDetail,
+               "One habit with its audit trail", description="Not found (404) without it."),
+    MethodSpec("habits.list_review", _HABITS, habits.UserOnly, habits.Review,
+               "What waits for a person: numbered When / Do items, duplicates grouped"),
+    MethodSpec("habits.apply_review", _HABITS, habits.ApplyReview, habits.Changed,
+               "Approve, reject, merge, supersede, archive or keep separate",
+               changes_state=True,
+               description="Conflict (409) when the checksum is stale or the action does not "
+                           "apply; an approval activates only past law, conflict, duplicate "
+                           "and evidence checks, else it waits (`outcome` says for what)."),
+    MethodSpec("habits.declare", _HABITS, habits.Declare, habits.Changed,
+               "Declare a habit directly (approved; only the repetition rule is skipped)",
+               changes_state=True),
+    MethodSpec("habits.edit", _HABITS, habits.Edit, habits.Changed,
+               "Reword a habit; a changed wording needs a new approval", changes_state=True),
+    MethodSpec("habits.enable", _HABITS, habits.Guarded, habits.Changed,
+               "Switch a disabled habit back on (law and duplicates re-checked)",
+               changes_state=True),
+    MethodSpec("habits.disable", _HABITS, habits.Guarded, habits.Changed,
+               "Switch an active habit off", changes_state=True),
+    MethodSpec("habits.archive", _HABITS, habits.Guarded, habits.Changed,
+               "Archive a habit", changes_state=True),
+    MethodSpec("habits.set_law", _HABITS, habits.SetLaw, habits.Law,
+               "Set the tenant's law for habits; active habits are re-checked",
+               changes_state=True),
+    MethodSpec("habits.get_law", _HABITS, habits.EmptyParams, habits.Law,
+               "The tenant's law for habits"),
+    MethodSpec("habits.configure", _HABITS, habits.Configure, habits.TenantSettings,
+               "The tenant's habit settings: retention, scheduled Analyze, project names",
+               changes_state=True, description="Absent fields keep their value; `{}` reads."),
+    MethodSpec("habits.analyze", _HABITS, habits.Analyze, habits.AnalyzeResult,
+               "Analyze the user's unread observations into suggestions", changes_state=True,
+               description="Drains what was unread when it started, in bounded batches, each "
+                           "committed with its watermark.", timeout_factor=6.0),
+    MethodSpec("habits.select", _HABITS, habits.Select, habits.Selection,
+               "The approved habits that apply to the current request (at most 3)",
+               description="Fails closed: no guidance when the embedder or the judge fails."),
     MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "

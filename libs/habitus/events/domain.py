@@ -314,32 +314,189 @@ class UserErased(Payload):
         description="Why, for the audit trail (never the user's data).")
 
 
+class HabitStatus(StrEnum):
+    CANDIDATE = "candidate"
+    ACTIVE = "active"
+    DORMANT = "dormant"
+    ARCHIVED = "archived"
+    SUPPRESSED_BY_LAW = "suppressed_by_law"
+    DISABLED = "disabled"
+
+
+class ReviewStatus(StrEnum):
+    """Where a habit stands in review. Approval is not a status: an approved habit waiting for
+    evidence, law or a duplicate decision is still a candidate, approved pending that."""
+
+    AWAITING_REVIEW = "awaiting_review"
+    COLLECTING_EVIDENCE = "collecting_evidence"
+    APPROVED_PENDING_ELIGIBILITY = "approved_pending_eligibility"
+    APPROVED_PENDING_CONFLICT = "approved_pending_conflict"
+    APPROVED_PENDING_LAW = "approved_pending_law"
+    DUPLICATE_RESOLUTION = "duplicate_resolution"
+    ACCEPTED_ACTIVE = "accepted_active"
+    PROMOTED_ACTIVE = "promoted_active"
+    REJECTED = "rejected"
+    REAPPROVAL_REQUIRED = "candidate_reapproval_required"
+    CONTRADICTED = "contradicted_pending_review"
+    MERGED = "merged"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    DISABLED = "disabled"
+    SUPPRESSED = "suppressed_by_law"
+
+
+HabitId = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$")]
+Wording = Annotated[str, Field(min_length=1, max_length=2000)]
+Polarity = Annotated[int, Field(ge=-1, le=1)]
+Bp = Annotated[int, Field(ge=0, le=10_000)]
+LawHash = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Day = Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+
+
+class HabitSupport(Payload):
+    """One observation that bears on a habit: which, on what day, for or against it."""
+
+    ref: str = Field(min_length=1, max_length=128,
+                     description="The observation (the ingest event id it was captured from).")
+    day: Day = Field(description="Its UTC day; eligibility needs support on two distinct days.")
+    polarity: Polarity = Field(
+        default=1, description="1: it affirms the habit; -1: it contradicts it.")
+    confidence_bp: Bp = Field(default=5000, description="How strongly, in basis points.")
+
+
 class HabitSuggested(Payload):
-    habit_id: str = Field(min_length=1, max_length=128, description="The habit, unique per user.")
-    when: str = Field(min_length=1, max_length=2000, description="The situation it applies in.")
-    do: str = Field(min_length=1, max_length=2000, description="What the agent should then do.")
+    habit_id: HabitId = Field(description="The habit, unique per user.")
+    when: Wording = Field(description="The situation it applies in (`When:`).")
+    do: Wording = Field(description="What the agent should then do (`Do:`).")
     evidence: list[EvidenceRef] = Field(
         default_factory=list, max_length=64, description="The ingest events it was learned from.")
+    polarity: Polarity = Field(
+        default=1, description="1: do it; -1: the habit is to avoid it.")
+    support: list[HabitSupport] = Field(
+        default_factory=list, max_length=512, description="The observations behind it.")
+    confidence_bp: Bp = Field(default=5000, description="How sure the proposer is.")
+    origin: Literal["analyze", "declared"] = Field(
+        default="analyze", description="Proposed by Analyze, or declared by the user.")
+    review_status: ReviewStatus = Field(
+        default=ReviewStatus.AWAITING_REVIEW, description="Where it starts in review.")
+
+
+class HabitEvidenceAdded(Payload):
+    """Analyze saw the same normalised habit again: more support, the approval unchanged."""
+
+    habit_id: HabitId = Field(description="The habit.")
+    support: list[HabitSupport] = Field(min_length=1, max_length=512,
+                                        description="The new observations.")
+    evidence: list[EvidenceRef] = Field(default_factory=list, max_length=64,
+                                        description="Their ingest events.")
+    confidence_bp: Bp | None = Field(default=None, description="The habit's new confidence.")
 
 
 class HabitApproved(Payload):
-    habit_id: str = Field(min_length=1, max_length=128, description="The habit approved.")
+    habit_id: HabitId = Field(description="The habit approved.")
+    identity: str | None = Field(
+        default=None, pattern=r"^[0-9a-f]{64}$",
+        description="The normalised wording approved; the approval holds only while it stays.")
+    outcome: ReviewStatus = Field(
+        default=ReviewStatus.ACCEPTED_ACTIVE,
+        description="`accepted_active`, or what it waits for: `approved_pending_eligibility`, "
+                    "`approved_pending_conflict`, `approved_pending_law`, "
+                    "`duplicate_resolution`.")
+    law_hash: LawHash | None = Field(default=None, description="The law it was checked against.")
+    blocked_by: list[str] = Field(
+        default_factory=list, max_length=128,
+        description="What holds it back: law patterns, a conflicting or duplicate habit id.")
+
+
+class HabitActivated(Payload):
+    """An approved habit whose wait ended (evidence arrived, a duplicate was resolved)."""
+
+    habit_id: HabitId = Field(description="The habit.")
+    identity: str = Field(pattern=r"^[0-9a-f]{64}$",
+                          description="The approved identity it is activated under.")
+    law_hash: LawHash = Field(description="The law it was checked against.")
 
 
 class HabitRejected(Payload):
-    habit_id: str = Field(min_length=1, max_length=128, description="The habit rejected.")
+    habit_id: HabitId = Field(description="The habit rejected.")
     reason: str | None = Field(
         default=None, max_length=2000, description="Why, in the user's words.")
 
 
 class HabitEdited(Payload):
-    habit_id: str = Field(min_length=1, max_length=128, description="The habit edited.")
-    when: str = Field(
-        min_length=1, max_length=2000, description="The situation it applies in, as edited.")
-    do: str = Field(
-        min_length=1, max_length=2000, description="What the agent should then do, as edited.")
+    habit_id: HabitId = Field(description="The habit edited.")
+    when: Wording = Field(description="The situation it applies in, as edited.")
+    do: Wording = Field(description="What the agent should then do, as edited.")
+    polarity: Polarity | None = Field(default=None, description="The polarity, if changed.")
 
 
 class HabitRetired(Payload):
-    habit_id: str = Field(min_length=1, max_length=128, description="The habit retired.")
+    habit_id: HabitId = Field(description="The habit retired (archived).")
     reason: str | None = Field(default=None, max_length=2000, description="Why it was retired.")
+
+
+class HabitDisabled(Payload):
+    habit_id: HabitId = Field(description="The habit switched off; it keeps its approval.")
+    reason: str | None = Field(default=None, max_length=2000, description="Why.")
+
+
+class HabitEnabled(Payload):
+    habit_id: HabitId = Field(description="The habit switched back on.")
+    law_hash: LawHash = Field(description="The law it was re-checked against.")
+
+
+class HabitDormant(Payload):
+    habit_id: HabitId = Field(description="The active habit a strong contradiction put to sleep.")
+    replaced_by: HabitId | None = Field(
+        default=None, description="The contradicting proposal (it stays a proposal).")
+
+
+class HabitSuppressedByLaw(Payload):
+    habit_id: HabitId = Field(description="The habit the tenant's law now forbids.")
+    law_hash: LawHash = Field(description="The law that forbids it.")
+    patterns: list[str] = Field(default_factory=list, max_length=64,
+                                description="The law's patterns it matched.")
+
+
+class HabitMerged(Payload):
+    habit_id: HabitId = Field(description="The duplicate absorbed (archived).")
+    into: HabitId = Field(description="The habit that keeps its evidence.")
+
+
+class HabitSuperseded(Payload):
+    habit_id: HabitId = Field(description="The habit replaced (archived).")
+    by: HabitId = Field(description="The habit that replaces it.")
+
+
+class HabitDuplicateFound(Payload):
+    habit_id: HabitId = Field(description="The older habit of the pair.")
+    other_id: HabitId = Field(description="The newer habit of the pair.")
+    similarity_bp: Bp = Field(description="The lower of the two wordings' similarities.")
+    strong: bool = Field(description="At or above the strong threshold.")
+
+
+class HabitDuplicateResolved(Payload):
+    habit_id: HabitId = Field(description="The older habit of the pair.")
+    other_id: HabitId = Field(description="The newer habit of the pair.")
+    decision: Literal["merged", "superseded", "kept_separate", "archived_duplicate"] = Field(
+        description="What the person decided.")
+
+
+class HabitLawSet(Payload):
+    """A tenant's law (published for the tenant-wide user `_tenant`)."""
+
+    text: str = Field(max_length=1_000_000, description="The law document.")
+    law_hash: LawHash = Field(description="SHA-256 of the text.")
+
+
+class HabitSettingsChanged(Payload):
+    """A tenant's habit settings (published for `_tenant`)."""
+
+    retention_days: Literal[7, 14, 30] = Field(
+        default=7, description="How long captured observations are kept.")
+    scheduled_analyze: bool = Field(
+        default=False, description="Analyze each user's unread observations on a schedule.")
+    project_names: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=500,
+        description="Names a habit must not mention (projects, products): Analyze quarantines "
+                    "proposals that do.")

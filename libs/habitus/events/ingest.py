@@ -64,6 +64,10 @@ class TurnRecorded(Payload):
     tool_calls: list[ToolCall] = Field(
         default_factory=list, max_length=256,
         description="The tools the assistant called in this turn, in order.")
+    outcome: Literal["completed", "error", "aborted", "truncated"] = Field(
+        default="completed",
+        description="How the assistant's answer ended: a turn that ended in an error, was "
+                    "aborted or cut off at the length limit teaches no habit.")
 
 
 class EmailObserved(Payload):

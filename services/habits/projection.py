@@ -1,0 +1,194 @@
+"""The habits service's two projections.
+
+`habits.capture` turns completed turns on HABITUS_INGEST into redacted observations (the raw
+material Analyze reads); nothing else of a turn is kept, and an observation expires after the
+tenant's retention. `habits.ledger` folds every habit event, whoever published it, into the
+ledger with a before/after audit row per change, and keeps the duplicate pairs, the tenants' law
+and settings. Both are pure folds of their streams: a replay from the first sequence rebuilds
+them (the audit's times are the events', not the replay's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from psycopg import AsyncCursor
+
+from habitus.events.domain import (
+    HabitActivated,
+    HabitApproved,
+    HabitDisabled,
+    HabitDormant,
+    HabitDuplicateFound,
+    HabitDuplicateResolved,
+    HabitEdited,
+    HabitEnabled,
+    HabitEvidenceAdded,
+    HabitLawSet,
+    HabitMerged,
+    HabitRejected,
+    HabitRetired,
+    HabitSettingsChanged,
+    HabitSuggested,
+    HabitSuperseded,
+    HabitSuppressedByLaw,
+)
+from habitus.events.ingest import TurnRecorded
+from habitus.ids import TENANT_WIDE
+from habitus.projection import ApplyContext, Delivered, Projection
+from services.habits import identity, ledger, metrics, store
+from services.habits.embedding import Embedder
+from services.habits.law import parse_law, violations
+from services.habits.redaction import capture_text
+from services.habits.scoring import utc_day
+from services.habits.settings import HabitsSettings
+
+DAY = 86_400.0
+
+
+class CaptureProjection(Projection):
+    name = "habits.capture"
+    schema = store.SCHEMA
+    tables = (store.OBSERVATIONS,)
+    #: Analyze's bookkeeping beside the observations it reads
+    also_holds = (store.WATERMARKS, store.ANSWERS, store.QUARANTINE)
+
+    def __init__(self, settings: HabitsSettings | None = None):
+        self.enabled = (settings or HabitsSettings()).capture
+
+    async def on_turns(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                       ctx: ApplyContext) -> None:
+        if not self.enabled:
+            return
+        retention: dict[str, int] = {}
+        by_user: dict[tuple[str, str], list[store.Observation]] = {}
+        for delivered in run:
+            event = delivered.event
+            turn: TurnRecorded = event.payload
+            if turn.outcome != "completed":
+                metrics.NOT_CAPTURED.labels(reason=turn.outcome).inc()
+                continue
+            text = capture_text(turn.user_message, turn.assistant_message)
+            if text is None:
+                metrics.NOT_CAPTURED.labels(reason="sensitive").inc()
+                continue
+            if event.tenant_id not in retention:
+                settings = await store.tenant_settings(cur, event.tenant_id)
+                retention[event.tenant_id] = settings.retention_days
+            observed = turn.assistant_at
+            expires = observed + retention[event.tenant_id] * DAY
+            by_user.setdefault((event.tenant_id, event.user_id), []).append(store.Observation(
+                seq=delivered.seq, event_id=event.event_id, session_id=turn.session_id,
+                turn_id=turn.turn_id, day=utc_day(observed), text=text,
+                bytes=len(text.encode("utf-8")), checksum=identity.sha256(text),
+                observed_at=observed, expires_at=expires))
+            metrics.CAPTURED.inc()
+        for (tenant_id, user_id), rows in by_user.items():
+            await store.add_observations(cur, tenant_id, user_id, rows)
+
+    handlers = {TurnRecorded: on_turns}
+
+
+class LedgerProjection(Projection):
+    name = "habits.ledger"
+    schema = store.SCHEMA
+    tables = (store.HABITS, store.AUDIT, store.DUPLICATES, store.LAWS, store.SETTINGS)
+
+    def __init__(self, embedder: Embedder | None = None):
+        self._embedder = embedder
+        self._erased: list[str] = []
+
+    async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
+        if self._embedder is not None:  # the encoder caches vectors of the wordings
+            for habit in await store.load_habits(cur, tenant_id, user_id):
+                self._erased += [identity.normalise(habit.condition),
+                                 identity.normalise(habit.behavior)]
+        await super().erase_user(cur, tenant_id, user_id)
+
+    async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
+                          ) -> None:
+        texts, self._erased = self._erased, []
+        if self._embedder is not None and texts:
+            self._embedder.forget(texts)
+
+    async def _fold(self, cur: AsyncCursor[Any], delivered: Delivered, habit_id: str,
+                    change: Any = None) -> None:
+        event = delivered.event
+        before = await store.load_habit(cur, event.tenant_id, event.user_id, habit_id)
+        after = (change(before) if change is not None
+                 else ledger.evolve(before, event.payload, event.occurred_at))
+        if after is None or (before is not None and after.checksum == before.checksum):
+            return  # nothing it applies to, or nothing it changes
+        await store.save_habit(cur, event.tenant_id, event.user_id, after)
+        await store.audit(cur, event.tenant_id, event.user_id, habit_id, store.AuditEntry(
+            event.event_id, event.type, delivered.seq, event.occurred_at, event.producer,
+            None if before is None else before.state(), after.state()))
+        metrics.TRANSITIONS.labels(type=event.type).inc()
+
+    async def on_habit(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                       ctx: ApplyContext) -> None:
+        for delivered in run:
+            await self._fold(cur, delivered, delivered.event.payload.habit_id)
+
+    async def on_merged(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                        ctx: ApplyContext) -> None:
+        for delivered in run:
+            event = delivered.event
+            p: HabitMerged = event.payload
+            absorbed = await store.load_habit(cur, event.tenant_id, event.user_id, p.habit_id)
+            await self._fold(cur, delivered, p.habit_id)
+            if absorbed is not None:
+                await self._fold(cur, delivered, p.into, lambda kept, a=absorbed, e=event:
+                                 None if kept is None else ledger.absorb(kept, a, e.occurred_at))
+
+    async def on_pair(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                      ctx: ApplyContext) -> None:
+        for delivered in run:
+            e = delivered.event
+            p = e.payload
+            if isinstance(p, HabitDuplicateFound):
+                await store.upsert_pair(cur, e.tenant_id, e.user_id, p.habit_id, p.other_id,
+                                        p.similarity_bp, p.strong, e.occurred_at)
+            else:
+                await store.resolve_pair(cur, e.tenant_id, e.user_id, p.habit_id, p.other_id,
+                                         p.decision, e.occurred_at)
+
+    async def on_law(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                     ctx: ApplyContext) -> None:
+        """The law and, for every active habit of the tenant it allows, the new law's hash
+        (the ones it forbids keep the old hash, so selection skips them until the law check
+        suppresses them)."""
+        for delivered in run:
+            e = delivered.event
+            p: HabitLawSet = e.payload
+            await store.set_law(cur, e.tenant_id, e.user_id, p.text, p.law_hash, e.occurred_at)
+            if e.user_id != TENANT_WIDE:
+                continue  # only the tenant-wide law is the tenant's
+            try:
+                law = parse_law(p.text)
+            except ValueError:
+                continue  # refused at the API; a law that cannot be read allows nothing new
+            for user_id, habit in await store.active_in_tenant(cur, e.tenant_id):
+                if violations(law, habit.condition, habit.behavior):
+                    continue
+                stamped = ledger.re_stamp(habit, law.hash, e.occurred_at)
+                if stamped is not habit:
+                    await store.save_habit(cur, e.tenant_id, user_id, stamped)
+
+    async def on_settings(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        for delivered in run:
+            e = delivered.event
+            p: HabitSettingsChanged = e.payload
+            await store.set_tenant_settings(cur, e.tenant_id, e.user_id, store.TenantSettings(
+                p.retention_days, p.scheduled_analyze, tuple(p.project_names)), e.occurred_at)
+
+    handlers = {
+        HabitSuggested: on_habit, HabitEvidenceAdded: on_habit, HabitApproved: on_habit,
+        HabitActivated: on_habit, HabitRejected: on_habit, HabitEdited: on_habit,
+        HabitRetired: on_habit, HabitDisabled: on_habit, HabitEnabled: on_habit,
+        HabitDormant: on_habit, HabitSuppressedByLaw: on_habit, HabitSuperseded: on_habit,
+        HabitMerged: on_merged, HabitDuplicateFound: on_pair, HabitDuplicateResolved: on_pair,
+        HabitLawSet: on_law, HabitSettingsChanged: on_settings,
+    }
