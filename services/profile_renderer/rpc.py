@@ -81,7 +81,7 @@ class ProfileRpc:
         return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
 
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
-        result = await self._context(p, rc)
+        result = {"steered_by": [], **await self._context(p, rc)}
         if p.request is None:
             return result
         return await self._with_habits(result, p, rc)

@@ -1,0 +1,262 @@
+"""The habits service on real servers: turns through the gateway become observations, Analyze
+(a scripted model over real HTTP) proposes habits, a person reviews them, and approved habits
+steer `prompt.context`. The reference implementation's vectors are replayed through the real
+service (fixed vectors for those texts; the real encoder for every other text)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from habitus.auth.keys import create_key
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+from tests.support.habits_model import (
+    ANALYZE,
+    JUDGE,
+    habit,
+    judgments,
+    proposals,
+    refs,
+)
+from tests.support.habits_stack import Client, Stack, habits_stack, observed
+from tests.support.llm_server import Answer
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(servers: ServerUrls) -> AsyncIterator[Stack]:
+    async with habits_stack(servers) as s:
+        yield s
+
+
+@pytest_asyncio.fixture
+async def acme(stack: Stack, pool: Any) -> Client:
+    tenant = unique("acme")
+    return Client(stack.base, await create_key(pool, tenant), tenant)
+
+
+def unit2(c: float) -> list[float]:
+    """At cosine c to [1, 0, 0], in the x-y plane."""
+    return [c, math.sqrt(1 - c * c), 0.0]
+
+
+def unit3(c: float) -> list[float]:
+    """At cosine c to [1, 0, 0], in the x-z plane (far from the x-y plane's vectors)."""
+    return [c, 0.0, math.sqrt(1 - c * c)]
+
+
+# ------------------------------------------------------------- duplicates (reference vectors)
+
+
+async def test_the_reference_vectors_make_a_strong_duplicate_and_5499_none(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user = unique("dana")
+    x = [1.0, 0.0, 0.0]
+    stack.embedder.fix({
+        "ref cond a": x, "ref beh a": x,
+        # condition cosine 0.9, behavior 0.8048647766597806: effective 8048 bp, strong
+        "ref cond b": unit2(0.9), "ref beh b": unit2(0.8048647766597806),
+        # 5499 bp: below the review threshold
+        "ref cond c": unit3(0.54995), "ref beh c": unit3(0.9),
+        # identical vectors, opposite polarity: never compared
+        "ref cond d": x, "ref beh d": x,
+    })
+    first = await acme.declare(user, "ref cond a", "ref beh a")
+    assert first["outcome"] == "accepted_active"
+    second = await acme.declare(user, "ref cond b", "ref beh b")
+    assert second["outcome"] == "duplicate_resolution"
+    assert second["habit"]["status"] == "candidate"
+    assert second["habit"]["blocked_by"] == [first["habit"]["habit_id"]]
+    third = await acme.declare(user, "ref cond c", "ref beh c")
+    assert third["outcome"] == "accepted_active"
+    opposite = await acme.declare(user, "ref cond d", "ref beh d", polarity=-1)
+    assert opposite["outcome"] == "accepted_active"
+
+    review = await acme.rpc("habits.list_review", user_id=user)
+    assert review["pending_duplicates"] == 1
+    items = {i["habit"]["habit_id"]: i for i in review["items"]}
+    b = items[second["habit"]["habit_id"]]
+    a = items[first["habit"]["habit_id"]]
+    assert b["duplicates"] == [a["number"]] and a["duplicates"] == [b["number"]]
+    assert b["text"] == "When: ref cond b\nDo: ref beh b"
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT similarity_bp, strong, decision FROM habits.duplicates "
+            "WHERE tenant_id = %s AND user_id = %s", (acme.tenant, user))
+        assert await cur.fetchall() == [(8048, True, "pending")]
+
+    # a person resolves it: kept separate, the approved habit activates
+    kept = await acme.review(user, second["habit"], "keep_separate",
+                             other_id=first["habit"]["habit_id"])
+    assert second["habit"]["habit_id"] in kept["changed"]
+    assert (await acme.habit(user, second["habit"]["habit_id"]))["status"] == "active"
+
+
+# ------------------------------------------------------------------------------- Analyze
+
+
+async def test_analyze_drains_in_bounded_batches_and_a_failure_keeps_the_first_committed(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user, marker = unique("dana"), unique("batch")
+    said = [f"[{marker}] Status report please, three bullets ({n})." for n in (1, 2, 3)]
+    await acme.send(*(acme.turn(user, s) for s in said))
+    await observed(pool, acme.tenant, user, 3)
+    stack.model.script(marker, ANALYZE, lambda obs: proposals(habit(
+        "When I ask for a status report", "Keep it to three bullet points",
+        refs(obs, "(1)", "(2)"))), Answer(status=500))
+
+    first = await acme.rpc("habits.analyze", user_id=user, max_records=2)
+    assert (first["batches"], first["records"], first["remaining"]) == (1, 2, 1)
+    assert first["suggested"] == 1 and "500" in first["error"]
+    calls = stack.model.calls(marker, ANALYZE)
+    assert [len(observations_of(c)) for c in calls] == [2, 1]  # [[1, 2], [3]]
+    assert [h["when"] for h in await acme.habits(user)] == ["When I ask for a status report"]
+
+    # the next run starts at the third record: the first batch is not asked again
+    stack.model.script(marker, ANALYZE, lambda obs: proposals())
+    second = await acme.rpc("habits.analyze", user_id=user, max_records=2)
+    assert (second["batches"], second["records"], second["remaining"]) == (1, 1, 0)
+    assert second["error"] is None
+    later = stack.model.calls(marker, ANALYZE)[len(calls):]
+    assert [["(3)" in o["text"] for o in observations_of(c)] for c in later] == [[True]]
+
+
+def observations_of(body: dict[str, Any]) -> list[dict[str, str]]:
+    from tests.support.habits_model import observations
+
+    return observations(body)
+
+
+async def test_a_suggestion_needs_approval_and_evidence_on_two_days_then_steers_the_prompt(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user, marker = unique("dana"), unique("report")
+    await acme.send(
+        acme.turn(user, f"[{marker}] Status report for the launch? Three bullets, no more.",
+                  days_ago=1),
+        acme.turn(user, f"[{marker}] Too long again: the status report is three bullets.",
+                  days_ago=1))
+    await observed(pool, acme.tenant, user, 2)
+    when, do = "When I ask for a status report", "Keep it to three bullet points"
+    stack.model.script(marker, ANALYZE, lambda obs: proposals(habit(
+        when, do, refs(obs, "for the launch", "Too long again"), confidence_bp=8000)))
+    done = await acme.rpc("habits.analyze", user_id=user)
+    assert done["suggested"] == 1 and done["activated"] == 0
+    [suggested] = await acme.habits(user)
+    assert (suggested["status"], suggested["review_status"]) == ("candidate",
+                                                                 "collecting_evidence")
+    assert (suggested["support"], suggested["days"]) == (2, 1)
+
+    # approved, but two observations on one day are not enough: it waits
+    approved = await acme.review(user, suggested, "approve")
+    assert approved["outcome"] == "approved_pending_eligibility"
+    assert approved["habit"]["status"] == "candidate" and approved["habit"]["approved"]
+    nothing = await acme.rpc("habits.select", user_id=user,
+                             request=f"Status report please [{marker}]")
+    assert nothing["habits"] == []
+
+    # a third observation, on another day: Analyze adds it and the approval activates
+    await acme.send(acme.turn(user, f"[{marker}] Status report: again, three bullets."))
+    await observed(pool, acme.tenant, user, 3)
+    stack.model.script(marker, ANALYZE, lambda obs: proposals(habit(
+        when, do, refs(obs, "again, three bullets"), confidence_bp=8200)))
+    more = await acme.rpc("habits.analyze", user_id=user)
+    assert (more["evidence_added"], more["activated"]) == (1, 1)
+    active = await acme.habit(user, suggested["habit_id"])
+    assert (active["status"], active["review_status"]) == ("active", "promoted_active")
+    assert (active["support"], active["days"], active["confidence_bp"]) == (3, 2, 8200)
+
+    request = f"Can I get this week's status report? [{marker}]"
+    stack.model.script(marker, JUDGE, lambda p: judgments(p, lambda c: c == when))
+    chosen = await acme.rpc("habits.select", user_id=user, request=request)
+    assert [h["habit_id"] for h in chosen["habits"]] == [suggested["habit_id"]]
+    assert chosen["steered_by"] == [f"When: {when}"]
+    stack.model.script(marker, JUDGE, lambda p: judgments(p, lambda c: c == when))
+    context = await acme.rpc("prompt.context", user_id=user, request=request)
+    assert [s["name"] for s in context["sections"]][-1] == "habits"
+    assert f"- When: {when}\n  Do: {do}" in context["text"]
+    assert context["steered_by"] == [f"When: {when}"]
+    # the judge saw the conditions only: never the behavior, never an id
+    judged = stack.model.calls(marker, JUDGE)[-1]
+    text = str(judged["messages"])
+    assert do not in text and suggested["habit_id"] not in text
+    plain = await acme.rpc("prompt.context", user_id=user)
+    assert "habits" not in [s["name"] for s in plain["sections"]]
+    assert plain["steered_by"] == []
+
+
+async def test_invalid_proposals_are_quarantined_with_their_reason(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user, marker = unique("dana"), unique("quarantine")
+    await acme.rpc("habits.configure", project_names=["Northwind"])
+    await acme.send(acme.turn(user, f"[{marker}] Deploy notes: keep them short."))
+    await observed(pool, acme.tenant, user, 1)
+    stack.model.script(marker, ANALYZE, lambda obs: proposals(
+        habit("When I write deploy notes", "Keep them short", ["r1"]),
+        habit("When I write deploy notes", "Mention the rollback plan", ["r9"]),
+        habit("When I edit /srv/app/settings.py", "Run the linter", ["r1"]),
+        habit("When I release v2.4.1", "Tag the commit", ["r1"]),
+        habit("When I open ticket 9f3a2c1b7d4e5f60", "Link it", ["r1"]),
+        habit("When I work on Northwind", "Use the staging cluster", ["r1"]),
+        habit("When I deploy", "Email the notes to ops@example.com", ["r1"])))
+    done = await acme.rpc("habits.analyze", user_id=user)
+    assert (done["suggested"], done["quarantined"]) == (1, 6)
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT reason, item FROM habits.quarantine WHERE tenant_id = %s AND user_id = %s "
+            "ORDER BY position", (acme.tenant, user))
+        rows = await cur.fetchall()
+    assert [r[0] for r in rows] == ["unknown_ref", "names_a_path", "names_a_version",
+                                    "names_an_id", "names_a_project", "sensitive"]
+    assert "ops@example.com" not in str(rows)  # what is quarantined for a secret is redacted
+    assert [h["do"] for h in await acme.habits(user)] == ["Keep them short"]
+
+
+async def test_a_strong_contradiction_puts_the_one_matching_habit_to_sleep(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    when, do = "When I ask for a summary", "Use bullet points"
+    for confidence, expected in ((9000, "dormant"), (8400, "active")):
+        user, marker = unique("dana"), unique("contra")
+        old = (await acme.declare(user, when, do))["habit"]
+        await acme.send(acme.turn(user, f"[{marker}] No bullet points in summaries anymore."))
+        await observed(pool, acme.tenant, user, 1)
+        stack.model.script(marker, ANALYZE, lambda obs, c=confidence: proposals(habit(
+            when, do, ["r1"], polarity=-1, confidence_bp=c, contradicts=True)))
+        done = await acme.rpc("habits.analyze", user_id=user)
+        assert done["suggested"] == 1
+        after = await acme.habit(user, old["habit_id"])
+        assert after["status"] == expected, confidence
+        replacement = [h for h in await acme.habits(user) if h["habit_id"] != old["habit_id"]]
+        assert [(h["polarity"], h["status"]) for h in replacement] == [(-1, "candidate")]
+        if expected == "dormant":
+            assert after["related_id"] == replacement[0]["habit_id"]
+
+
+# ------------------------------------------------------------------------------- capture
+
+
+async def test_only_completed_turns_are_captured_and_what_is_kept_is_redacted(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user = unique("dana")
+    await acme.rpc("habits.configure", retention_days=14)
+    secret = "sk-proj-" + "a1b2c3d4" * 3
+    await acme.send(
+        acme.turn(user, "This one failed.", outcome="error"),
+        acme.turn(user, "This one was cut off.", outcome="truncated"),
+        acme.turn(user, "This one was stopped.", outcome="aborted"),
+        acme.turn(user, f"Use my key {secret} and mail dana@example.com from /home/dana/x",
+                  "Noted, I will keep it short."))
+    [(_, text)] = await observed(pool, acme.tenant, user, 1)
+    assert secret not in text and "dana@example.com" not in text and "/home/dana" not in text
+    assert "[REDACTED]" in text and "Noted, I will keep it short." in text
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT expires_at - observed_at FROM habits.observations WHERE tenant_id = %s "
+            "AND user_id = %s", (acme.tenant, user))
+        [(kept,)] = await cur.fetchall()
+    assert kept == 14 * 86_400
