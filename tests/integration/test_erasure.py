@@ -1,8 +1,9 @@
 """Erasing a user leaves nothing of the user anywhere, and touches no one else.
 
-The whole stack runs (gateway, producers, learning, profile with its mirror), two users of one
-tenant and a user of another tenant talk to it through the gateway; then one user is erased
-through `admin.erase_user`. Every table of every installed service, the three streams, every
+The whole stack runs (gateway, producers, learning, profile with its mirror, the extractor and
+habits with a scripted model), two users of one tenant and a user of another tenant talk to it
+through the gateway and declare and analyze habits; then one user is erased through
+`admin.erase_user`. Every table of every installed service, the three streams, every
 cache key and the workspace folder are searched for the user: only the `UserErased` tombstone
 remains. The tables searched are found from the catalogue (every table with a `user_id`
 column in a service's schema), so a projection added later is searched too.
@@ -14,7 +15,9 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,15 @@ from redis.asyncio import Redis
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
 from habitus.db.migrate import migrate
+from habitus.ids import TENANT_WIDE
 from habitus.llm import LlmSettings
 from habitus.service import registry
 from habitus.service.erasure import user_filters
 from services.extractor.settings import ExtractorSettings
+from services.habits import main as habits_main
+from services.habits.embedding import SentenceEncoder
+from services.habits.identity import normalise
+from services.habits.settings import HabitsSettings
 from services.profile_renderer.main import ProfileSettings
 from services.profile_renderer.mirror import mirror_path
 from services.stability_detector.settings import LearningSettings
@@ -38,6 +46,17 @@ from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.extraction import chunks_of, request_kind
 from tests.support.factories import turn_item, unique
+from tests.support.habits_model import (
+    ANALYZE,
+    JUDGE,
+    habit,
+    judgments,
+    observations,
+    payload,
+    proposals,
+    refs,
+)
+from tests.support.habits_stack import observed
 from tests.support.llm_server import Answer, ScriptedLlm
 from tests.support.services import every_service, skip_history
 
@@ -45,8 +64,12 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
 NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
                 "tools.dead_letters", "traces.dead_letters", "extractor.dead_letters",
+                "habits.dead_letters",
                 # the tenant's own (routing policies): under `_tenant`, never a user's
-                "traces.policies", "traces.defaults"}
+                "traces.policies", "traces.defaults",
+                # the tenant's own (the habits law and settings): tenant-wide rows under
+                # `_tenant`, never a user's (filled below and checked to survive the erasure)
+                "habits.laws", "habits.tenant_settings"}
 
 MESSAGES = [
     "Never email Sarah at sarah@example.com.",
@@ -55,11 +78,30 @@ MESSAGES = [
     "Never use emoji with me.",
     "Keep answers short please, bullet points are fine.",
 ]
+#: the turn habits' Analyze cites (stated now: a turn's observation expires after retention)
+HABIT_TURN = "Status reports again: three bullet points, no preamble, like last week."
+#: two declared habits the real encoder pairs as duplicates (the same advice, the condition
+#: one word apart)
+DECLARED = [("When I ask for a status report", "Keep it to three bullet points"),
+            ("When I ask for a status report please", "Keep it to three bullet points")]
+SUGGESTED = ("When I write a status report", "Skip the preamble")
+
+
+def habits_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """Analyze proposes one habit citing the habit turn, and one item validation refuses (so
+    the quarantine holds the user); the judge finds nothing applicable."""
+    if request_kind(body) == JUDGE:
+        return judgments(payload(body), lambda _: False)
+    obs = observations(body)
+    return proposals(habit(*SUGGESTED, refs(obs, "no preamble")),
+                     {"condition": "When I ask", "behavior": "Answer"})  # invalid_item
 
 
 def model(body: dict[str, Any]) -> Answer:
     """A model that finds one style facet in every window (and one facet validation refuses,
-    so the quarantine holds the user too)."""
+    so the quarantine holds the user too); the habits service's calls are `habits_answer`'s."""
+    if request_kind(body) in (ANALYZE, JUDGE):
+        return Answer(json=habits_answer(body))
     chunks = chunks_of(body)
     words = " ".join(chunks[0]["text"].split()[:3])
     found = {"class": "style", "key": "opening", "value": words, "cue_family": "behavioral",
@@ -69,6 +111,22 @@ def model(body: dict[str, Any]) -> Answer:
                             "preferences": [found]})
     return Answer(json={"summary": "Talks about how answers should look.",
                         "facets": [found, {**found, "class": "mood"}]})
+
+
+#: the habits service's sentence encoders, as it made them (to check what they keep cached)
+ENCODERS: list[SentenceEncoder] = []
+
+
+@contextmanager
+def recorded_encoders() -> Iterator[None]:
+    def made(*args: Any, **kwargs: Any) -> SentenceEncoder:
+        encoder = SentenceEncoder(*args, **kwargs)
+        ENCODERS.append(encoder)
+        return encoder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(habits_main, "SentenceEncoder", made)
+        yield
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -81,13 +139,17 @@ async def stack(servers: ServerUrls, tmp_path_factory: Any) -> AsyncIterator[tup
         extraction = ExtractorSettings(
             window_tokens=40, window_seconds=3600, sweep_seconds=0.1,
             llm=LlmSettings(base_url=llm.url, model="scripted", daily_calls_per_tenant=0))
+        habits = HabitsSettings(llm=LlmSettings(
+            base_url=llm.url, model="scripted", daily_calls_per_tenant=0,
+            daily_tokens_per_tenant=0))
         presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
                    "profile_renderer": ProfileSettings(mirror=True),
                    "tool_memory": ToolMemorySettings(semantic_recall=False),
-                   "extractor": extraction}
+                   "extractor": extraction, "habits": habits}
         await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
-        async with every_service(settings, presets) as host:
-            yield f"http://127.0.0.1:{host.bound_port}", data_dir
+        with recorded_encoders():
+            async with every_service(settings, presets) as host:
+                yield f"http://127.0.0.1:{host.bound_port}", data_dir
 
 
 class Tenant:
@@ -125,6 +187,34 @@ class Tenant:
             response = await client.post("/v1/events", json=items,
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code in (200, 202), response.text
+
+    async def habit_turn(self, user: str) -> None:
+        """A turn of today (the ones above are from 2023, so their observations are expired
+        when captured), which habits' Analyze cites."""
+        item = turn_item(user, HABIT_TURN)
+        now = time.time()
+        item["payload"].update(session_id="s-habits", user_at=now - 2, assistant_at=now - 1)
+        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+            response = await client.post("/v1/events", json=[item],
+                                         headers={"Authorization": f"Bearer {self.key}"})
+        assert response.status_code in (200, 202), response.text
+
+    async def practise_habits(self, pool: Any, user: str) -> None:
+        """The turn captured, Analyze run (a suggestion and a quarantined item), two habits
+        declared that are duplicates (the second waits for a person)."""
+        captured = await observed(pool, self.name, user, 1)
+        assert any("no preamble" in text for _, text in captured), captured
+        analyzed = (await self.rpc("habits.analyze", user_id=user))["result"]
+        assert (analyzed["suggested"], analyzed["quarantined"], analyzed["error"]) == \
+            (1, 1, None), analyzed
+        (when1, do1), (when2, do2) = DECLARED
+        first = (await self.rpc("habits.declare", user_id=user, when=when1, do=do1))["result"]
+        assert first["outcome"] == "accepted_active", first
+        second = (await self.rpc("habits.declare", user_id=user, when=when2, do=do2))["result"]
+        assert second["outcome"] == "duplicate_resolution", second
+        assert second["habit"]["blocked_by"] == [first["habit"]["habit_id"]]
+        review = (await self.rpc("habits.list_review", user_id=user))["result"]
+        assert review["pending_duplicates"] == 1, review
 
 
 async def user_tables(pool: Any) -> list[tuple[str, str]]:
@@ -200,21 +290,30 @@ async def test_an_erased_user_leaves_nothing_and_the_others_keep_everything(
     a = Tenant(base, await create_key(pool, acme), acme)
     b = Tenant(base, await create_key(pool, other), other)
     dana, sam, lee = unique("dana"), unique("sam"), unique("lee")
+    # the tenant's own habits settings (rows of `_tenant`, which erasing a user leaves alone)
+    await a.rpc("habits.configure", retention_days=30)
+    await a.rpc("habits.set_law", text="deny: \\bcustomer names?\\b")
     for tenant, user in ((a, dana), (a, sam), (b, lee)):
         await tenant.talk(user)
+        await tenant.habit_turn(user)
     for tenant, user in ((a, dana), (a, sam), (b, lee)):
         await settle(tenant, user)
+        await tenant.practise_habits(pool, user)
     await a.rpc("learning.pin_facet", user_id=dana, **{"class": "style", "key": "verbosity"})
 
     js = nc.jetstream()
     before = {u: (await rows_of(pool, t, u), await messages_of(js, t, u))
-              for t, u in ((acme, dana), (acme, sam), (other, lee))}
+              for t, u in ((acme, dana), (acme, sam), (other, lee), (acme, TENANT_WIDE))}
+    assert {"habits.laws", "habits.tenant_settings"} <= set(before[TENANT_WIDE][0])
     # Every table that holds users holds this one, so "nothing left" below means something
     # (a service added later brings its tables into this check by itself).
     assert set(before[dana][0]) >= {f"{schema}.{table}" for schema, table in
                                     await user_tables(pool)} - NEVER_FILLED
     assert mirror_path(data_dir, acme, dana).exists()
     assert await cache_keys_of(servers.redis, dana)
+    # the habits service's encoder caches the wordings it compared (a process-local copy)
+    dana_wordings = [normalise(text) for pair in DECLARED for text in pair]
+    assert all(any(e.cached(t) for e in ENCODERS) for t in dana_wordings), ENCODERS
 
     answer = (await a.rpc("admin.erase_user", user_id=dana, reason="user asked"))["result"]
     assert answer["user_id"] == dana
@@ -230,12 +329,16 @@ async def test_an_erased_user_leaves_nothing_and_the_others_keep_everything(
     assert tombstone.seq == answer["tombstone_seq"]
     assert await cache_keys_of(servers.redis, dana) == []
     assert not (data_dir / "workspaces" / acme / dana).exists()
+    # ... nor a cached vector of the user's habit wordings (sam's same wordings are simply
+    # embedded again when next compared)
+    assert not [t for e in ENCODERS for t in dana_wordings if e.cached(t)]
 
-    # Everyone else: untouched.
-    for tenant, user in ((acme, sam), (other, lee)):
-        assert (await rows_of(pool, tenant, user), await messages_of(js, tenant, user)) == \
-            before[user]
-        assert mirror_path(data_dir, tenant, user).exists()
+    # Everyone else: untouched (and the tenant's own rows too).
+    for tenant_id, user in ((acme, sam), (other, lee), (acme, TENANT_WIDE)):
+        assert (await rows_of(pool, tenant_id, user),
+                await messages_of(js, tenant_id, user)) == before[user]
+    for tenant_id, user in ((acme, sam), (other, lee)):
+        assert mirror_path(data_dir, tenant_id, user).exists()
     assert (await b.rpc("prompt.context", user_id=lee))["result"]["version"] > 0
 
     # Erasing again is harmless, and the user can start afresh.
