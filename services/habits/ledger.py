@@ -163,6 +163,8 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
             confidence_bp=(habit.confidence_bp if payload.confidence_bp is None
                            else payload.confidence_bp))
     if isinstance(payload, HabitApproved):
+        if habit.status is not Status.CANDIDATE:
+            return habit  # only a candidate is reviewed; a rejected one must be declared anew
         approved = payload.identity or habit.identity
         if approved != habit.identity:
             return habit  # approved a wording the habit no longer has
@@ -173,7 +175,10 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
             review_status=payload.outcome, law_hash=payload.law_hash,
             blocked_by=tuple(payload.blocked_by))
     if isinstance(payload, HabitActivated | HabitEnabled):
-        if not habit.approved or habit.status not in (Status.CANDIDATE, Status.DISABLED):
+        # an activation ends an approved candidate's wait; an enable switches a disabled habit
+        # back on: neither is a way round the other's checks
+        from_status = Status.CANDIDATE if isinstance(payload, HabitActivated) else Status.DISABLED
+        if not habit.approved or habit.status is not from_status:
             return habit
         if isinstance(payload, HabitActivated) and payload.identity != habit.identity:
             return habit
@@ -193,8 +198,10 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
             return _change(habit, at, condition=payload.when, behavior=payload.do)
         status = (habit.status if habit.status in (Status.ARCHIVED, Status.SUPPRESSED_BY_LAW)
                   else Status.CANDIDATE)
+        # the approval was of the old wording and ends here: rewording back later does not
+        # bring it back (the person was asked to approve again)
         return _change(habit, at, condition=payload.when, behavior=payload.do,
-                       polarity=polarity, status=status,
+                       polarity=polarity, status=status, approved_identity=None,
                        review_status=Review.REAPPROVAL_REQUIRED
                        if habit.approved_identity else habit.review_status)
     if isinstance(payload, HabitRetired):

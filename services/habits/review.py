@@ -67,13 +67,16 @@ def staleness(habit: Habit, now: float | None = None) -> float:
 
 
 def as_result(habit: Habit, now: float | None = None) -> dict[str, Any]:
-    refs = habit.refs
+    # as eligibility counts them: a ref cited twice counts once, on its first day
+    first_day: dict[str, str] = {}
+    for ref, day in habit.refs:
+        first_day.setdefault(ref, day)
     return {
         "habit_id": habit.habit_id, "when": habit.condition, "do": habit.behavior,
         "polarity": habit.polarity, "status": habit.status.value,
         "review_status": habit.review_status.value, "approved": habit.approved,
         "confidence_bp": habit.confidence_bp, "staleness": round(staleness(habit, now), 4),
-        "support": len({r for r, _ in refs}), "days": len({d for _, d in refs}),
+        "support": len(first_day), "days": len(set(first_day.values())),
         "origin": habit.origin, "blocked_by": list(habit.blocked_by),
         "related_id": habit.related_id, "checksum": habit.checksum,
         "created_at": habit.created_at, "updated_at": habit.updated_at,
@@ -100,7 +103,9 @@ def review_items(habits: Sequence[Habit], pending: Mapping[str, Sequence[str]],
                  now: float | None = None) -> list[dict[str, Any]]:
     """The numbered list: candidates and what waits (habits `pending` names: duplicate pairs
     awaiting a decision, each side's partners), oldest first."""
-    shown = [h for h in habits if h.status is HabitStatus.CANDIDATE or h.habit_id in pending]
+    shown = sorted((h for h in habits
+                    if h.status is HabitStatus.CANDIDATE or h.habit_id in pending),
+                   key=lambda h: (h.created_at, h.habit_id))
     number = {h.habit_id: i for i, h in enumerate(shown, start=1)}
     words = {h.habit_id: _words(h) for h in shown}
     items = []
