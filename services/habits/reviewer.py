@@ -83,15 +83,17 @@ class Reviewer:
     async def duplicates(self, tenant_id: str, user_id: str, target: Habit,
                          habits: Sequence[Habit]) -> list[tuple[str, str, int, bool]]:
         """Possible duplicates of `target` among the approved habits (active or disabled, same
-        polarity), each as the canonical pair; raises EmbedderUnavailable (fail closed)."""
+        polarity), each as the canonical pair; raises EmbedderUnavailable (fail closed).
+
+        The target is embedded even with nothing to compare it with: an encoder that cannot
+        embed fails the check whatever the user already has, so a broken encoder activates
+        nothing (not even a user's first habit), exactly like an encoder switched off."""
         if self.embedder is None:
             raise EmbedderUnavailable("the sentence encoder is off (HABITUS_HABITS_SEMANTIC)")
         decided = await self.resolved(tenant_id, user_id)
         others = [h for h in habits if h.habit_id != target.habit_id and h.status in COMPARED
                   and h.polarity == target.polarity
                   and frozenset((h.habit_id, target.habit_id)) not in decided]
-        if not others:
-            return []
         embedded = await embed_habits(self.embedder, [
             (h.habit_id, h.polarity, h.created_at, h.condition, h.behavior)
             for h in (target, *others)])
@@ -138,7 +140,8 @@ class Reviewer:
         for habit in [h for h in await self.habits(tenant_id, user_id) if waiting(h)]:
             habits = await self.habits(tenant_id, user_id)
             try:
-                outcome, _, law, _ = await self.decide(tenant_id, user_id, habit, habits)
+                outcome, blocked, law, pairs = await self.decide(tenant_id, user_id, habit,
+                                                                 habits)
             except RpcError:
                 return activated
             if outcome is ReviewStatus.ACCEPTED_ACTIVE:
@@ -146,5 +149,13 @@ class Reviewer:
                     habit_id=habit.habit_id, identity=habit.identity, law_hash=law.hash),
                     correlation_id=correlation_id)
                 activated.append(habit.habit_id)
+            elif (outcome, blocked) != (habit.review_status, habit.blocked_by):
+                # still waiting, now for something else (the duplicate it waited for was
+                # archived, and it duplicates another approved habit): the approval stands,
+                # and shows what it waits for now, with the new pair up for review
+                await self.record_pairs(tenant_id, user_id, pairs, correlation_id)
+                await self.publish(tenant_id, user_id, HabitApproved(
+                    habit_id=habit.habit_id, identity=habit.identity, outcome=outcome,
+                    law_hash=law.hash, blocked_by=list(blocked)), correlation_id=correlation_id)
         return activated
 

@@ -8,6 +8,7 @@ once the ledger applied them, so the next read shows the change.
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import time
 from typing import Any
 
@@ -42,6 +43,14 @@ from services.habits.reviewer import PRODUCER, Reviewer
 from services.habits.selection import Selector
 
 _PAIR_ACTIONS = ("merge", "supersede", "keep_separate")
+#: what a person can do instead of declaring a wording one of their habits already has
+_REDECLARE = {
+    HabitStatus.DISABLED: "enable it instead",
+    HabitStatus.SUPPRESSED_BY_LAW: "the law forbids it; archive it to declare it anew once "
+                                   "the law allows it",
+    HabitStatus.DORMANT: "a later correction contradicted it; edit it (it is then reviewed "
+                         "again) or archive it to declare it anew",
+}
 
 
 def _conflict(message: str) -> RpcError:
@@ -160,6 +169,8 @@ class HabitsRpc:
                             "duplicate pair")
         if habit.polarity != other.polarity and action == "merge":
             raise _conflict("habits of opposite polarity cannot be merged")
+        if action == "supersede":
+            await self._check_replacement(rc, u, habit, other)
         first, second = ((pair.first_id, pair.second_id) if pair is not None
                          else (habit.habit_id, other.habit_id))
         changed = [habit.habit_id, other.habit_id]
@@ -182,12 +193,43 @@ class HabitsRpc:
         changed += await self.reviewer.promote(t, u, rc.correlation_id)
         return await self._changed(rc, u, habit.habit_id, outcome, changed)
 
+    async def _check_replacement(self, rc: RpcContext, u: str, habit: Habit, other: Habit
+                                 ) -> None:
+        """Before `habit` supersedes `other` (which is archived at once): the replacement must
+        be one that can guide. A candidate is checked for the law and a conflict as if `other`
+        were gone already; one the law or a conflict would hold back is refused, so a
+        supersede never leaves the person with neither habit. (A wait for evidence or for
+        another duplicate decision is the person's to accept.)"""
+        if habit.status not in (HabitStatus.CANDIDATE, HabitStatus.ACTIVE):
+            raise _conflict(f"habit {habit.habit_id} is {habit.status.value}: only a candidate "
+                            "or an active habit can supersede another; nothing changed")
+        if not reviewable(habit):
+            return
+        rest = [x for x in await self.reviewer.habits(rc.tenant_id, u)
+                if x.habit_id != other.habit_id]
+        outcome, blocked, _, _ = await self.reviewer.decide(rc.tenant_id, u, habit, rest)
+        if outcome in (ReviewStatus.APPROVED_PENDING_LAW, ReviewStatus.APPROVED_PENDING_CONFLICT):
+            raise _conflict(f"habit {habit.habit_id} cannot supersede {other.habit_id}: its "
+                            f"approval would be {outcome.value} ({', '.join(blocked)}); "
+                            "nothing changed")
+
     async def _archive(self, rc: RpcContext, u: str, habit: Habit, reason: str | None
                        ) -> dict[str, Any]:
+        """Archived, its pending duplicate pairs resolved as `archived_duplicate`; an approved
+        habit that waited only for this one to be dealt with activates now."""
         if habit.status is HabitStatus.ARCHIVED:
             raise _conflict(f"habit {habit.habit_id} is already archived")
         await self._emit(rc, u, HabitRetired(habit_id=habit.habit_id, reason=reason))
-        return await self._changed(rc, u, habit.habit_id, "archived", [habit.habit_id])
+        async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:
+            pending = [x for x in await store.pairs(cur, rc.tenant_id, u)
+                       if x.decision == "pending" and habit.habit_id in (x.first_id, x.second_id)]
+        for pair in pending:
+            await self._emit(rc, u, HabitDuplicateResolved(
+                habit_id=pair.first_id, other_id=pair.second_id, decision="archived_duplicate"))
+        changed = [habit.habit_id]
+        if pending:
+            changed += await self.reviewer.promote(rc.tenant_id, u, rc.correlation_id)
+        return await self._changed(rc, u, habit.habit_id, "archived", changed)
 
     async def declare(self, p: h.Declare, rc: RpcContext) -> dict[str, Any]:
         """A person's own habit: approved at once (only the evidence rule is skipped), after
@@ -212,8 +254,11 @@ class HabitsRpc:
                 existing = await self.reviewer.habit(t, u, probe.habit_id)
             if not reviewable(existing):
                 raise _conflict(f"habit {existing.habit_id} is {existing.status.value}; "
-                                "enable it or edit it instead")
-            outcome = await self.reviewer.approve(t, u, existing, rc.correlation_id)
+                                + _REDECLARE.get(existing.status, "edit it instead"))
+            # the person states this wording themselves: a suggestion of it still collecting
+            # evidence is approved as a declaration (only the evidence rule is skipped)
+            outcome = await self.reviewer.approve(
+                t, u, dataclasses.replace(existing, origin="declared"), rc.correlation_id)
             return await self._changed(rc, u, existing.habit_id, outcome.value,
                                        [existing.habit_id])
 
@@ -222,6 +267,10 @@ class HabitsRpc:
             habit = await self._guarded(rc, p)
             if habit.status is HabitStatus.ARCHIVED:
                 raise _conflict(f"habit {habit.habit_id} is archived")
+            polarity = habit.polarity if p.polarity is None else p.polarity
+            if (p.when, p.do, polarity) == (habit.condition, habit.behavior, habit.polarity):
+                # the wording as it is: nothing to publish (the checksum others hold stays)
+                return {"habit": as_result(habit), "outcome": "unchanged", "changed": []}
             await self._emit(rc, p.user_id, HabitEdited(
                 habit_id=habit.habit_id, when=p.when, do=p.do, polarity=p.polarity))
             after = await self.reviewer.habit(rc.tenant_id, p.user_id, habit.habit_id)
