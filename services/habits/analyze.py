@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,13 +99,23 @@ class Analyzer:
         self.reviewer = reviewer
         self.llm = llm
 
+    @asynccontextmanager
+    async def _one_run(self, tenant_id: str, user_id: str) -> AsyncIterator[None]:
+        """One Analyze of a user at a time (another replica's waits): two would ask the
+        model for the same batches. Reviews are not held up by it; only each batch's commit
+        takes the user's lock."""
+        async with self.reviewer.pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 11))",
+                               (f"habits.analyze/{tenant_id}/{user_id}",))
+            yield
+
     async def run(self, tenant_id: str, user_id: str, *, max_records: int = MAX_BATCH_RECORDS,
                   max_bytes: int = MAX_BATCH_BYTES, one_batch: bool = False,
                   correlation_id: str | None = None) -> Outcome:
-        """Under the user's lock: drain what is unread now (one batch if `one_batch`)."""
+        """Drain what is unread now (one batch if `one_batch`)."""
         outcome = Outcome()
         pool = self.reviewer.pool
-        async with self.reviewer.user_lock(tenant_id, user_id):
+        async with self._one_run(tenant_id, user_id):
             async with pool.connection() as conn, conn.cursor() as cur:
                 upto = await store.last_observed(cur, tenant_id, user_id)
                 after = await store.watermark(cur, tenant_id, user_id)
@@ -115,18 +126,23 @@ class Analyzer:
             else:
                 for batch in batches(rows, lambda o: o.bytes, max_records, max_bytes):
                     try:
-                        await self._batch(tenant_id, user_id, batch, settings, outcome,
-                                          correlation_id)
+                        known = [h for h in await self.reviewer.habits(tenant_id, user_id)
+                                 if h.status in (HabitStatus.ACTIVE, HabitStatus.CANDIDATE)]
+                        model, data = await self._answer(tenant_id, user_id, batch, known)
                     except LlmError as exc:
                         metrics.BATCHES.labels(outcome="failed").inc()
                         outcome.error = f"the model call failed ({exc.reason}): {exc}"
                         break
+                    async with self.reviewer.user_lock(tenant_id, user_id):
+                        await self._commit(tenant_id, user_id, batch, model, data, settings,
+                                           outcome, correlation_id)
                     outcome.batches += 1
                     outcome.records += len(batch)
                     if one_batch:
                         break
             if outcome.batches:
-                promoted = await self.reviewer.promote(tenant_id, user_id, correlation_id)
+                async with self.reviewer.user_lock(tenant_id, user_id):
+                    promoted = await self.reviewer.promote(tenant_id, user_id, correlation_id)
                 outcome.activated = len(promoted)
             async with pool.connection() as conn, conn.cursor() as cur:
                 done = await store.watermark(cur, tenant_id, user_id)
@@ -159,12 +175,11 @@ class Analyzer:
         metrics.BATCHES.labels(outcome="committed").inc()
         return completion.model, completion.data
 
-    async def _batch(self, tenant_id: str, user_id: str, batch: Sequence[store.Observation],
-                     settings: store.TenantSettings, outcome: Outcome,
-                     correlation_id: str | None) -> None:
-        habits = await self.reviewer.habits(tenant_id, user_id)
-        known = [h for h in habits if h.status in (HabitStatus.ACTIVE, HabitStatus.CANDIDATE)]
-        model, data = await self._answer(tenant_id, user_id, batch, known)
+    async def _commit(self, tenant_id: str, user_id: str, batch: Sequence[store.Observation],
+                      model: str, data: Any, settings: store.TenantSettings, outcome: Outcome,
+                      correlation_id: str | None) -> None:
+        """Under the user's lock: what the answer says, validated, published, and the
+        batch's watermark advanced."""
         refs = {f"r{i}": RefInfo(f"r{i}", o.seq, o.event_id, o.day)
                 for i, o in enumerate(batch, start=1)}
         proposals, rejected = validate_output(data, refs, settings.project_names)

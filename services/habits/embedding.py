@@ -5,8 +5,8 @@ When it cannot load or embed, nothing may be activated or selected on a guess: e
 surfaces as one exception, `EmbedderUnavailable`, which callers treat as "fail closed".
 
 Vectors are float32 and unit length. float32 is the encoder's own precision and what a stored
-vector keeps (2 KiB for 512 dimensions); the reference implementation's thresholds were set on
-float32 vectors too, which is why a cosine of 0.9 counts as 8,999 basis points and not 9,000.
+vector keeps (2 KiB for 512 dimensions); the thresholds in basis points are meant for float32
+vectors too, which is why a cosine of 0.9 counts as 8,999 basis points and not 9,000.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class SentenceEncoder:
 
 
 class FixedVectors:
-    """An embedder that answers from a table: for tests, and for replaying reference vectors.
+    """An embedder that answers from a table: for tests, and for replaying known vectors.
 
     Keys are matched the way habit wordings are compared (normalised), so a test can write them
     as a person would. A text that is not in the table is a failure, as it would be for a real

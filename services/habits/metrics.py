@@ -32,8 +32,9 @@ PROPOSALS = Counter(
 SELECTIONS = Counter(
     "habitus_habits_selections_total",
     "habits.select answers, by outcome: steered (habits injected), none (the judge chose "
-    "none), no_candidates, unavailable (embedder or judge failed: no guidance), drift (a "
-    "chosen habit changed before use: no guidance).", ["outcome"], registry=registry)
+    "none), no_candidates, invalid_judgment (the judge's answer broke the rules: no guidance), "
+    "unavailable (embedder or judge failed: no guidance), drift (a chosen habit changed "
+    "before use: no guidance).", ["outcome"], registry=registry)
 SELECT_SECONDS = Histogram(
     "habitus_habits_select_seconds",
     "habits.select latency, judge call included.",

@@ -36,6 +36,7 @@ from services.habits.ledger import Habit
 from services.habits.prompts import judge_messages
 from services.habits.review import staleness
 from services.habits.scoring import AFFIRMATION_MIN_BP, MAX_STALENESS
+from services.habits.wording import do_line, when_line
 
 log = logging.getLogger(__name__)
 
@@ -55,27 +56,36 @@ class Choice:
     reason: str | None = None
 
     def as_result(self) -> dict[str, Any]:
-        return {"habits": [{"habit_id": h.habit_id, "when": h.condition, "do": _do(h)}
-                           for h in self.habits],
-                "section": render(self.habits),
-                "steered_by": [f"When: {h.condition}" for h in self.habits],
+        shown = fitting(self.habits)  # what the section holds is what steered
+        return {"habits": [{"habit_id": h.habit_id, "when": h.condition, "do": h.behavior,
+                            "polarity": h.polarity}
+                           for h in shown],
+                "section": render(shown),
+                "steered_by": [when_line(h.condition) for h in shown],
                 "reason": self.reason}
 
 
-def _do(h: Habit) -> str:
-    return h.behavior if h.polarity >= 0 else f"Avoid: {h.behavior}"
+def _pair(h: Habit) -> str:
+    return f"- {when_line(h.condition)}\n  {do_line(h.behavior, h.polarity)}"
+
+
+def fitting(habits: Sequence[Habit]) -> list[Habit]:
+    """The habits, in order, whose pairs fit the section's characters with the heading."""
+    size = len(f"{HEADING}\n\n{HEADER}\n")
+    kept = []
+    for h in habits:
+        size += len(_pair(h)) + 1
+        if size > MAX_SECTION_CHARS:
+            break
+        kept.append(h)
+    return kept
 
 
 def render(habits: Sequence[Habit]) -> str:
-    if not habits:
+    shown = fitting(habits)
+    if not shown:
         return ""
-    lines = [HEADING, "", HEADER]
-    for h in habits:
-        pair = f"- When: {h.condition}\n  Do: {_do(h)}"
-        if len("\n".join([*lines, pair])) > MAX_SECTION_CHARS:
-            break
-        lines.append(pair)
-    return "\n".join(lines) + "\n"
+    return "\n".join([HEADING, "", HEADER, *(_pair(h) for h in shown)]) + "\n"
 
 
 def eligible(habits: Sequence[Habit], law_hash: str, now: float) -> list[Habit]:

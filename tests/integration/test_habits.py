@@ -175,12 +175,12 @@ async def test_a_suggestion_needs_approval_and_evidence_on_two_days_then_steers_
     stack.model.script(marker, JUDGE, lambda p: judgments(p, lambda c: c == when))
     chosen = await acme.rpc("habits.select", user_id=user, request=request)
     assert [h["habit_id"] for h in chosen["habits"]] == [suggested["habit_id"]]
-    assert chosen["steered_by"] == [f"When: {when}"]
+    assert chosen["steered_by"] == ["When: I ask for a status report"]
     stack.model.script(marker, JUDGE, lambda p: judgments(p, lambda c: c == when))
     context = await acme.rpc("prompt.context", user_id=user, request=request)
     assert [s["name"] for s in context["sections"]][-1] == "habits"
-    assert f"- When: {when}\n  Do: {do}" in context["text"]
-    assert context["steered_by"] == [f"When: {when}"]
+    assert f"- When: I ask for a status report\n  Do: {do}" in context["text"]
+    assert context["steered_by"] == ["When: I ask for a status report"]
     # the judge saw the conditions only: never the behavior, never an id
     judged = stack.model.calls(marker, JUDGE)[-1]
     text = str(judged["messages"])

@@ -213,6 +213,7 @@ class SteeringHabit(_Result):
     habit_id: str
     when: str
     do: str
+    polarity: int = Field(description="1: do it; -1: avoid it.")
 
 
 class Selection(_Result):
