@@ -175,10 +175,12 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
             review_status=payload.outcome, law_hash=payload.law_hash,
             blocked_by=tuple(payload.blocked_by))
     if isinstance(payload, HabitActivated | HabitEnabled):
-        # an activation ends an approved candidate's wait; an enable switches a disabled habit
+        # an activation ends an approved candidate's wait, or restores an approved habit the
+        # law had suppressed once the law allows it again; an enable switches a disabled habit
         # back on: neither is a way round the other's checks
-        from_status = Status.CANDIDATE if isinstance(payload, HabitActivated) else Status.DISABLED
-        if not habit.approved or habit.status is not from_status:
+        from_statuses = ((Status.CANDIDATE, Status.SUPPRESSED_BY_LAW)
+                         if isinstance(payload, HabitActivated) else (Status.DISABLED,))
+        if not habit.approved or habit.status not in from_statuses:
             return habit
         if isinstance(payload, HabitActivated) and payload.identity != habit.identity:
             return habit

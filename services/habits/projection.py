@@ -120,11 +120,34 @@ class LedgerProjection(Projection):
                  else ledger.evolve(before, event.payload, event.occurred_at))
         if after is None or (before is not None and after.checksum == before.checksum):
             return  # nothing it applies to, or nothing it changes
-        await store.save_habit(cur, event.tenant_id, event.user_id, after)
-        await store.audit(cur, event.tenant_id, event.user_id, habit_id, store.AuditEntry(
+        after = await self._under_current_law(cur, event.tenant_id, after, event.occurred_at)
+        await self._save(cur, delivered, event.user_id, before, after)
+
+    async def _save(self, cur: AsyncCursor[Any], delivered: Delivered, user_id: str,
+                    before: ledger.Habit | None, after: ledger.Habit) -> None:
+        event = delivered.event
+        await store.save_habit(cur, event.tenant_id, user_id, after)
+        await store.audit(cur, event.tenant_id, user_id, after.habit_id, store.AuditEntry(
             event.event_id, event.type, delivered.seq, event.occurred_at, event.producer,
             None if before is None else before.state(), after.state()))
         metrics.TRANSITIONS.labels(type=event.type).inc()
+
+    async def _under_current_law(self, cur: AsyncCursor[Any], tenant_id: str,
+                                 habit: ledger.Habit, at: float) -> ledger.Habit:
+        """A habit activated under a law that changed meanwhile (the approval was decided
+        while the tenant's law was being replaced) is checked against the law in force: if
+        that allows it, it carries the current law's hash (else it keeps the old one, is not
+        selected, and the law check that follows the change suppresses it)."""
+        if habit.status is not ledger.Status.ACTIVE:
+            return habit
+        stored = await store.law(cur, tenant_id)
+        try:
+            law = parse_law(None if stored is None else stored[0])
+        except ValueError:
+            return habit
+        if habit.law_hash == law.hash or violations(law, habit.condition, habit.behavior):
+            return habit
+        return ledger.re_stamp(habit, law.hash, at)
 
     async def on_habit(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                        ctx: ApplyContext) -> None:
@@ -174,7 +197,7 @@ class LedgerProjection(Projection):
                     continue
                 stamped = ledger.re_stamp(habit, law.hash, e.occurred_at)
                 if stamped is not habit:
-                    await store.save_habit(cur, e.tenant_id, user_id, stamped)
+                    await self._save(cur, delivered, user_id, habit, stamped)
 
     async def on_settings(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:

@@ -16,6 +16,7 @@ from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract import habits as h
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import (
+    HabitActivated,
     HabitDisabled,
     HabitDuplicateResolved,
     HabitEdited,
@@ -36,7 +37,7 @@ from services.habits import store
 from services.habits.analyze import Analyzer, habit_id_for
 from services.habits.batching import MAX_BATCH_BYTES, MAX_BATCH_RECORDS
 from services.habits.identity import identity
-from services.habits.law import parse_law, violations
+from services.habits.law import Law, parse_law, violations
 from services.habits.ledger import Habit
 from services.habits.review import as_result, review_items, reviewable
 from services.habits.reviewer import PRODUCER, Reviewer
@@ -327,7 +328,35 @@ class HabitsRpc:
                     await self._emit(rc, user_id, HabitSuppressedByLaw(
                         habit_id=habit.habit_id, law_hash=law.hash, patterns=denied))
                 suppressed.append(habit.habit_id)
+        await self._after_law(rc, law)
         return {"law_hash": law.hash, "text": law.text, "suppressed": suppressed}
+
+    async def _after_law(self, rc: RpcContext, law: Law) -> None:
+        """What a law no longer forbids: an approved habit it had suppressed is restored,
+        and approvals that waited for the law are checked again (with every other gate)."""
+        async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:
+            held = await store.active_in_tenant(cur, rc.tenant_id,
+                                                ("suppressed_by_law", "candidate"))
+        for user_id in sorted({u for u, x in held}):
+            async with self.reviewer.user_lock(rc.tenant_id, user_id):
+                habits = await self.reviewer.habits(rc.tenant_id, user_id)
+                for habit in habits:
+                    if (habit.status is not HabitStatus.SUPPRESSED_BY_LAW or not habit.approved
+                            or violations(law, habit.condition, habit.behavior)):
+                        continue
+                    try:  # what was activated meanwhile may conflict with it or duplicate it
+                        outcome, _, _, _ = await self.reviewer.decide(
+                            rc.tenant_id, user_id, habit, habits)
+                    except RpcError:
+                        continue  # the encoder is unavailable: it stays suppressed
+                    if outcome in (ReviewStatus.ACCEPTED_ACTIVE,
+                                   ReviewStatus.APPROVED_PENDING_ELIGIBILITY):
+                        await self._emit(rc, user_id, HabitActivated(
+                            habit_id=habit.habit_id, identity=habit.identity,
+                            law_hash=law.hash))
+                if any(x.review_status is ReviewStatus.APPROVED_PENDING_LAW
+                       for u, x in held if u == user_id):
+                    await self.reviewer.promote(rc.tenant_id, user_id, rc.correlation_id)
 
     async def configure(self, p: h.Configure, rc: RpcContext) -> dict[str, Any]:
         async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:

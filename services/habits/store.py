@@ -52,10 +52,12 @@ async def load_habits(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     return [_habit(r[0]) for r in await cur.fetchall()]
 
 
-async def active_in_tenant(cur: AsyncCursor[Any], tenant_id: str
-                           ) -> list[tuple[str, Habit]]:
+async def active_in_tenant(cur: AsyncCursor[Any], tenant_id: str,
+                           statuses: Sequence[str] = ("active",)) -> list[tuple[str, Habit]]:
+    """(user, habit) of every user of the tenant, in these statuses."""
     await cur.execute(f"SELECT user_id, state FROM {HABITS} WHERE tenant_id = %s "
-                      "AND status = 'active' ORDER BY user_id, habit_id", (tenant_id,))
+                      "AND status = ANY(%s) ORDER BY user_id, habit_id",
+                      (tenant_id, list(statuses)))
     return [(r[0], _habit(r[1])) for r in await cur.fetchall()]
 
 

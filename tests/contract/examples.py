@@ -22,15 +22,6 @@ from habitus.events.domain import (
     FacetPinned,
     FacetUnpinned,
     FacetUpdated,
-    ProfileNotesSaved,
-    RebuildRequested,
-    ReextractionRequested,
-    RoutingPolicyUpdated,
-    ToolRuleDeleted,
-    ToolRuleUpserted,
-    UserErased,
-)
-from habitus.events.domain import (
     HabitActivated,
     HabitApproved,
     HabitDisabled,
@@ -49,6 +40,13 @@ from habitus.events.domain import (
     HabitSuperseded,
     HabitSupport,
     HabitSuppressedByLaw,
+    ProfileNotesSaved,
+    RebuildRequested,
+    ReextractionRequested,
+    RoutingPolicyUpdated,
+    ToolRuleDeleted,
+    ToolRuleUpserted,
+    UserErased,
 )
 from habitus.events.envelope import Payload
 from habitus.events.ingest import (

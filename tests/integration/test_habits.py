@@ -5,6 +5,7 @@ service (fixed vectors for those texts; the real encoder for every other text)."
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,7 +24,7 @@ from tests.support.habits_model import (
     proposals,
     refs,
 )
-from tests.support.habits_stack import Client, Stack, habits_stack, observed
+from tests.support.habits_stack import Client, Stack, habits_stack, observed, until
 from tests.support.llm_server import Answer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -260,3 +261,48 @@ async def test_only_completed_turns_are_captured_and_what_is_kept_is_redacted(
             "AND user_id = %s", (acme.tenant, user))
         [(kept,)] = await cur.fetchall()
     assert kept == 14 * 86_400
+
+
+# ------------------------------------------------------------------------------------ law
+
+
+async def test_a_lifted_law_restores_what_it_suppressed_and_activates_what_waited_for_it(
+        stack: Stack, acme: Client) -> None:
+    user = unique("dana")
+    kept = (await acme.declare(user, "When I plan a sprint", "List the carry-over first"))
+    deployed = (await acme.declare(user, "When I deploy a service", "Use the staging cluster"))
+    law = await acme.rpc("habits.set_law", text="Team rules.\ndeny: staging")
+    assert law["suppressed"] == [deployed["habit"]["habit_id"]]
+    waiting = await acme.declare(user, "When I ship a hotfix", "Tell staging first")
+    assert (waiting["outcome"], waiting["habit"]["blocked_by"]) == ("approved_pending_law",
+                                                                   ["law:2"])
+    stamped = await acme.habit(user, kept["habit"]["habit_id"])
+    assert stamped["status"] == "active"
+    trail = (await acme.rpc("habits.get", user_id=user,
+                            habit_id=kept["habit"]["habit_id"]))["audit"]
+    assert [a["event_type"] for a in trail][-1] == "HabitLawSet"  # the re-stamp is audited
+
+    lifted = await acme.rpc("habits.set_law", text="Team rules.")
+    assert lifted["suppressed"] == []
+    statuses = {h["habit_id"]: h["status"] for h in await acme.habits(user)}
+    assert statuses == {kept["habit"]["habit_id"]: "active",
+                        deployed["habit"]["habit_id"]: "active",
+                        waiting["habit"]["habit_id"]: "active"}
+
+
+# ------------------------------------------------------------------------------ concurrency
+
+
+async def test_a_slow_judge_does_not_hold_up_other_calls(stack: Stack, acme: Client) -> None:
+    user, marker = unique("dana"), unique("slow")
+    await acme.declare(user, "When I ask for a status report", "Keep it to three bullets")
+    stack.model.script(marker, JUDGE, Answer(delay=1.5, json={"schema_version": 3,
+                                                              "judgments": []}))
+    select = asyncio.create_task(acme.rpc(
+        "habits.select", user_id=user, request=f"The status report, please [{marker}]"))
+    async def judging() -> bool:
+        return bool(stack.model.calls(marker, JUDGE))
+    await until(judging)  # the judge has the request
+    listed = await acme.habits(user)
+    assert len(listed) == 1 and not select.done()  # answered while the judge still thinks
+    assert (await select)["reason"] == "invalid_judgment"

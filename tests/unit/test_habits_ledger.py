@@ -201,7 +201,7 @@ class Oracle:
 
 #: how a habit may enter ACTIVE: (status before, event)
 ACTIVATIONS = {(S.CANDIDATE, HabitApproved), (S.CANDIDATE, HabitActivated),
-               (S.DISABLED, HabitEnabled)}
+               (S.SUPPRESSED_BY_LAW, HabitActivated), (S.DISABLED, HabitEnabled)}
 
 
 def fold(sequence: list[Step]) -> tuple[dict[str, Habit | None], list[Payload]]:
@@ -470,6 +470,10 @@ def test_suppressed_only_from_active() -> None:
     # a suppressed habit is not approved back into service behind the law's back
     assert evolve(h, HabitApproved(habit_id="h1", identity=h.identity, law_hash=LAW),
                   T0 + 10) is h
+    # once the law allows it again its standing approval restores it, under the new law
+    back = evolve(h, HabitActivated(habit_id="h1", identity=h.identity, law_hash=LAW), T0 + 11)
+    assert back is not None
+    assert (back.status, back.law_hash, back.blocked_by) == (S.ACTIVE, LAW, ())
 
 
 def test_state_round_trips_with_its_checksum() -> None:

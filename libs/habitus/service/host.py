@@ -40,6 +40,10 @@ from habitus.telemetry.gc_tuning import tune_gc
 from habitus.topology import Topology
 
 log = logging.getLogger(__name__)
+#: RPC requests a replica handles at once. One at a time, a slow call (a judge waiting on its
+#: model, a command waiting for its views) held up every other caller of the replica, the hot
+#: path's reads included; the pool and the per-user locks bound what concurrency can do.
+RPC_WORKERS = 16
 
 
 def _require(value: str | None, name: str) -> str:
@@ -88,7 +92,8 @@ class ServiceHost:
         # Subjects derive from the descriptor's prefixes, so they are known before the
         # handlers exist; a request arriving before `wire` finished is told to retry.
         for prefix in d.rpc_prefixes:
-            broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name)(self._dispatch)
+            broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name,
+                              max_workers=RPC_WORKERS)(self._dispatch)
         if not d.answers(d.ping_method):  # else the prefix's subscription carries it
             broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
