@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
+from habitus.events.domain import HabitStatus
 from habitus.llm import LlmClient, LlmError
 from services.habits import metrics, store
 from services.habits.embedding import Embedder, EmbedderUnavailable
@@ -175,12 +176,15 @@ class Selector:
     async def _revalidated(self, tenant_id: str, user_id: str, chosen: Sequence[str],
                            seen: dict[str, Habit]) -> Choice:
         """Re-read what the judge chose: any change since the snapshot means no guidance."""
-        law_hash, active = await self._snapshot(tenant_id, user_id)
-        now_by_id = {h.habit_id: h for h in active}
+        async with self._pool.connection() as conn, conn.cursor() as cur:
+            stored = await store.law(cur, tenant_id)
+            now_by_id = await store.habits_by_id(cur, tenant_id, user_id, chosen)
+        law_hash = parse_law(None if stored is None else stored[0]).hash
         out = []
         for habit_id in chosen:
             before, now = seen[habit_id], now_by_id.get(habit_id)
-            if (now is None or now.checksum != before.checksum or now.law_hash != law_hash
+            if (now is None or now.status is not HabitStatus.ACTIVE
+                    or now.checksum != before.checksum or now.law_hash != law_hash
                     or not now.approved or normalise(now.condition) != normalise(
                         before.condition)):
                 return Choice((), "drift: a chosen habit changed meanwhile")

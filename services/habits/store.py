@@ -52,6 +52,14 @@ async def load_habits(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     return [_habit(r[0]) for r in await cur.fetchall()]
 
 
+async def habits_by_id(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                       habit_ids: Sequence[str]) -> dict[str, Habit]:
+    await cur.execute(f"SELECT state FROM {HABITS} WHERE tenant_id = %s AND user_id = %s "
+                      "AND habit_id = ANY(%s)", (tenant_id, user_id, list(habit_ids)))
+    found = [_habit(r[0]) for r in await cur.fetchall()]
+    return {h.habit_id: h for h in found}
+
+
 async def active_in_tenant(cur: AsyncCursor[Any], tenant_id: str,
                            statuses: Sequence[str] = ("active",)) -> list[tuple[str, Habit]]:
     """(user, habit) of every user of the tenant, in these statuses."""
