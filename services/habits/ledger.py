@@ -34,6 +34,7 @@ from habitus.events.domain import (
 )
 from habitus.events.envelope import Payload
 from services.habits import identity as ident
+from services.habits.scoring import eligible
 
 Status = HabitStatus
 Review = ReviewStatus
@@ -155,9 +156,13 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
     if habit is None:
         return None
     if isinstance(payload, HabitEvidenceAdded):
+        support = merge_support(habit.support, (Support.of(s) for s in payload.support))
+        review = habit.review_status
+        if review is Review.COLLECTING_EVIDENCE and eligible(
+                [(s.ref, s.day) for s in support if s.polarity > 0]):
+            review = Review.AWAITING_REVIEW  # enough evidence now to be worth a person's look
         return _change(
-            habit, at,
-            support=merge_support(habit.support, (Support.of(s) for s in payload.support)),
+            habit, at, review_status=review, support=support,
             evidence=_merge_evidence(habit.evidence,
                                      (e.model_dump(mode="json") for e in payload.evidence)),
             confidence_bp=(habit.confidence_bp if payload.confidence_bp is None

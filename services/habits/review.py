@@ -18,6 +18,7 @@ from services.habits.conflict import Wording, check_conflict
 from services.habits.law import Law, violations
 from services.habits.ledger import Habit
 from services.habits.scoring import Signal, eligible, staleness_from, utc_day
+from services.habits.wording import do_line, when_line
 
 #: statuses a duplicate or a conflict is looked for among
 COMPARED = (HabitStatus.ACTIVE, HabitStatus.DISABLED)
@@ -84,8 +85,7 @@ def as_result(habit: Habit, now: float | None = None) -> dict[str, Any]:
 
 
 def review_text(habit: Habit) -> str:
-    do = habit.behavior if habit.polarity >= 0 else f"avoid: {habit.behavior}"
-    return f"When: {habit.condition}\nDo: {do}"
+    return f"{when_line(habit.condition)}\n{do_line(habit.behavior, habit.polarity)}"
 
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)

@@ -26,7 +26,13 @@ from habitus.events.domain import (
 from habitus.events.envelope import Payload
 from habitus.service.command import Commands
 from services.habits import store
-from services.habits.duplicates import Thresholds, embed_habits, matches
+from services.habits.duplicates import (
+    MAX_SCAN_HABITS,
+    ScanTooLarge,
+    Thresholds,
+    embed_habits,
+    matches,
+)
 from services.habits.embedding import Embedder, EmbedderUnavailable
 from services.habits.law import Law, parse_law
 from services.habits.ledger import Habit
@@ -94,6 +100,8 @@ class Reviewer:
         others = [h for h in habits if h.habit_id != target.habit_id and h.status in COMPARED
                   and h.polarity == target.polarity
                   and frozenset((h.habit_id, target.habit_id)) not in decided]
+        if len(others) >= MAX_SCAN_HABITS:
+            raise ScanTooLarge(len(others) + 1)  # the target and what it is compared with
         embedded = await embed_habits(self.embedder, [
             (h.habit_id, h.polarity, h.created_at, h.condition, h.behavior)
             for h in (target, *others)])
@@ -106,6 +114,8 @@ class Reviewer:
         law = await self.law(tenant_id)
         try:
             pairs = await self.duplicates(tenant_id, user_id, habit, habits)
+        except ScanTooLarge as exc:
+            raise RpcError("conflict", str(exc)) from None
         except EmbedderUnavailable as exc:
             raise RpcError("unavailable", f"duplicate checks cannot run, so nothing is "
                                           f"activated: {exc}") from None

@@ -72,6 +72,7 @@ class HabitsRpc:
             ("habits.archive", self.archive), ("habits.set_law", self.set_law),
             ("habits.get_law", self.get_law), ("habits.configure", self.configure),
             ("habits.analyze", self.analyze), ("habits.select", self.select),
+            ("habits.quarantine", self.quarantine),
         ):
             self.registry.implement(METHODS[name])(handler)
 
@@ -104,6 +105,13 @@ class HabitsRpc:
                 pending.setdefault(pair.second_id, []).append(pair.first_id)
         return {"items": review_items(habits, pending),
                 "pending_duplicates": sum(len(v) for v in pending.values()) // 2}
+
+    async def quarantine(self, p: h.HabitQuarantineQuery, rc: RpcContext) -> dict[str, Any]:
+        async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:
+            rows = await store.quarantined(cur, rc.tenant_id, p.user_id, p.limit)
+        return {"items": [{"first_seq": f, "last_seq": last, "reason": reason, "item": item,
+                           "model": model, "at": at} for f, last, reason, item, model, at
+                          in rows]}
 
     async def get_law(self, p: h.EmptyParams, rc: RpcContext) -> dict[str, Any]:
         law = await self.reviewer.law(rc.tenant_id)

@@ -215,6 +215,9 @@ async def test_invalid_proposals_are_quarantined_with_their_reason(
     assert [r[0] for r in rows] == ["unknown_ref", "names_a_path", "names_a_version",
                                     "names_an_id", "names_a_project", "sensitive"]
     assert "ops@example.com" not in str(rows)  # what is quarantined for a secret is redacted
+    listed = (await acme.rpc("habits.quarantine", user_id=user))["items"]
+    assert sorted(i["reason"] for i in listed) == sorted(r[0] for r in rows)
+    assert all(i["model"] == "scripted-model" for i in listed)
     assert [h["do"] for h in await acme.habits(user)] == ["Keep them short"]
 
 

@@ -161,8 +161,9 @@ def test_as_result_of_a_fresh_habit() -> None:
 
 
 def test_review_text() -> None:
-    assert review_text(habit()) == f"When: {COND}\nDo: {DO}"
-    assert review_text(habit(polarity=-1)) == f"When: {COND}\nDo: avoid: {DO}"
+    assert review_text(habit()) == f"When: {COND.removeprefix('When ')}\nDo: {DO}"
+    assert review_text(habit(polarity=-1)) == (
+        f"When: {COND.removeprefix('When ')}\nDo: avoid {DO}")
 
 
 # -- review_items ---------------------------------------------------------------------------
@@ -176,7 +177,7 @@ def test_numbered_in_creation_order() -> None:
     items = review_items([new, same_time, mid, old], {}, NOW)
     assert [(i["number"], i["habit"]["habit_id"]) for i in items] == [
         (1, "h-b"), (2, "h-a"), (3, "h-c"), (4, "h-0")]
-    assert items[0]["text"] == f"When: {COND}\nDo: Use a short table"
+    assert items[0]["text"] == "When: I ask for a status report\nDo: Use a short table"
     assert items[0]["habit"] == as_result(old, NOW)
 
 

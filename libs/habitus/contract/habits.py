@@ -115,6 +115,11 @@ class Analyze(_Params):
         "Bytes per model call (default 80,000)."))
 
 
+class HabitQuarantineQuery(_Params):
+    user_id: CallerUserId = Field(description=_USER)
+    limit: int = Field(default=100, ge=1, le=1000, description="The most items, newest first.")
+
+
 class Select(_Params):
     user_id: CallerUserId = Field(description=_USER)
     request: Annotated[str, StringConstraints(min_length=1, max_length=20_000)] = Field(
@@ -207,6 +212,22 @@ class AnalyzeResult(_Result):
     activated: int
     remaining: int = Field(description="Unread observations left (a failed batch stops).")
     error: str | None = Field(default=None, description="Why a batch failed, if one did.")
+
+
+class QuarantinedProposal(_Result):
+    first_seq: int = Field(description="The batch's first observation (stream sequence).")
+    last_seq: int = Field(description="The batch's last observation.")
+    reason: str = Field(description="Why it was refused: malformed_output, invalid_item, "
+                                    "unknown_ref, empty_wording, wording_too_long, sensitive, "
+                                    "names_a_path, names_a_version, names_an_id, "
+                                    "names_a_project.")
+    item: Any = Field(description="What the model proposed, redacted.")
+    model: str = Field(description="The model that proposed it.")
+    at: float = Field(description="When it was refused (epoch seconds).")
+
+
+class HabitQuarantine(_Result):
+    items: list[QuarantinedProposal]
 
 
 class SteeringHabit(_Result):

@@ -171,6 +171,8 @@ _TABLE = (
                "Analyze the user's unread observations into suggestions", changes_state=True,
                description="Drains what was unread when it started, in bounded batches, each "
                            "committed with its watermark.", timeout_factor=6.0),
+    MethodSpec("habits.quarantine", _HABITS, habits.HabitQuarantineQuery, habits.HabitQuarantine,
+               "What Analyze refused of the model's proposals for a user, with why"),
     MethodSpec("habits.select", _HABITS, habits.Select, habits.Selection,
                "The approved habits that apply to the current request (at most 3)",
                description="Fails closed: no guidance when the embedder or the judge fails."),
