@@ -16,8 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from habitus.cli_extractor import extractor_app
+from habitus.cli_facets import facets_app
+from habitus.cli_habits import habits_app
+from habitus.cli_ops import dlq_app, events_app, lag
+from habitus.cli_profile import profile_app
+from habitus.cli_route import route
 from habitus.cli_rules import rules_app
-from habitus.cli_traces import route, traces_app
+from habitus.cli_traces import traces_app
 from habitus.config import Settings, get_settings
 
 app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
@@ -26,7 +31,13 @@ app.add_typer(keys_app, name="keys")
 app.add_typer(rules_app, name="rules")
 app.add_typer(traces_app, name="traces")
 app.add_typer(extractor_app, name="extractor")
+app.add_typer(facets_app, name="facets")
+app.add_typer(profile_app, name="profile")
+app.add_typer(habits_app, name="habits")
+app.add_typer(events_app, name="events")
+app.add_typer(dlq_app, name="dlq")
 app.command("route")(route)
+app.command("lag")(lag)
 console = Console()
 
 
@@ -67,8 +78,9 @@ def up() -> None:
 @app.command()
 def demo(keep: Annotated[bool, typer.Option(help="leave the system running afterwards")
                          ] = False) -> None:
-    """Start the system, replay a short realistic session through the gateway, and print the
-    learned facets, PROFILE.md and prompt.context; then stop (unless --keep)."""
+    """Start the system, replay three weeks of two tenants' agents (examples/scenarios) through
+    the gateway, and show per user what was learned (facets, PROFILE.md, tool rules, habits,
+    prompt.context, routing), checked against the scenario; then stop (unless --keep)."""
     _run_up(demo=True, keep=keep)
 
 

@@ -56,6 +56,7 @@ from habitus.runtime.supervisor import (
     backoff_delay,
     describe_exit,
 )
+from habitus.scripted_llm import ScriptedLlmServer
 from habitus.service import registry
 
 __all__ = ["RUNTIME_FILE", "Up", "runtime_file", "up"]
@@ -136,6 +137,8 @@ class Up:
         self._owns_directory = False
         # Set by shutdown: a start still running in the infra thread starts no further server.
         self._stopping = threading.Event()
+        #: the demo's scripted model (a local server), when it started one
+        self._demo_model: ScriptedLlmServer | None = None
 
     # -- runtime.json --------------------------------------------------------------------------
 
@@ -249,7 +252,8 @@ class Up:
             runtime_file(self.data_dir).unlink()
         return cleaned
 
-    async def run(self, ready_timeout: float = 120.0, demo: bool = False) -> int:
+    async def run(self, ready_timeout: float = 120.0, demo: bool = False,
+                  keep: bool = True) -> int:
         s = self.settings
         loop = asyncio.get_running_loop()
         _say("Habitus: starting")
@@ -294,6 +298,11 @@ class Up:
             "HABITUS_EXPECTED_SERVICES": ",".join(others),
             "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
         }
+        if demo:  # the scenario's scripted model, unless HABITUS_LLM_* names a real one
+            from habitus.demo import scripted_model_for_up
+
+            self._demo_model, demo_env = scripted_model_for_up()
+            base_env.update(demo_env)
         logs = self.data_dir / "logs"
         for name in names:
             env = dict(base_env)
@@ -320,7 +329,9 @@ class Up:
         if demo:
             from habitus.demo import run_demo
 
-            self.demo_ok = await asyncio.to_thread(run_demo, base_url, key)
+            self.demo_ok = await asyncio.to_thread(
+                run_demo, base_url, key, nats_url=urls["nats"], database_url=urls["database"],
+                keep=keep)
         return 0
 
     async def shutdown(self) -> None:
@@ -341,6 +352,8 @@ class Up:
             await self.supervisor.stop()
         except Exception:
             log.exception("stopping the services failed")
+        if self._demo_model is not None:
+            self._demo_model.stop()
         try:
             await loop.run_in_executor(self._infra, self.stop_infrastructure)
         finally:
@@ -361,7 +374,7 @@ async def up(settings: Settings, demo: bool = False, keep: bool = True) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        start = asyncio.create_task(runner.run(demo=demo))
+        start = asyncio.create_task(runner.run(demo=demo, keep=keep))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if start in done:
