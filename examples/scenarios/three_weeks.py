@@ -557,10 +557,11 @@ def _marco(c: _Clock, user: str = "marco") -> UserStory:
                             outcome="failure", latency=1.2, tokens=400, feedback=0.2))
     return UserStory(
         user_id=user, name="Marco Rossi", persona="a formal, German-speaking sales director",
-        story="Asks for German twice and, four days ago, for formality once, lives in Munich, declares 'From "
-              "now on, no emoji.', forbids meetings before 9am, hits a rate-limited CRM, "
-              "wants every meeting summary to open with decisions and owners (a suggestion "
-              "he approves), and runs a sales agent on a small and a mid-size model.",
+        story="Asks for German twice and, four days ago, for formality once, lives in "
+              "Munich, declares 'From now on, no emoji.', forbids meetings before 9am, "
+              "hits a rate-limited CRM, wants every meeting summary to open with decisions "
+              "and owners (a suggestion he approves), and runs a sales agent on a small "
+              "and a mid-size model.",
         items=items,
         approve=["I ask for a meeting summary"],
         proposals=[Proposal("When I ask for a meeting summary",

@@ -394,8 +394,11 @@ def _lag_table(lags: Iterable[Lag], waiting: dict[str, str]) -> Table:
         style = "green" if lag.caught_up else "yellow"
         table.add_row(lag.projection, lag.stream, str(lag.last_seq or 0),
                       str(lag.checkpoint or 0), f"[{style}]{pending}[/]")
+    table.caption = ("pending: events the projection reads that it has not applied yet (its "
+                     "checkpoint stops at the last event it reads)")
     if waiting:
-        table.caption = "still working: " + ", ".join(f"{u} ({w})" for u, w in waiting.items())
+        table.caption += "; still working: " + ", ".join(f"{u} ({w})"
+                                                         for u, w in waiting.items())
     return table
 
 
@@ -487,13 +490,18 @@ def tenant_keys(scenario: Scenario, key: str, database_url: str | None) -> dict[
 
 def run_demo(base_url: str, key: str, *, console: Console | None = None,
              nats_url: str | None = None, database_url: str | None = None,
-             scripted: bool | None = None, timeout: float = 240.0, keep: bool = False) -> bool:
+             scripted: bool | None = None, timeout: float = 240.0, keep: bool = False,
+             tenants: dict[str, str] | None = None) -> bool:
     """Replay the scenario, wait until every projection caught up, show what was learned per
-    user, and check it against the scenario's expectations. True when all of it was met."""
+    user, and check it against the scenario's expectations. True when all of it was met.
+
+    `nats_url` and `database_url` (given by `habitus up`) show the projections' lag and make a
+    key per tenant; without them every tenant acts through `key`. `tenants` renames the
+    scenario's tenants (tests)."""
     out = console or Console()
     scripted = not llm_configured() if scripted is None else scripted
     started = time.monotonic()
-    scenario = build_scenario()
+    scenario = build_scenario(tenants=tenants)
     keys = tenant_keys(scenario, key, database_url)
     api = apis(base_url, keys)
     try:

@@ -1,0 +1,48 @@
+"""`run_demo`, the function `habitus demo` runs once the system is up, against every service
+in-process with the scenario's scripted model: it replays the scenario, shows every user and
+reports every expectation met."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from habitus import demo
+from habitus.auth.keys import create_key
+from habitus.db.migrate import migrate
+from tests.conftest import ServerUrls
+from tests.e2e.test_scenario import presets
+from tests.support.factories import unique
+from tests.support.services import every_service, skip_history
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+async def test_run_demo_shows_every_user_and_meets_every_expectation(
+        servers: ServerUrls, nc: Any, pool: Any, tmp_path: Any) -> None:
+    migrate(servers.database)
+    await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
+    tenants = {"acme": unique("acme"), "globex": unique("globex")}
+    key = await create_key(pool, unique("dev"))
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=120, force_terminal=False)
+    with demo.start_scripted_model(demo.build_scenario()) as llm:
+        async with every_service(servers.settings(data_dir=tmp_path), presets(llm.url)
+                                 ) as host:
+            ok = await asyncio.to_thread(
+                demo.run_demo, f"http://127.0.0.1:{host.bound_port}", key, console=console,
+                nats_url=servers.nats, database_url=servers.database, scripted=True,
+                timeout=120, tenants=tenants)
+    text = buffer.getvalue()
+    assert ok, text
+    assert "every expectation of the scenario met" in text
+    for user in ("sam", "priya", "marco", "lena"):
+        assert f"/{user}" in text
+    for shown in ("PROFILE.md", "learning.explain_facet", "Tool rules", "Habits",
+                  "prompt.context", "traces.route_stats", "router.select_model",
+                  "Projections catching up"):
+        assert shown in text, shown
