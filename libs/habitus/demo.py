@@ -122,6 +122,27 @@ def apis(base_url: str, keys: dict[str, str]) -> dict[str, Api]:
     return {tenant: Api(base_url, key) for tenant, key in keys.items()}
 
 
+def session_turns(user: str, said: Sequence[tuple[str, str]], *, start: float,
+                  session_id: str, channel: str, reply_after: float = 3.0,
+                  next_after: float = 15.0) -> list[dict[str, Any]]:
+    """`TurnRecorded` items for (message, reply) pairs, timed like a real session: each reply
+    `reply_after` s after its message, the next message `next_after` s after the last one, and
+    each turn saying when the previous reply came (so a quick correction reads as one)."""
+    items: list[dict[str, Any]] = []
+    at, previous = start, None
+    for n, (message, reply) in enumerate(said, start=1):
+        payload: dict[str, Any] = {
+            "session_id": session_id, "turn_id": f"t{n}", "channel": channel,
+            "user_message": message, "assistant_message": reply,
+            "user_at": at, "assistant_at": at + reply_after, "tool_calls": [],
+        }
+        if previous is not None:
+            payload["previous_assistant_at"] = previous
+        items.append({"type": "TurnRecorded", "user_id": user, "payload": payload})
+        previous, at = at + reply_after, at + next_after
+    return items
+
+
 def ordered_items(scenario: Scenario) -> list[tuple[str, dict[str, Any]]]:
     """Every tenant's items, as (tenant, item), in the order they happened."""
     pairs = [(t.tenant_id, item) for t in scenario.tenants for item in scenario.items(t)]
