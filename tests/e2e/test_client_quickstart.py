@@ -1,0 +1,107 @@
+"""The client quick start, as written: the first code block of docs/client.md (which the
+README embeds) runs against a stack started in-process, configured only by HABITUS_URL and
+HABITUS_API_KEY, and what it claims holds: the stated preference is in the prompt within
+seconds. examples/client_quickstart.py must be the same text, and runs as a script too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import os
+import re
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from habitus.auth.keys import create_key
+from habitus.client import AsyncClient
+from habitus.db.migrate import migrate
+from services.gateway.main import service as gateway
+from services.producers.main import build as producers
+from services.profile_renderer.main import build as profile_renderer
+from services.stability_detector.main import build as learning
+from services.stability_detector.settings import LearningSettings
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+from tests.support.services import running
+
+pytestmark = [pytest.mark.slow]  # async tests run by asyncio_mode = "auto"
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "client.md"
+EXAMPLE = ROOT / "examples" / "client_quickstart.py"
+LEARNED = ("**style/verbosity**: terse", "**style/preamble**: skip")
+
+
+def quick_start() -> str:
+    found = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert found is not None, "docs/client.md has no python code block"
+    return found.group(1)
+
+
+def test_the_example_file_is_the_quick_start_of_the_docs() -> None:
+    block = quick_start()
+    assert EXAMPLE.read_text() == block
+    assert len(block.strip().splitlines()) <= 5
+
+
+@pytest_asyncio.fixture(scope="module")
+async def stack(servers: ServerUrls) -> AsyncIterator[str]:
+    migrate(servers.database)
+    settings = servers.settings()
+    async with running(producers(), settings), \
+            running(learning(LearningSettings()), settings), \
+            running(profile_renderer(), settings), running(gateway, settings) as host:
+        yield f"http://127.0.0.1:{host.bound_port}"
+
+
+async def learned(url: str, key: str, user: str, within: float = 10.0) -> str:
+    async with AsyncClient(url, key) as habitus:
+        deadline = time.monotonic() + within
+        text = ""
+        while time.monotonic() < deadline:
+            text = (await habitus.context(user)).text
+            if all(line in text for line in LEARNED):
+                return text
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"not in the prompt {within:g} s after the quick start:\n{text}")
+
+
+async def test_the_quick_start_block_runs_and_its_user_is_learned(
+        stack: str, pool: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = await create_key(pool, unique("quick"))  # its own tenant: "dana" is its own user
+    monkeypatch.setenv("HABITUS_URL", stack)
+    monkeypatch.setenv("HABITUS_API_KEY", key)
+    out = io.StringIO()
+
+    def run() -> None:  # off the loop: the sync client blocks, the stack serves on this loop
+        with contextlib.redirect_stdout(out):
+            exec(compile(quick_start(), str(DOC), "exec"), {"__name__": "__main__"})
+
+    await asyncio.to_thread(run)  # it prints the context, which may still be empty
+    text = await learned(stack, key, "dana")
+    assert "*(pinned)*" in text  # "answers" in the plural: a standing statement
+
+
+async def test_the_example_runs_as_a_script(stack: str, pool: Any) -> None:
+    key = await create_key(pool, unique("quick"))
+    env = {**os.environ, "HABITUS_URL": stack, "HABITUS_API_KEY": key}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLE), env=env, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, stderr.decode()
+    await learned(stack, key, "dana")
+    # run again once learned: now the printed context holds what was said
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLE), env=env, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, stderr.decode()
+    assert all(line in stdout.decode() for line in LEARNED), stdout.decode()
