@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from habitus.cli_rules import Key, Url, call
+from habitus.cli_gateway import Key, Url, call
 
 extractor_app = typer.Typer(help="The LLM extractor (through the gateway, with an API key).",
                             no_args_is_help=True)

@@ -1,74 +1,27 @@
 """`habitus rules`: tool-scoped rules through the gateway, as a platform's operator would.
 
 It talks HTTP with an API key, not the bus: the same door, checks and answers an agent gets.
-The gateway and the key come from `--url`/`--key`, `HABITUS_GATEWAY_URL`/`HABITUS_API_KEY`,
-or, next to a running `habitus up`, its gateway and the local `dev` key.
+The gateway and the key come from `--url`/`--key`, `HABITUS_URL`/`HABITUS_API_KEY`, or, next to
+a running `habitus up`, its gateway and the local `dev` key (see `habitus.cli_gateway`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from habitus.config import get_settings
+from habitus.cli_gateway import Key, Url, call
 
 rules_app = typer.Typer(help="Tool-scoped rules (through the gateway, with an API key).",
                         no_args_is_help=True)
 console = Console()
 
-Url = Annotated[str | None, typer.Option("--url", help="the gateway (default: the running one)")]
-Key = Annotated[str | None, typer.Option("--key", help="an API key (default: HABITUS_API_KEY "
-                                                       "or the local dev key)")]
 User = Annotated[str | None, typer.Option("--user", help="the user (omit with --scope tenant)")]
 Scope = Annotated[str, typer.Option("--scope", help="user, or tenant: every user's")]
-
-
-def _gateway(url: str | None) -> str:
-    if url or os.environ.get("HABITUS_GATEWAY_URL"):
-        return str(url or os.environ["HABITUS_GATEWAY_URL"]).rstrip("/")
-    from habitus.runtime.state import read_runtime
-
-    settings = get_settings()
-    doc = read_runtime(settings.data_dir.resolve()) or {}
-    running = doc.get("gateway")
-    if isinstance(running, str) and running.startswith("http"):
-        return running.rstrip("/")
-    return f"http://127.0.0.1:{settings.http_port}"
-
-
-def _key(key: str | None) -> str:
-    if key or os.environ.get("HABITUS_API_KEY"):
-        return str(key or os.environ["HABITUS_API_KEY"])
-    local = get_settings().data_dir.resolve() / "dev-api-key"
-    if local.exists():
-        return local.read_text().strip()
-    console.print("[red]no API key: pass --key or set HABITUS_API_KEY[/]")
-    raise typer.Exit(2)
-
-
-def call(method: str, params: dict[str, Any], url: str | None, key: str | None) -> Any:
-    """POST /v1/rpc/<method>; the gateway's error (naming the field) is printed as it is."""
-    base, secret = _gateway(url), _key(key)
-    try:
-        response = httpx.post(f"{base}/v1/rpc/{method}", json=params, timeout=30,
-                              headers={"Authorization": f"Bearer {secret}"})
-    except httpx.HTTPError as exc:
-        console.print(f"[red]cannot reach the gateway at {base}: {exc}[/]")
-        raise typer.Exit(1) from None
-    body = response.json() if response.headers.get("content-type", "").startswith(
-        "application/json") else {}
-    if response.status_code != 200:
-        error = body.get("error", {}) if isinstance(body, dict) else {}
-        console.print(f"[red]{response.status_code} {error.get('code', '')}: "
-                      f"{error.get('message', response.text)}[/]", soft_wrap=True)
-        raise typer.Exit(1)
-    return body["result"]
 
 
 def _owner(user: str | None, scope: str) -> dict[str, Any]:

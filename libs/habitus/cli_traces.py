@@ -1,39 +1,20 @@
-"""`habitus route` and `habitus traces`: the router and the trace analyzer from a shell,
-through the gateway with an API key (as `habitus rules` does)."""
+"""`habitus traces`: the trace analyzer from a shell, through the gateway with an API key (as
+`habitus rules` does); `habitus route` is in `habitus.cli_route`."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from habitus.cli_rules import Key, Url, call
+from habitus.cli_gateway import Key, Url, call
 
 traces_app = typer.Typer(help="The trace analyzer (through the gateway, with an API key).",
                          no_args_is_help=True)
 console = Console()
-
-
-def route(query: Annotated[str, typer.Argument(help="the query to route")],
-          models: Annotated[str, typer.Option("--models", help="comma-separated models")] = "",
-          policy: Annotated[str | None, typer.Option(help="heuristic, learned, sft, bandit, "
-                                                          "grpo")] = None,
-          urgency: Annotated[float | None, typer.Option(help="0 to 1")] = None,
-          default: Annotated[str | None, typer.Option("--default", help="default model")
-                             ] = None,
-          url: Url = None, key: Key = None) -> None:
-    """Which model the router picks for a query, and why."""
-    params: dict[str, Any] = {"query": query,
-                              "available_models": [m for m in models.split(",") if m.strip()]}
-    for name, value in (("policy", policy), ("urgency", urgency), ("default_model", default)):
-        if value is not None:
-            params[name] = value
-    result = call("router.select_model", params, url, key)
-    console.print(f"[bold]{result['model'] or '(none)'}[/]  ({result['policy']}, "
-                  f"{result['query_class']}): {result['reason']}", soft_wrap=True)
 
 
 @traces_app.command("stats")
