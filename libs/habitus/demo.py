@@ -196,37 +196,20 @@ class Lag:
 
 
 async def _projection_lag(nats_url: str, database_url: str) -> list[Lag]:
+    """What `habitus lag` measures (the checkpoints read through the checkpoint store), as
+    the demo's table shows it."""
     import nats
-    import psycopg
-    from nats.js.errors import NotFoundError
 
-    from habitus.service import registry
+    from habitus.cli_ops import measure
 
-    projections = [p for d in registry.services() for p in d.projections]
     nc = await nats.connect(nats_url, name="habitus-demo")
     try:
-        js = nc.jetstream()
-        last = {s: (await js.stream_info(s)).state.last_seq for s in {p.stream for p in
-                                                                     projections}}
-        pending: dict[str, int | None] = {}
-        for p in projections:
-            # the durable consumer's name, as Projection.durable derives it
-            durable = "proj_" + p.name.replace(".", "_").replace("-", "_")
-            try:
-                info = await js.consumer_info(p.stream, durable)
-                pending[p.name] = (info.num_pending or 0) + (info.num_ack_pending or 0)
-            except NotFoundError:
-                pending[p.name] = None  # not running (a disabled service folds nothing)
+        measured = await measure(nc, database_url)
     finally:
         await nc.close()
-    checkpoints: dict[str, int] = {}
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        for schema in sorted({p.schema for p in projections}):
-            cur = await conn.execute(
-                f"SELECT projection, last_seq FROM {schema}.projection_checkpoints")
-            checkpoints.update({str(r[0]): int(r[1]) for r in await cur.fetchall()})
-    return [Lag(p.name, p.stream, last[p.stream], checkpoints.get(p.name), pending[p.name])
-            for p in sorted(projections, key=lambda p: p.name)]
+    return [Lag(m.projection, m.stream, m.stream_seq, m.checkpoint,
+                None if m.pending is None else m.pending + (m.ack_pending or 0))
+            for m in sorted(measured, key=lambda m: m.projection)]
 
 
 def projection_lag(nats_url: str, database_url: str) -> list[Lag]:
