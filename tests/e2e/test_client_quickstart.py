@@ -51,6 +51,12 @@ def test_the_example_file_is_the_quick_start_of_the_docs() -> None:
     assert len(block.strip().splitlines()) <= 5
 
 
+def test_the_readme_embeds_the_same_quick_start() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    assert quick_start() in blocks, "the README's Python block is not docs/client.md's"
+
+
 @pytest_asyncio.fixture(scope="module")
 async def stack(servers: ServerUrls) -> AsyncIterator[str]:
     migrate(servers.database)
