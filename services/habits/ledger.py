@@ -176,6 +176,7 @@ def evolve(habit: Habit | None, payload: Payload, at: float) -> Habit | None:
         active = payload.outcome in _ACTIVE_OUTCOMES
         return _change(
             habit, at, approved_identity=approved,
+            origin="declared" if payload.declared else habit.origin,
             status=Status.ACTIVE if active else Status.CANDIDATE,
             review_status=payload.outcome, law_hash=payload.law_hash,
             blocked_by=tuple(payload.blocked_by))

@@ -138,7 +138,8 @@ class Reviewer:
         await self.record_pairs(tenant_id, user_id, pairs, correlation_id)
         await self.publish(tenant_id, user_id, HabitApproved(
             habit_id=habit.habit_id, identity=habit.identity, outcome=outcome,
-            law_hash=law.hash, blocked_by=list(blocked)), correlation_id=correlation_id)
+            law_hash=law.hash, blocked_by=list(blocked),
+            declared=habit.origin == "declared"), correlation_id=correlation_id)
         return outcome
 
     async def promote(self, tenant_id: str, user_id: str, correlation_id: str | None

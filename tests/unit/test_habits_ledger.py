@@ -485,3 +485,14 @@ def test_state_round_trips_with_its_checksum() -> None:
     assert back == h and back.checksum == h.checksum
     assert Habit.from_state({**h.state(), "checksum": "forged"}).checksum == h.checksum
     assert dataclasses.replace(h, confidence_bp=1).sealed().checksum != h.checksum
+
+
+def test_an_approval_of_a_declared_wording_makes_the_suggestion_a_declaration() -> None:
+    h = run(suggested())
+    assert h.origin == "analyze"
+    waiting = run(HabitApproved(habit_id="h1", identity=h.identity, law_hash=LAW, declared=True,
+                                outcome=R.DUPLICATE_RESOLUTION, blocked_by=["h2"]), habit=h)
+    # waiting on a duplicate, it will not be asked for repeated evidence once that is resolved
+    assert (waiting.origin, waiting.status, waiting.approved) == ("declared", S.CANDIDATE, True)
+    plain = run(HabitApproved(habit_id="h1", identity=h.identity, law_hash=LAW), habit=h)
+    assert plain.origin == "analyze"

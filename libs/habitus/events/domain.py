@@ -406,6 +406,10 @@ class HabitApproved(Payload):
     blocked_by: list[str] = Field(
         default_factory=list, max_length=128,
         description="What holds it back: law patterns, a conflicting or duplicate habit id.")
+    declared: bool = Field(
+        default=False,
+        description="The user declared this wording (it then needs no repeated evidence, "
+                    "even if Analyze suggested it first).")
 
 
 class HabitActivated(Payload):
