@@ -49,6 +49,10 @@ DENYLIST: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 _DENY_LINE = re.compile(r"^\s*deny:\s?(.*)$", re.IGNORECASE)
+#: a tenant's patterns run on every activation and law change: bounded, and without the
+#: nested repetition that makes Python's backtracking matcher take exponential time
+MAX_PATTERN_CHARS = 500
+_NESTED_REPEAT = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*[+*{]")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,12 @@ def parse_law(text: str | None) -> Law:
         source = match.group(1).strip()
         if not source:
             raise ValueError(f"law line {number}: empty deny pattern")
+        if len(source) > MAX_PATTERN_CHARS:
+            raise ValueError(f"law line {number}: a deny pattern is at most "
+                             f"{MAX_PATTERN_CHARS} characters")
+        if _NESTED_REPEAT.search(source):
+            raise ValueError(f"law line {number}: a repeated group that itself repeats "
+                             "(like `(a+)+`) can take exponential time; write it without")
         try:
             extra.append(re.compile(source, _FLAGS))
         except re.error as error:

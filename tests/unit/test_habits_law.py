@@ -106,3 +106,16 @@ def test_hash_follows_the_text() -> None:
     a, b = parse_law("deny: x"), parse_law("deny: x\n")
     assert a.hash == sha256("deny: x") != b.hash
     assert parse_law("deny: x").hash == a.hash
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+b", r"(\w+\s?)*done", "(x*){3,}"])
+def test_a_pattern_with_nested_repetition_is_refused(pattern: str) -> None:
+    with pytest.raises(ValueError, match="law line 2: a repeated group"):
+        parse_law(f"Team rules\ndeny: {pattern}")
+
+
+def test_an_overlong_pattern_is_refused_and_plain_groups_pass() -> None:
+    with pytest.raises(ValueError, match="at most 500 characters"):
+        parse_law("deny: " + "a" * 501)
+    law = parse_law("deny: (prod|staging) database\ndeny: (ab){2}")
+    assert violations(law, "When I touch the prod database", "Ask first") == ["law:1"]
