@@ -69,10 +69,12 @@ def _need(value: str | None, name: str) -> str:
 
 
 @app.command()
-def up() -> None:
+def up(observe: Annotated[bool, typer.Option(
+        help="also run a local Prometheus scraping every process (data in var/prometheus)")
+       ] = False) -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
-    _run_up(demo=False, keep=True)
+    _run_up(demo=False, keep=True, observe=observe)
 
 
 @app.command()
@@ -84,13 +86,13 @@ def demo(keep: Annotated[bool, typer.Option(help="leave the system running after
     _run_up(demo=True, keep=keep)
 
 
-def _run_up(*, demo: bool, keep: bool) -> None:
+def _run_up(*, demo: bool, keep: bool, observe: bool = False) -> None:
     from habitus.runtime.up import up as run_up
     from habitus.telemetry.logging import configure_logging
 
     settings = get_settings()
     configure_logging("up", "WARNING", settings.log_json)
-    raise typer.Exit(asyncio.run(run_up(settings, demo=demo, keep=keep)))
+    raise typer.Exit(asyncio.run(run_up(settings, demo=demo, keep=keep, observe=observe)))
 
 
 @app.command()

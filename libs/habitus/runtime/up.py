@@ -253,7 +253,7 @@ class Up:
         return cleaned
 
     async def run(self, ready_timeout: float = 120.0, demo: bool = False,
-                  keep: bool = True) -> int:
+                  keep: bool = True, observe: bool = False) -> int:
         s = self.settings
         loop = asyncio.get_running_loop()
         _say("Habitus: starting")
@@ -304,14 +304,19 @@ class Up:
             self._demo_model, demo_env = scripted_model_for_up()
             base_env.update(demo_env)
         logs = self.data_dir / "logs"
+        metrics: dict[str, str] = {}  # service -> host:port of its /metrics
         for name in names:
             env = dict(base_env)
             if name not in public:
                 env["HABITUS_METRICS_PORT"] = str(free_port())
+                metrics[name] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"
             self.supervisor.add(ProcessSpec(
                 name, [sys.executable, "-m", "habitus.cli", "serve", name], env,
                 logs / f"{name}.log"))
         _say(f"  services: {', '.join(names)} (logs in {logs})")
+        self._update_state(metrics={**metrics, **{n: f"{s.http_host}:{s.http_port}"
+                                                  for n in public}})
+        prometheus_url = self._observe(metrics, base_env) if observe else None
         deadline = time.monotonic() + ready_timeout
         while not await asyncio.to_thread(_ready, f"{base_url}/readyz"):
             if time.monotonic() > deadline:
@@ -324,6 +329,8 @@ class Up:
         _say(f"  try       curl -s -X POST {base_url}/v1/events "
              f"-H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' "
              f"-d '{json.dumps([example_turn()])}'")
+        if prometheus_url:
+            _say(f"  prometheus {prometheus_url}   (data in {self.data_dir / 'prometheus'})")
         _say("")
         _say(f"Habitus is ready at {base_url} (Ctrl-C to stop)")
         if demo:
@@ -333,6 +340,24 @@ class Up:
                 run_demo, base_url, key, nats_url=urls["nats"], database_url=urls["database"],
                 keep=keep)
         return 0
+
+    def _observe(self, metrics: dict[str, str], env: dict[str, str]) -> str | None:
+        """Start the supervised Prometheus of `--observe`; its URL, or None (said why)."""
+        from habitus.runtime.observe import PrometheusMissing, prometheus_spec
+
+        # Labelled like compose and Kubernetes do: by deploy name (stability-detector).
+        deploy = {d.name: d.deploy_name for d in registry.services()}
+        s = self.settings
+        try:
+            spec, url = prometheus_spec(
+                self.data_dir, s.http_host, f"{s.http_host}:{s.http_port}",
+                {deploy.get(n, n): target for n, target in metrics.items()}, env)
+        except PrometheusMissing as exc:
+            _say(f"  prometheus not started: {exc}")
+            return None
+        self.supervisor.add(spec)
+        self._update_state(prometheus_url=url)
+        return url
 
     async def shutdown(self) -> None:
         """Stop services, then servers, then let go of the directory; each step runs even if
@@ -365,7 +390,8 @@ class Up:
         _say("Habitus: stopped")
 
 
-async def up(settings: Settings, demo: bool = False, keep: bool = True) -> int:
+async def up(settings: Settings, demo: bool = False, keep: bool = True,
+             observe: bool = False) -> int:
     """Run until Ctrl-C/SIGTERM; with `demo`, replay the demo session once ready, and unless
     `keep`, stop everything after it (exit 1 if it did not show what it teaches)."""
     runner = Up(settings)
@@ -374,7 +400,7 @@ async def up(settings: Settings, demo: bool = False, keep: bool = True) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        start = asyncio.create_task(runner.run(demo=demo, keep=keep))
+        start = asyncio.create_task(runner.run(demo=demo, keep=keep, observe=observe))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if start in done:
