@@ -65,6 +65,8 @@ class ItemOutcome:
     event: Event[Any] | None = None
     errors: list[FieldError] = field(default_factory=list)
     too_large: bool = False
+    #: why it was rejected, a bounded category for `habitus_gateway_ingest_rejected_total`
+    reason: str = "invalid_payload"
 
     @property
     def ok(self) -> bool:
@@ -96,42 +98,45 @@ def build_event(
     Without an event_id the item gets one derived from its type's natural key (see
     `habitus.events.ingest.NATURAL_KEYS`), so a client's retry is the same event."""
     if not isinstance(item, dict):
-        return ItemOutcome(index, None, errors=[FieldError("item", "must be a JSON object")])
+        return ItemOutcome(index, None, errors=[FieldError("item", "must be a JSON object")],
+                           reason="not_object")
     bad_text = [] if text_checked else [FieldError(path, reason)
                                         for path, reason in unstorable(item)]
     if bad_text:
         # Nothing of this item is echoed back: it may not even be encodable in the answer.
-        return ItemOutcome(index, None, errors=bad_text[:MAX_REPORTED])
+        return ItemOutcome(index, None, errors=bad_text[:MAX_REPORTED], reason="unstorable_text")
     type_name = item.get("type") if isinstance(item.get("type"), str) else None
     size = 0 if max_item_bytes is None else _encoded_size(item)
     if max_item_bytes is not None and size > max_item_bytes:
         return ItemOutcome(
-            index, type_name, too_large=True,
+            index, type_name, too_large=True, reason="too_large",
             errors=[FieldError("item", f"is {size} bytes; the limit is {max_item_bytes}")],
         )
     unknown = [] if ITEM_KEYS.issuperset(item) else sorted(set(item) - ITEM_KEYS)
     if unknown:
         return ItemOutcome(
-            index, type_name, errors=[FieldError(k, "unknown field") for k in unknown]
-        )
+            index, type_name, errors=[FieldError(k, "unknown field") for k in unknown],
+            reason="unknown_field")
     if "type" not in item:
-        return ItemOutcome(index, None, errors=[FieldError("type", "field required")])
+        return ItemOutcome(index, None, errors=[FieldError("type", "field required")],
+                           reason="type")
     if type_name is None or type_name not in catalog:
         return ItemOutcome(index, type_name, errors=[FieldError(
             "type", f"unknown event type {item.get('type')!r}; ingest types are "
-            + ", ".join(catalog.ingest_types()))])
+            + ", ".join(catalog.ingest_types()))], reason="type")
     spec = catalog.spec(type_name)
     if spec.stream != "ingest" or spec.internal:
         return ItemOutcome(index, type_name, errors=[FieldError(
-            "type", f"{type_name} is published by Habitus itself, not ingested")])
+            "type", f"{type_name} is published by Habitus itself, not ingested")], reason="type")
     if "tenant_id" in item and item["tenant_id"] != tenant_id:
         return ItemOutcome(index, type_name, errors=[FieldError(
-            "tenant_id", "does not match the tenant of the API key")])
+            "tenant_id", "does not match the tenant of the API key")], reason="tenant_id")
     if "user_id" not in item:
-        return ItemOutcome(index, type_name, errors=[FieldError("user_id", "field required")])
+        return ItemOutcome(index, type_name, errors=[FieldError("user_id", "field required")],
+                           reason="user_id")
     if isinstance(item["user_id"], str) and is_reserved_user(item["user_id"]):
         return ItemOutcome(index, type_name, errors=[FieldError(
-            "user_id", "ids beginning with '_' are reserved for Habitus")])
+            "user_id", "ids beginning with '_' are reserved for Habitus")], reason="user_id")
     body = dict(item)
     body["tenant_id"] = tenant_id
     given_id = "event_id" in body
@@ -139,7 +144,8 @@ def build_event(
         try:
             body["event_id"] = check_event_id(body["event_id"])
         except ValueError as exc:
-            return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))])
+            return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))],
+                               reason="event_id")
     else:
         # A type with a natural key gets its derived id below: no fresh id is drawn for it.
         body["event_id"] = _UNDERIVED if spec.payload in NATURAL_KEYS else new_event_id()
@@ -156,7 +162,7 @@ def build_event(
                                                 f"may differ by at most {max_clock_skew:g}s")
                   for path, value in _later_than(event, limit)]
         if future:
-            return ItemOutcome(index, type_name, errors=future)
+            return ItemOutcome(index, type_name, errors=future, reason="clock_skew")
     if not given_id:
         derived = natural_event_id(event.payload, event.tenant_id, event.user_id)
         if derived is None and event.event_id == _UNDERIVED:

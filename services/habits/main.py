@@ -17,7 +17,8 @@ from habitus.llm import Budget, LlmClient, PostgresUsage
 from habitus.projection import RunnerConfig
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
-from services.habits import store
+from habitus.telemetry.refresh import GaugeRefresher
+from services.habits import metrics, store
 from services.habits.analyze import Analyzer
 from services.habits.embedding import Embedder, EmbedderUnavailable, SentenceEncoder
 from services.habits.projection import CaptureProjection, LedgerProjection
@@ -75,6 +76,7 @@ async def wire(ctx: ServiceContext, settings: HabitsSettings,
                                          analyze=llm is not None)]
     if embedder is not None:
         background.append(_Warm(embedder, llm))
+    background.append(GaugeRefresher(ctx.pool, metrics.refresh_habits, name="habits"))
     return Wiring(rpc=HabitsRpc(reviewer, analyzer, selector).registry,
                   projections=[CaptureProjection(settings), LedgerProjection(embedder)],
                   background=background)  # type: ignore[arg-type]

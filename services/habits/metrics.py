@@ -3,9 +3,14 @@ the LLM client's `habitus_llm_*`)."""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from typing import Any
 
+from prometheus_client import Counter, Gauge, Histogram
+from psycopg import AsyncCursor
+
+from habitus.events.domain import HabitStatus
 from habitus.telemetry.metrics import registry
+from services.habits import store
 
 CAPTURED = Counter(
     "habitus_habits_observations_captured_total",
@@ -39,3 +44,20 @@ SELECT_SECONDS = Histogram(
     "habitus_habits_select_seconds",
     "habits.select latency, judge call included.",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20), registry=registry)
+HABITS = Gauge(
+    "habitus_habits",
+    "Habits in the ledger, by status. Refreshed every few seconds.", ["status"],
+    registry=registry)
+REVIEW_QUEUE = Gauge(
+    "habitus_habits_review_queue",
+    "Candidate habits waiting for a person's review (what habits.list_review numbers). "
+    "Refreshed every few seconds.", registry=registry)
+
+
+async def refresh_habits(cur: AsyncCursor[Any]) -> None:
+    """One `GROUP BY` over the ledger; every status is set, zeros included."""
+    await cur.execute(f"SELECT status, count(*) FROM {store.HABITS} GROUP BY status")
+    counts = {str(status): int(n) for status, n in await cur.fetchall()}
+    for status in HabitStatus:
+        HABITS.labels(status.value).set(counts.get(status.value, 0))
+    REVIEW_QUEUE.set(counts.get(HabitStatus.CANDIDATE.value, 0))

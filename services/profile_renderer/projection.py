@@ -13,6 +13,7 @@ and the workspace mirror is written.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from habitus.events.ingest import ProviderProfileSynced
 from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.prompt import ProfileFacet, ToolRule
-from services.profile_renderer import store
+from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.document import (
     FACET_BLOCKS,
@@ -80,6 +81,13 @@ class RenderProjection(Projection):
     def __init__(self, cache: ContextCache | None = None, mirror: Mirror | None = None):
         self._cache = cache
         self._mirror = mirror
+        #: versions written by the batch in progress, by origin: counted once it commits
+        self._renders: Counter[str] = Counter()
+
+    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        self._renders = Counter()  # a retried batch counts again from nothing
+        await super().apply_batch(cur, batch, ctx)
 
     async def on_facets(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                         ctx: ApplyContext) -> None:
@@ -195,11 +203,15 @@ class RenderProjection(Projection):
         version = (current.version if current else 0) + 1
         digest = await store.add_version(cur, event.tenant_id, event.user_id, version, text,
                                          origin, event.event_id, changed)
+        self._renders[origin] += 1
         ctx.emit(caused(event, ProfileRendered(version=version, sha256=digest,
                                                blocks_changed=list(changed)),
                         producer=PRODUCER), delivered)
 
     async def after_commit(self, batch: Sequence[Delivered]) -> None:
+        renders, self._renders = self._renders, Counter()
+        for origin, n in renders.items():
+            metrics.RENDERS.labels(origin).inc(n)
         users = {(d.event.tenant_id, d.event.user_id) for d in batch}
         if self._cache is not None:
             await self._cache.invalidate(users)

@@ -8,6 +8,7 @@ the user's current cache generation.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
@@ -15,7 +16,7 @@ from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import ProfileNotesSaved
 from habitus.service.context import ServiceContext
-from services.profile_renderer import store
+from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache, field_for
 from services.profile_renderer.context import build_context
 from services.profile_renderer.document import (
@@ -81,10 +82,13 @@ class ProfileRpc:
         return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
 
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
-        result = {"steered_by": [], **await self._context(p, rc)}
-        if p.request is None:
-            return result
-        return await self._with_habits(result, p, rc)
+        started = time.perf_counter()
+        context, cache = await self._context(p, rc)
+        result = {"steered_by": [], **context}
+        if p.request is not None:
+            result = await self._with_habits(result, p, rc)
+        metrics.CONTEXT_SECONDS.labels(cache).observe(time.perf_counter() - started)
+        return result
 
     async def _with_habits(self, result: dict[str, Any], p: PromptContextParams,
                            rc: RpcContext) -> dict[str, Any]:
@@ -108,13 +112,17 @@ class ProfileRpc:
                 "text": "\n".join(x for x in (result["text"], section) if x),
                 "steered_by": list(chosen.get("steered_by", []))}
 
-    async def _context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
+    async def _context(self, p: PromptContextParams, rc: RpcContext
+                       ) -> tuple[dict[str, Any], str]:
+        """The context, and how the cache served it (hit, miss, uncached: no cache)."""
         cache = self.cache
         field = field_for(p.tools, p.budget_chars)
         if cache is not None:
             hit = await cache.get(rc.tenant_id, p.user_id, field)
             if hit is not None:
-                return hit
+                metrics.CACHE_HITS.inc()
+                return hit, "hit"
+            metrics.CACHE_MISSES.inc()
         generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
         async with store.snapshot(self.ctx.pool) as cur:
             # One snapshot: the stamp is exactly the checkpoint the data is at.
@@ -133,5 +141,5 @@ class ProfileRpc:
         }
         if cache is not None:
             await cache.put(rc.tenant_id, p.user_id, field, result, generation, stamp)
-        return result
+        return result, "miss" if cache is not None else "uncached"
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from habitus.projection import RunnerConfig
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
-from services.stability_detector import store
+from habitus.telemetry.refresh import GaugeRefresher
+from services.stability_detector import metrics, store
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.rpc import LearningRpc
 from services.stability_detector.scheduler import RebuildScheduler
@@ -18,8 +19,9 @@ from services.stability_detector.settings import LearningSettings
 
 async def wire(ctx: ServiceContext, settings: LearningSettings) -> Wiring:
     scheduler = [RebuildScheduler(ctx, settings)] if settings.scheduler_enabled else []
+    gauges = GaugeRefresher(ctx.pool, metrics.refresh_facets, name="learning.facets")
     return Wiring(rpc=LearningRpc(ctx, settings).registry,
-                  projections=[LearningProjection(settings)], background=scheduler)
+                  projections=[LearningProjection(settings)], background=[*scheduler, gauges])
 
 
 service = ServiceDescriptor(

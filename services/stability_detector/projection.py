@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from habitus.events.domain import (
 from habitus.events.envelope import Payload
 from habitus.events.evidence import EvidenceRef
 from habitus.projection import ApplyContext, Delivered, Projection
-from services.stability_detector import store
+from services.stability_detector import metrics, store
 from services.stability_detector.scoring import (
     Command,
     FacetRow,
@@ -137,7 +138,8 @@ class LearningProjection(Projection):
                 continue  # the same command event seen again (published twice past the window)
             last_as_of, _ = await store.user_state(cur, event.tenant_id, event.user_id)
             as_of = command.at if last_as_of is None else last_as_of  # commands do not move time
-            await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx)
+            await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered, ctx,
+                                    trigger="command")
 
     async def on_rebuild_requested(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                                    ctx: ApplyContext) -> None:
@@ -150,7 +152,8 @@ class LearningProjection(Projection):
                 continue
             for tenant_id, user_id in await store.due_users(cur, as_of):
                 try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
-                    await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx)
+                    await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx,
+                                            trigger="periodic")
                 except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
                     log.error("periodic rebuild of a user failed; it stays due",
                               extra={"tenant": tenant_id, "error": repr(exc)})
@@ -163,7 +166,9 @@ class LearningProjection(Projection):
     emits = (CacheRebuilt,)
 
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                           as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
+                           as_of: float, cause: Delivered, ctx: ApplyContext, *,
+                           trigger: str = "requested") -> None:
+        started = time.perf_counter()
         await store.lock_user(cur, tenant_id, user_id)
         try:
             # A savepoint, so that after a failure the transaction is usable again and the lock
@@ -172,6 +177,7 @@ class LearningProjection(Projection):
                 await self._rebuild_locked(cur, tenant_id, user_id, as_of, cause, ctx)
         finally:
             await store.unlock_user(cur, tenant_id, user_id)
+        metrics.REBUILD_SECONDS.labels(trigger).observe(time.perf_counter() - started)
 
     async def _rebuild_locked(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                               as_of: float, cause: Delivered, ctx: ApplyContext) -> None:

@@ -21,7 +21,7 @@ from habitus.events.domain import RuleScope, ToolRuleDeleted, ToolRuleUpserted
 from habitus.events.ingest import TurnRecorded
 from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
-from services.tool_memory import store
+from services.tool_memory import metrics, store
 from services.tool_memory.capture import capture
 from services.tool_memory.recall import Recaller
 from services.tool_memory.settings import ToolMemorySettings
@@ -103,7 +103,9 @@ class RulesProjection(Projection):
     async def on_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
         for delivered in run:
-            await store.upsert_rule(cur, rule_row(delivered))
+            row = rule_row(delivered)
+            await store.upsert_rule(cur, row)
+            metrics.RULES.labels(row.source).inc()
 
     async def on_deleted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                          ctx: ApplyContext) -> None:

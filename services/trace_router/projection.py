@@ -30,7 +30,7 @@ from pydantic_core import to_json
 
 from habitus.events.ingest import FeedbackGiven, TraceCompleted, TraceStep
 from habitus.projection import ApplyContext, Delivered, Projection
-from services.trace_router import store
+from services.trace_router import metrics, store
 from services.trace_router.context import classify
 from services.trace_router.reward import reward
 
@@ -121,6 +121,24 @@ class TracesProjection(Projection):
     schema = store.SCHEMA
     tables = store.TABLES
 
+    def __init__(self) -> None:
+        #: (model, reward) of the rows the batch in progress wrote: observed once it commits
+        self._rewards: list[tuple[str, float]] = []
+
+    def _rewarded(self, rows: Sequence[store.TraceRow]) -> None:
+        self._rewards.extend((r.model or "unknown", r.reward) for r in rows
+                             if r.reward is not None)
+
+    async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
+                          ctx: ApplyContext) -> None:
+        self._rewards = []  # a retried batch observes again from nothing
+        await super().apply_batch(cur, batch, ctx)
+
+    async def after_commit(self, batch: Sequence[Delivered]) -> None:
+        rewards, self._rewards = self._rewards, []
+        for model, value in rewards:
+            metrics.REWARD.labels(model).observe(value)
+
     async def on_traces(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                         ctx: ApplyContext) -> None:
         parsed: dict[store.TraceKey, tuple[store.TraceRow, list[store.StepRow]]] = {}
@@ -137,6 +155,7 @@ class TracesProjection(Projection):
             new = {k: ((with_feedback(row, *waiting[k]), steps) if k in waiting
                        else (row, steps)) for k, (row, steps) in new.items()}
         added = store.new_traces(new.values())
+        self._rewarded([row for row, _ in new.values()])
         await store.insert_traces(cur, [row for row, _ in new.values()],
                                   [s for _, steps in new.values() for s in steps])
         await store.bump(cur, store.ROUTE_STATS, store.ROUTE_KEY, store.ROUTE_VALUES,
@@ -171,6 +190,7 @@ class TracesProjection(Projection):
             store.contribute(route, klass, before[row.key], -1)
             store.contribute(route, klass, row)
         await store.update_feedback(cur, changed)
+        self._rewarded(changed)
         await store.keep_pending(cur, pending)
         await store.bump(cur, store.ROUTE_STATS, store.ROUTE_KEY, store.ROUTE_VALUES,
                          _nonzero(route))

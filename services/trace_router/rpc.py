@@ -21,7 +21,7 @@ from habitus.events import CATALOG
 from habitus.events.domain import RouteDecided, RoutingPolicyUpdated
 from habitus.ids import TENANT_WIDE, new_event_id
 from habitus.service.context import ServiceContext
-from services.trace_router import facts, policy_store, store
+from services.trace_router import facts, metrics, policy_store, store
 from services.trace_router.context import build_context, query_class
 from services.trace_router.insights import examples, recommendations, skills
 from services.trace_router.policies import (
@@ -159,6 +159,7 @@ class RouterRpc:
         except NoModelAvailable:
             raise RpcError("invalid_argument", "available_models: none given, and no "
                                                "default_model or fallback_model") from None
+        metrics.DECISIONS.labels(name, choice.model).inc()
         if p.record and p.user_id is not None:
             await self.ctx.publisher.publish(CATALOG.new(RouteDecided(
                 query_id=decision_id, model=choice.model, policy=name,

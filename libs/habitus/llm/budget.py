@@ -129,12 +129,16 @@ class Budget:
         self._service = service
         self._clock = clock
         self._warned: dict[str, datetime.date] = {}
+        #: per tenant checked today: the share of its calls and tokens left (for the gauge)
+        self._left: dict[str, tuple[float, float]] = {}
+        self._left_day: datetime.date | None = None
 
     async def check(self, tenant_id: str) -> None:
         """Raise `BudgetExhausted` if the tenant has spent today's calls or tokens."""
         now = self._clock()
         day = utc_day(now)
         calls, tokens = await self._store.used(tenant_id, day)
+        self._gauge(tenant_id, day, calls, tokens)
         spent: Literal["calls", "tokens"]
         if 0 < self._daily_calls <= calls:
             spent = "calls"
@@ -149,6 +153,21 @@ class Budget:
                 "service": self._service, "tenant_id": tenant_id, "budget": spent,
                 "calls": calls, "tokens": tokens, "day": day.isoformat()})
         raise BudgetExhausted(spent, retry_after=seconds_to_utc_midnight(now))
+
+    def _gauge(self, tenant_id: str, day: datetime.date, calls: int, tokens: int) -> None:
+        """`habitus_llm_budget_remaining_ratio`: the least share left over the tenants checked
+        today (a new UTC day starts from a full budget)."""
+        if self._left_day != day:
+            self._left_day, self._left = day, {}
+
+        def left(limit: int, used: int) -> float:
+            return 1.0 if limit <= 0 else max(0.0, 1.0 - used / limit)
+
+        self._left[tenant_id] = (left(self._daily_calls, calls), left(self._daily_tokens, tokens))
+        metrics.BUDGET_REMAINING.labels(self._service, "calls").set(
+            min(c for c, _ in self._left.values()))
+        metrics.BUDGET_REMAINING.labels(self._service, "tokens").set(
+            min(t for _, t in self._left.values()))
 
     async def record(self, tenant_id: str, tokens_in: int, tokens_out: int) -> None:
         """Add one completed call and its tokens to the tenant's usage of today."""

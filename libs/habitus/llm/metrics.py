@@ -7,7 +7,7 @@ HTTP requests, so retries show up as the gap between the two.
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from habitus.telemetry.metrics import registry
 
@@ -46,5 +46,13 @@ STRUCTURED_FALLBACKS = Counter(
     "habitus_llm_structured_fallbacks_total",
     "Clients that switched from json_schema to fenced output because the server refused it.",
     ["service"],
+    registry=registry,
+)
+BUDGET_REMAINING = Gauge(
+    "habitus_llm_budget_remaining_ratio",
+    "Share of today's budget (calls or tokens) left to the tenant with the least left among "
+    "those this process checked today (1: no limit or nothing spent). No tenant label: the "
+    "per-tenant figures are in the usage table.",
+    ["service", "budget"],
     registry=registry,
 )

@@ -142,3 +142,16 @@ class ProjectionConsumer:
         p = self.projection
         info = await self._js.consumer_info(p.stream, p.durable)
         return info.num_pending or 0, info.num_ack_pending or 0
+
+    async def last_seq(self) -> int:
+        """The stream's last sequence on the projection's subjects (0: none there): one
+        last-message lookup per filter subject."""
+        p = self.projection
+        best = 0
+        for subject in p.filter_subjects:
+            try:
+                msg = await self._js.get_last_msg(p.stream, subject)
+            except NotFoundError:
+                continue
+            best = max(best, int(msg.seq or 0))
+        return best

@@ -72,6 +72,9 @@ class RunnerConfig:
     transient_max_wait: float = 4.0
     standby_poll: float = 2.0
     graceful_timeout: float = 30.0
+    #: how often (at most) the lag and ack-pending gauges ask the server (two or three small
+    #: requests): when idle, and between batches under load
+    lag_interval: float = 5.0
 
 
 class ProjectionRunner:
@@ -111,6 +114,7 @@ class ProjectionRunner:
 
         self.leader = self._leadership.event
         self.caught_up = asyncio.Event()
+        self._lag_at = -float("inf")
 
     @property
     def checkpoint(self) -> int:
@@ -297,8 +301,29 @@ class ProjectionRunner:
     async def _mark_caught_up(self) -> None:
         pending, ack_pending = await self._consumer.pending()
         metrics.PENDING.labels(self._label).set(pending)
+        metrics.ACK_PENDING.labels(self._label).set(ack_pending)
         if not pending and not ack_pending:
             self.caught_up.set()
+        await self._refresh_lag(force=False)
+
+    async def _refresh_lag(self, *, force: bool) -> None:
+        """`habitus_projection_lag_events` (and ack-pending): the stream's last sequence on the
+        projection's subjects minus the checkpoint, asked of the server at most every
+        `lag_interval` seconds. A failure leaves the gauges as they were."""
+        now = time.monotonic()
+        if not force and now - self._lag_at < self.config.lag_interval:
+            return
+        self._lag_at = now
+        try:
+            last = await self._consumer.last_seq()
+            if force:
+                _, ack_pending = await self._consumer.pending()
+                metrics.ACK_PENDING.labels(self._label).set(ack_pending)
+        except Exception as exc:  # a gauge is never a reason to rewind
+            log.debug("lag refresh failed", extra={"projection": self._label,
+                                                   "error": repr(exc)})
+            return
+        metrics.LAG.labels(self._label).set(max(0, last - self._checkpoint))
 
     async def handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
         """Apply one batch of deliveries and acknowledge it (see `habitus.projection.batch`)."""
@@ -321,8 +346,12 @@ class ProjectionRunner:
             metrics.PENDING.labels(self._label).set(fresh[-1].num_pending)
             if fresh[-1].num_pending == 0:
                 self.caught_up.set()
+                # nothing after the last delivery on these subjects: the checkpoint is the end
+                metrics.LAG.labels(self._label).set(0)
             else:
                 self.caught_up.clear()
+                if time.monotonic() - self._lag_at >= self.config.lag_interval:
+                    await self._refresh_lag(force=True)
         metrics.BATCH_SECONDS.labels(self._label).observe(time.perf_counter() - started)
         return outcome
 

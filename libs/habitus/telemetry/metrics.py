@@ -52,6 +52,17 @@ PENDING = Gauge(
     "Events in the stream not yet delivered to the projection's consumer (lag).",
     ["projection"],
 )
+ACK_PENDING = Gauge(
+    "habitus_projection_ack_pending_events",
+    "Deliveries to the projection's durable consumer not yet acknowledged.",
+    ["projection"],
+)
+LAG = Gauge(
+    "habitus_projection_lag_events",
+    "Stream sequences between the projection's checkpoint and the stream's last message on "
+    "the projection's subjects (0: caught up).",
+    ["projection"],
+)
 RETRIES = Counter(
     "habitus_projection_transient_retries_total",
     "Batches retried after a transient fault (database or bus unavailable).",
@@ -66,6 +77,13 @@ INGEST_ITEMS = Counter(
     "habitus_gateway_ingest_items_total",
     "Items received by POST /v1/events, by type and result.",
     ["type", "result"],
+)
+INGEST_REJECTED = Counter(
+    "habitus_gateway_ingest_rejected_total",
+    "Items POST /v1/events refused, by reason (a bounded category: not_object, "
+    "unstorable_text, too_large, unknown_field, type, tenant_id, user_id, event_id, "
+    "clock_skew, invalid_payload, conflict).",
+    ["reason"],
 )
 HTTP_SECONDS = Histogram(
     "habitus_gateway_http_request_duration_seconds",

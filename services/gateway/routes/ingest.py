@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 from habitus.bus.rpc import RpcError
 from habitus.service.context import ServiceContext
+from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import collection_paused
 from services.gateway.access import Access
 from services.gateway.auth import authenticate
@@ -83,6 +84,8 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
                 for i, item in enumerate(items)
             ]
         rejected = [o for o in outcomes if not o.ok]
+        for o in rejected:
+            metrics.INGEST_REJECTED.labels(o.reason).inc()
         counted: Counter[tuple[str, str]] = Counter(
             (o.type if o.type in _TYPES else "unknown", "rejected") for o in rejected
         )
@@ -102,6 +105,8 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
             status = "rejected" if pub.status == "too_large" else pub.status
             by_index[o.index] = _result(o, status, published=pub.result, error=pub.error)
             counted[(o.type or "unknown", pub.status)] += 1
+            if pub.status in ("too_large", "conflict"):
+                metrics.INGEST_REJECTED.labels(pub.status).inc()
         _count(counted)
         for o in rejected:
             by_index[o.index] = _result(o, "rejected")

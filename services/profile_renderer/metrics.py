@@ -1,0 +1,32 @@
+"""The profile renderer's metrics: PROFILE.md versions written, and `prompt.context` (the hot
+path of every agent turn): its latency and its cache's hits and misses."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram
+
+from habitus.telemetry.metrics import registry
+
+RENDERS = Counter(
+    "habitus_profile_renders_total",
+    "PROFILE.md versions committed, by origin (render: the facets or accounts changed; notes: "
+    "the user saved notes). Unchanged renders are not counted.",
+    ["origin"], registry=registry,
+)
+CONTEXT_SECONDS = Histogram(
+    "habitus_prompt_context_duration_seconds",
+    "prompt.context latency in the profile renderer (the habits.select call included when a "
+    "request is given), by whether the cached context was used (hit, miss, uncached).",
+    ["cache"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+    registry=registry,
+)
+CACHE_HITS = Counter(
+    "habitus_prompt_context_cache_hits_total",
+    "prompt.context answered from the Redis context cache.", registry=registry,
+)
+CACHE_MISSES = Counter(
+    "habitus_prompt_context_cache_misses_total",
+    "prompt.context built from Postgres (not cached, or the user's cache generation moved).",
+    registry=registry,
+)
