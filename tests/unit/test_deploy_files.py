@@ -101,6 +101,24 @@ EXPORTED_METRICS = frozenset(
     }
 )
 METRIC_NAME = re.compile(r"\b(?:habitus|faststream)_\w+")
+#: the NATS exporter's JetStream series the alerts read (docker-compose.yml's nats-exporter)
+EXPORTER_METRICS = frozenset({"jetstream_stream_total_messages"})
+SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum")
+
+
+def metrics_defined_in_code() -> set[str]:
+    """Every `habitus_*` metric name a Counter/Gauge/Histogram in libs/ or services/ defines."""
+    defined: set[str] = set()
+    for path in [*ROOT.joinpath("libs").rglob("*.py"), *ROOT.joinpath("services").rglob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        defined |= set(re.findall(r"(?:Counter|Gauge|Histogram)\(\s*\"(habitus_\w+)\"", text))
+    return defined
+
+
+def is_defined(name: str, defined: set[str]) -> bool:
+    if name in defined or name in EXPORTED_METRICS:
+        return True
+    return any(name.endswith(s) and name.removesuffix(s) in defined for s in SAMPLE_SUFFIXES)
 DATASOURCE = {"type": "prometheus", "uid": "prometheus"}
 
 
@@ -462,6 +480,7 @@ def promql_is_balanced(expr: str) -> bool:
 
 
 def test_alert_rules(alert_rules: dict[str, Any]) -> None:
+    defined = metrics_defined_in_code()
     rules = [rule for group in alert_rules["groups"] for rule in group["rules"]]
     names = [rule["alert"] for rule in rules]
     assert len(names) == len(set(names))
@@ -470,9 +489,13 @@ def test_alert_rules(alert_rules: dict[str, Any]) -> None:
         assert set(rule) <= {"alert", "expr", "for", "keep_firing_for", "labels", "annotations"}
         expr = rule["expr"]
         assert promql_is_balanced(expr), rule["alert"]
-        assert set(METRIC_NAME.findall(expr)) <= EXPORTED_METRICS, rule["alert"]
+        for name in METRIC_NAME.findall(expr):
+            assert is_defined(name, defined), f"{rule['alert']}: no code defines {name}"
+        for name in re.findall(r"\bjetstream_\w+", expr):
+            assert name in EXPORTER_METRICS, f"{rule['alert']}: {name}"
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
         assert rule["annotations"]["summary"]
+        assert rule["annotations"]["runbook"], f"{rule['alert']}: no runbook line"
         if "for" in rule:
             assert re.fullmatch(r"(\d+[smh])+", str(rule["for"])), rule["for"]
 
@@ -504,6 +527,67 @@ def test_alert_rules(alert_rules: dict[str, Any]) -> None:
         "gateway 5xx ratio",
     )
     find(lambda r: re.search(r"\bup\s*==\s*0", r["expr"]) is not None, "a target down")
+    growing = find(lambda r: "deriv(habitus_projection_pending_events" in r["expr"],
+                   "a growing lag")
+    assert growing.get("for") == "10m"
+    find(lambda r: 'stream_name="HABITUS_DLQ"' in r["expr"], "a non-empty DLQ")
+    find(
+        lambda r: (
+            "habitus_extractor_candidates_total" in r["expr"]
+            and "habitus_learning_rebuild_duration_seconds_count" in r["expr"]
+            and "[1h]" in r["expr"]  # two periodic intervals (HABITUS_LEARNING_PERIODIC_SECONDS)
+        ),
+        "no rebuild while candidates arrive",
+    )
+    find(lambda r: "habitus_llm_budget_exhausted_total" in r["expr"], "an exhausted LLM budget")
+    find(lambda r: "up{" in r["expr"] and "offset" in r["expr"], "a service gone from discovery")
+
+
+def test_k8s_prometheus_config_scrapes_the_annotated_pods() -> None:
+    """deploy/prometheus/prometheus-k8s.yml finds pods by the annotations every Deployment in
+    k8s/base carries, and labels them like the compose config (job names, `service`)."""
+    config = read_yaml(PROMETHEUS_DIR / "prometheus-k8s.yml")
+    compose_config = read_yaml(PROMETHEUS_DIR / "prometheus.yml")
+    assert config["rule_files"] == compose_config["rule_files"] == ["alerts.yml"]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    habitus_jobs = {n for n in jobs if n.startswith("habitus-")}
+    assert habitus_jobs == {j["job_name"] for j in compose_config["scrape_configs"]
+                            if j["job_name"].startswith("habitus-")}
+
+    def keeps(job: dict[str, Any], labels: dict[str, str]) -> bool:
+        for rule in job["relabel_configs"]:
+            if rule.get("action") not in {"keep", "drop"}:
+                continue
+            value = ";".join(labels.get(label, "") for label in rule["source_labels"])
+            matched = re.fullmatch(rule["regex"], value) is not None
+            if matched != (rule["action"] == "keep"):
+                return False
+        return True
+
+    def meta(pod: dict[str, Any]) -> dict[str, str]:
+        out = {"__meta_kubernetes_pod_phase": "Running"}
+        for key, value in pod["metadata"]["annotations"].items():
+            out["__meta_kubernetes_pod_annotation_" + re.sub(r"[^\w]", "_", key)] = value
+        for key, value in pod["metadata"]["labels"].items():
+            out["__meta_kubernetes_pod_label_" + re.sub(r"[^\w]", "_", key)] = value
+        # The base's common label, which kustomize adds to the pod templates too.
+        out["__meta_kubernetes_pod_label_app_kubernetes_io_part_of"] = "habitus"
+        return out
+
+    for name in habitus_jobs:
+        job = jobs[name]
+        [sd] = job["kubernetes_sd_configs"]
+        assert sd["role"] == "pod"
+        assert sd["namespaces"]["names"] == [kustomization(K8S_DEV)["namespace"]]
+        targets = {rule.get("target_label") for rule in job["relabel_configs"]}
+        assert {"__metrics_path__", "__address__", "service"} <= targets, name
+    deployments = [d for (kind, _), d in base_resources().items() if kind == "Deployment"]
+    for deployment in deployments:
+        labels = meta(deployment["spec"]["template"])
+        scraped_by = [n for n in sorted(habitus_jobs) if keeps(jobs[n], labels)]
+        name = deployment["metadata"]["name"]
+        expected = "habitus-gateway" if name == GATEWAY_DEPLOYMENT else "habitus-services"
+        assert scraped_by == [expected], name
 
 
 # --- Grafana ------------------------------------------------------------------------------------
