@@ -1,0 +1,1 @@
+"""Operations as code: the Grafana dashboards (`habitus.ops.dashboards`)."""
