@@ -12,6 +12,11 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# Prometheus and promtool for the rule tests and the live dashboard check: the Debian
+	@# package when missing (as root, apt-get, no service started). Not fatal here: the tests
+	@# that need it install it the same way, or fail under CI (skip elsewhere) saying why.
+	@command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || \
+	  $(BIN)/python -m tests.support.prometheus || true
 	@touch $(STAMP)
 
 install: $(STAMP)
