@@ -88,7 +88,9 @@ EXPORTED_METRICS = frozenset(
         "faststream_received_messages_total",
         "faststream_received_processed_messages_total",
         "faststream_received_processed_messages_duration_seconds_bucket",
-        "faststream_published_messages_total",
+        # not faststream_published_messages_total: events are published through
+        # habitus.bus.publisher (JetStream acks awaited), never FastStream's publisher, so that
+        # series never has a sample
         "habitus_projection_applied_events_total",
         "habitus_projection_batch_duration_seconds_bucket",
         "habitus_projection_checkpoint_seq",

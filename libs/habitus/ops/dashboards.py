@@ -87,13 +87,33 @@ class Dashboard:
     tags: Sequence[str] = field(default=("habitus",))
 
 
+#: counters of what a healthy system rarely does (dead letters, retries, refusals): their
+#: series appear only once it happens, so their panels read 0 until then, not "No data" (which
+#: an operator cannot tell from a broken scrape)
+QUIET_WHEN_HEALTHY = (
+    "habitus_dlq_events_total", "habitus_projection_redelivered_events_total",
+    "habitus_projection_republished_events_total", "habitus_projection_transient_retries_total",
+    "habitus_extractor_quarantined_total", "habitus_habits_observations_skipped_total",
+    "habitus_llm_budget_exhausted_total", "habitus_llm_structured_fallbacks_total",
+)
+#: filters that match only failures (a handler's non-acked messages, 5xx answers)
+_FAILURE_FILTERS = ('status!="acked"', 'status=~"5.."')
+
+
+def zero_when_quiet(expr: str) -> str:
+    if any(m in expr for m in QUIET_WHEN_HEALTHY) or any(f in expr for f in _FAILURE_FILTERS):
+        return f"({expr}) or vector(0)"
+    return expr
+
+
 def ts(title: str, *queries: tuple[str, str], unit: str, description: str = "",
        width: int = 12) -> Panel:
-    return Panel(title, queries, unit, description, "timeseries", width)
+    return Panel(title, tuple((zero_when_quiet(q), legend) for q, legend in queries), unit,
+                 description, "timeseries", width)
 
 
 def st(title: str, query: str, *, unit: str, description: str = "") -> Panel:
-    return Panel(title, ((query, ""),), unit, description, "stat", 6, 4)
+    return Panel(title, ((zero_when_quiet(query), ""),), unit, description, "stat", 6, 4)
 
 
 # --- The dashboards --------------------------------------------------------------------------
@@ -154,11 +174,9 @@ OVERVIEW = Dashboard(
             ts("Handler duration p99",
                (quantile(0.99, "faststream_received_processed_messages_duration_seconds",
                          "app_name"), "{{app_name}}"), unit="s", width=8),
-            ts("Received and published messages",
+            ts("Received messages",
                (f"sum by (app_name) ({rate('faststream_received_messages_total')})",
-                "received {{app_name}}"),
-               (f"sum by (app_name) ({rate('faststream_published_messages_total')})",
-                "published {{app_name}}"), unit="ops", width=24),
+                "received {{app_name}}"), unit="ops", width=24),
         ]),
     ],
 )
