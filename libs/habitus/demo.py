@@ -492,6 +492,36 @@ def tenant_keys(scenario: Scenario, key: str, database_url: str | None) -> dict[
     return asyncio.run(make())
 
 
+def fresh_tenants(nats_url: str, names: Sequence[str] = ("acme", "globex")
+                  ) -> dict[str, str] | None:
+    """Tenants that hold nothing yet: a second demo on the same data directory replays the
+    scenario as of now under `acme-2`, `globex-2` (the first run's turns keep their ids with
+    other times, which the gateway would rightly refuse as conflicts). None: the names as
+    they are."""
+    async def taken(suffix: str) -> bool:
+        import nats
+
+        from habitus.bus.streams import INGEST
+        from habitus.subjects import INGEST_ROOT
+
+        nc = await nats.connect(nats_url, name="habitus-demo")
+        try:
+            js = nc.jetstream()
+            for name in names:
+                info = await js.stream_info(
+                    INGEST, subjects_filter=f"{INGEST_ROOT}.*.{name}{suffix}.>")
+                if info.state.subjects:
+                    return True
+            return False
+        finally:
+            await nc.close()
+
+    n = 1
+    while asyncio.run(taken("" if n == 1 else f"-{n}")):
+        n += 1
+    return None if n == 1 else {name: f"{name}-{n}" for name in names}
+
+
 def run_demo(base_url: str, key: str, *, console: Console | None = None,
              nats_url: str | None = None, database_url: str | None = None,
              scripted: bool | None = None, timeout: float = 240.0, keep: bool = False,
@@ -505,6 +535,8 @@ def run_demo(base_url: str, key: str, *, console: Console | None = None,
     out = console or Console()
     scripted = not llm_configured() if scripted is None else scripted
     started = time.monotonic()
+    if tenants is None and nats_url is not None:
+        tenants = fresh_tenants(nats_url)
     scenario = build_scenario(tenants=tenants)
     keys = tenant_keys(scenario, key, database_url)
     api = apis(base_url, keys)
