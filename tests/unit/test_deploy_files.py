@@ -1019,9 +1019,14 @@ def test_kubectl_kustomize_builds_the_dev_overlay() -> None:
     docs = load_yaml_all(result.stdout)
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for doc in docs:
-        by_kind.setdefault(doc["kind"], []).append(doc)
         if doc["kind"] != "Namespace":
             assert doc["metadata"]["namespace"] == "habitus-dev", doc["metadata"]["name"]
+        # The overlay also includes k8s/observability (Prometheus, Grafana; checked by
+        # tests/unit/test_k8s_observability.py): what follows is about Habitus's own resources.
+        labels = doc["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/part-of") == "habitus-observability":
+            continue
+        by_kind.setdefault(doc["kind"], []).append(doc)
     [config_map] = by_kind["ConfigMap"]
     [secret] = by_kind["Secret"]
     assert config_map["metadata"]["name"].startswith("habitus-config-")
