@@ -18,7 +18,7 @@ from rich.table import Table
 from habitus.cli_extractor import extractor_app
 from habitus.cli_facets import facets_app
 from habitus.cli_habits import habits_app
-from habitus.cli_ops import dlq_app, events_app, lag
+from habitus.cli_ops import dlq_app, events_app, lag, live_settings
 from habitus.cli_profile import profile_app
 from habitus.cli_route import route
 from habitus.cli_rules import rules_app
@@ -42,23 +42,8 @@ console = Console()
 
 
 def _settings() -> Settings:
-    """Settings, with the URLs the environment leaves unset taken from a live `habitus up` on the
-    same data directory. Its runtime.json can be stale (a `habitus up` that was killed) or name a
-    server that is down: that is one clear line and exit 2 at once, not a connect timeout and a
-    pool traceback."""
-    settings = get_settings()
-    from habitus.runtime.state import Unavailable, live_urls
-
-    missing = [key for key in ("nats_url", "database_url", "redis_url")
-               if not getattr(settings, key)]
-    if not missing:
-        return settings
-    try:
-        live = live_urls(settings.data_dir.resolve(), missing)
-    except Unavailable as exc:
-        console.print(f"[red]{exc}[/]", soft_wrap=True)
-        raise typer.Exit(2) from None
-    return settings.model_copy(update={key: live.get(key) for key in missing})
+    """Settings, the URLs the environment leaves unset taken from a live `habitus up` here."""
+    return live_settings()
 
 
 def _need(value: str | None, name: str) -> str:

@@ -45,20 +45,29 @@ AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
 # ---------------------------------------------------------------------------- connections
 
 
-def bus_settings(*needed: str) -> Settings:
-    """Settings with the `needed` URLs (`nats_url`, `database_url`) taken from a live
-    `habitus up` on the same data directory when the environment leaves them unset; a missing
-    or unreachable one is one line and exit 2."""
+def live_settings(keys: tuple[str, ...] = ("nats_url", "database_url", "redis_url")
+                  ) -> Settings:
+    """Settings, with the URLs among `keys` the environment leaves unset taken from a live
+    `habitus up` on the same data directory. Its runtime.json can be stale (a `habitus up`
+    that was killed) or name a server that is down: that is one clear line and exit 2 at once,
+    not a connect timeout and a pool traceback."""
     settings = get_settings()
     from habitus.runtime.state import Unavailable, live_urls
 
-    missing = [name for name in needed if not getattr(settings, name)]
-    if missing:
-        try:
-            live = live_urls(settings.data_dir.resolve(), missing)
-        except Unavailable as exc:
-            raise fail(str(exc)) from None
-        settings = settings.model_copy(update={k: live.get(k) for k in missing})
+    missing = [name for name in keys if not getattr(settings, name)]
+    if not missing:
+        return settings
+    try:
+        live = live_urls(settings.data_dir.resolve(), missing)
+    except Unavailable as exc:
+        raise fail(str(exc)) from None
+    return settings.model_copy(update={k: live.get(k) for k in missing})
+
+
+def bus_settings(*needed: str) -> Settings:
+    """`live_settings` of the `needed` URLs (`nats_url`, `database_url`), each required: a
+    missing or unreachable one is one line and exit 2."""
+    settings = live_settings(needed)
     for name in needed:
         if not getattr(settings, name):
             raise fail(f"HABITUS_{name.upper()} is not set and no `habitus up` is running "

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any
 
+from habitus.db import locks
 from habitus.events.domain import (
     HabitDormant,
     HabitEvidenceAdded,
@@ -64,10 +65,9 @@ class Outcome:
     activated: int = 0
     remaining: int = 0
     error: str | None = None
-    touched: list[str] = field(default_factory=list)
 
     def as_result(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "touched"}
+        return dict(self.__dict__)
 
 
 def scrubbed(item: Any) -> Any:
@@ -99,15 +99,11 @@ class Analyzer:
         self.reviewer = reviewer
         self.llm = llm
 
-    @asynccontextmanager
-    async def _one_run(self, tenant_id: str, user_id: str) -> AsyncIterator[None]:
+    def _one_run(self, tenant_id: str, user_id: str) -> AbstractAsyncContextManager[None]:
         """One Analyze of a user at a time (another replica's waits): two would ask the
         model for the same batches. Reviews are not held up by it; only each batch's commit
         takes the user's lock."""
-        async with self.reviewer.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 11))",
-                               (f"habits.analyze/{tenant_id}/{user_id}",))
-            yield
+        return locks.held(self.reviewer.pool, f"habits.analyze/{tenant_id}/{user_id}")
 
     async def run(self, tenant_id: str, user_id: str, *, max_records: int = MAX_BATCH_RECORDS,
                   max_bytes: int = MAX_BATCH_BYTES, one_batch: bool = False,
@@ -235,7 +231,6 @@ class Analyzer:
             review_status=ReviewStatus.AWAITING_REVIEW if eligible(
                 [(s.ref, s.day) for s in refs]) else ReviewStatus.COLLECTING_EVIDENCE))
         outcome.suggested += 1
-        outcome.touched.append(habit_id)
         metrics.PROPOSALS.labels(outcome="suggested").inc()
         if dormant is not None:
             events.append(HabitDormant(habit_id=dormant, replaced_by=habit_id))

@@ -34,9 +34,5 @@ def identity(condition: str, behavior: str, polarity: int) -> str:
     return sha256(canonical_json([normalise(condition), normalise(behavior), int(polarity)]))
 
 
-def same_wording(a: tuple[str, str], b: tuple[str, str]) -> bool:
-    return normalise(a[0]) == normalise(b[0]) and normalise(a[1]) == normalise(b[1])
-
-
 def checksum(state: Mapping[str, Any]) -> str:
     return sha256(canonical_json(dict(state)))

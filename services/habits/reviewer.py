@@ -9,13 +9,14 @@ it is released when the change ends, or when the process dies.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.bus.rpc import RpcError
+from habitus.db import locks
 from habitus.events import CATALOG
 from habitus.events.domain import (
     HabitActivated,
@@ -49,12 +50,8 @@ class Reviewer:
         self.embedder = embedder
         self.thresholds = thresholds or Thresholds()
 
-    @asynccontextmanager
-    async def user_lock(self, tenant_id: str, user_id: str) -> AsyncIterator[None]:
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 7))",
-                               (f"habits/{tenant_id}/{user_id}",))
-            yield
+    def user_lock(self, tenant_id: str, user_id: str) -> AbstractAsyncContextManager[None]:
+        return locks.held(self.pool, f"habits/{tenant_id}/{user_id}")
 
     async def publish(self, tenant_id: str, user_id: str, payload: Payload, *,
                       correlation_id: str | None = None, event_id: str | None = None,
