@@ -35,6 +35,36 @@ class CueFamily(StrEnum):
     AUTHORITATIVE = "authoritative"
 
 
+class Stance(StrEnum):
+    """How the user meant a statement: for good, for this answer, or as an answer to a
+    confirmation question."""
+
+    #: a lasting first-person preference ("I'd rather you skip the intro"): Active from this
+    #: one statement, replaced by a later statement or stronger later evidence
+    STANDING = "standing"
+    #: framed for good ("from now on ...", "always ..."): set by the user, replaced only by
+    #: another statement or the user's own command
+    DECLARED = "declared"
+    #: about the current answer only ("shorter", "more detail on step 2"): evidence, scored
+    ONE_OFF = "one_off"
+    #: the user said yes when asked to confirm the value: set by the user
+    CONFIRMED = "confirmed"
+    #: the user said no when asked to confirm the value: the value is dropped
+    DENIED = "denied"
+
+
+class FacetOrigin(StrEnum):
+    """Why a facet holds its value, in words the same on every surface."""
+
+    LEARNED = "learned"
+    #: said once in so many words
+    STATED = "stated"
+    #: the user set it: a declaration, a confirmation, an update, a pin
+    SET_BY_USER = "set_by_user"
+    #: the user's account at a connected provider reports it
+    PROVIDER = "provider"
+
+
 class FacetState(StrEnum):
     ACTIVE = "active"
     PROVISIONAL = "provisional"
@@ -74,6 +104,15 @@ class CandidateEmitted(Payload):
     producer: str = Field(
         min_length=1, max_length=128,
         description="The producer that emitted it (a heuristic, the extractor, ...).")
+    stance: Stance | None = Field(
+        default=None,
+        description="For a statement the user made in so many words: how they meant it "
+                    "(`standing`, `declared`, `one_off`, `confirmed`, `denied`); absent for "
+                    "every other kind of evidence.")
+    sentence: str | None = Field(
+        default=None, max_length=500,
+        description="The sentence of a statement, so `explain_facet` can say which statement "
+                    "set or replaced a value.")
 
 
 class FacetPinned(FacetRef):
@@ -137,6 +176,21 @@ class ActiveFacet(Payload):
     user_state: UserState = Field(
         default=UserState.AUTO,
         description="What the user decided: `auto` (the evidence decides) or `pinned`.")
+    origin: FacetOrigin = Field(
+        default=FacetOrigin.LEARNED,
+        description="Why it holds: `learned` from evidence, `stated` once in so many words, "
+                    "`set_by_user` (a declaration, a confirmation, an update or a pin) or "
+                    "`provider` (the user's connected account reports it).")
+
+
+class ProvisionalFacet(Payload):
+    class_: FacetClass = Field(alias="class", description="The facet class.")
+    key: str = Field(description="The facet key.")
+    value: str = Field(description="The value the evidence points to.")
+    stability: float = Field(ge=0, description="The evidence score, under the Active threshold.")
+    evidence: list[str] = Field(
+        default_factory=list,
+        description="What it rests on, in words: `1 email signature`, `2 chat turns`.")
 
 
 class CacheRebuilt(Payload):
@@ -150,6 +204,10 @@ class CacheRebuilt(Payload):
     active: list[ActiveFacet] = Field(
         default_factory=list,
         description="The active facets after the rebuild: a subscriber needs no query.")
+    provisional: list[ProvisionalFacet] = Field(
+        default_factory=list,
+        description="Facets the evidence points to but not yet surely (Provisional): what "
+                    "PROFILE.md lists under \"Not yet sure\" and a prompt may ask to confirm.")
 
 
 class ProfileRendered(Payload):

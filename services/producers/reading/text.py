@@ -1,0 +1,119 @@
+"""Sentences and clauses of a user's message, in the user's own voice.
+
+Quoted text, inline code, code fences and `>` quote lines are masked first: words in quotation
+marks are somebody else's (a document, an error, an example), never the user's preference. A
+sentence ends at . ! ? … before a space, or at a line break; "e.g.", "Dr." and initials end
+none, and "Node.js" or "3.11" stay whole. A clause ends at ; : , a dash or a joining word
+("and", "but", "so", "und", "aber", "et", "mais", "y", "pero"), so "no emojis and keep it
+short" is two statements. Positions are kept, so a clause can always be mapped back to the
+message's own characters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+#: a sentence longer than this is pasted text (a log, a document), not a plain statement
+MAX_SENTENCE_CHARS = 400
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'"})
+_MASKS = tuple(
+    re.compile(p)
+    for p in (
+        r"(?:```|~~~)[\s\S]*?(?:```|~~~|\Z)",
+        r"`[^`\n]*`",
+        r"(?m)^[ \t]*>.*$",
+        r'"[^"\n]*"',
+        "\u201c[^\u201d\n]*\u201d",
+        "\u201e[^\u201c\u201d\n]*[\u201c\u201d]",
+        "\u00ab[^\u00bb\n]*\u00bb",
+        # bounded: a line of unmatched quotes must not cost quadratic time
+        r"(?<![\w'])'(?![\s,.;:!?]|s\b|t\b|m\b|d\b|ll\b|re\b|ve\b)[^\n']{1,200}'(?!\w)",
+    )
+)
+_LIST_MARKER_RE = re.compile(r"(?m)^([ \t]*)((?:[-*+\u2022]|\d{1,3}[.)])[ \t]+)")
+_BOUNDARY_RE = re.compile(r"[.!?\u2026]+(?=\s|$)|\n")
+_ABBR_TAIL_RE = re.compile(r"(?:^|[^\w.])((?:\w\.)*\w+)$")
+_ABBREVIATIONS = frozenset(
+    "e.g i.e dr mr mrs ms prof vs cf approx st jr sr fig no al a.m p.m u.s mt ft z.b bzw "
+    "usw ca sr sra etc".split())
+_CLAUSE_RE = re.compile(
+    r"\s*[;:,\u2013\u2014]\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
+    r"|\s+(?:and|but|so|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
+    r"entonces|then)\s+(?=\S)",
+    re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """A clause of a sentence: its text and its sentence (both masked, apostrophes folded)."""
+
+    text: str
+    sentence: str
+    #: the sentence as the user wrote it, unmasked: what provenance shows
+    original: str
+    #: which sentence of the message it belongs to (clauses of one sentence share gates)
+    index: int
+
+
+def _blank(match: re.Match[str]) -> str:
+    return "\x00" * len(match.group())
+
+
+def normalise(text: str) -> str:
+    """Typographic apostrophes folded to "'" (the readers' word lists use that one)."""
+    return text.translate(_APOSTROPHES)
+
+
+def mask(text: str) -> str:
+    """`text` with list markers blanked and everything not in the user's own voice masked
+    (same length, so positions still match the original)."""
+    text = _LIST_MARKER_RE.sub(lambda m: m.group(1) + " " * len(m.group(2)), text)
+    for pattern in _MASKS:
+        text = pattern.sub(_blank, text)
+    return text
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    tail = _ABBR_TAIL_RE.search(text, max(0, dot - 24), dot)
+    if tail is None:
+        return False
+    word = tail.group(1)
+    return word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isupper())
+
+
+def sentence_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each sentence of `text`."""
+    start = 0
+    for m in _BOUNDARY_RE.finditer(text):
+        if m.group() == "." and _is_abbreviation(text, m.start()):
+            continue
+        if text[start : m.end()].strip():
+            yield start, m.end()
+        start = m.end()
+    if text[start:].strip():
+        yield start, len(text)
+
+
+def clauses_of(sentence: str) -> list[str]:
+    """The clauses of one (masked) sentence, stripped, empty ones dropped."""
+    parts = _CLAUSE_RE.split(sentence)
+    return [p.strip(" .!?\u2026\x00") for p in parts if p and p.strip(" .!?\u2026\x00")]
+
+
+def split(message: str) -> list[Clause]:
+    """Every clause of the user's own sentences in `message`, in order."""
+    text = normalise(message)
+    masked = mask(text)
+    out: list[Clause] = []
+    for index, (start, end) in enumerate(sentence_spans(masked)):
+        body = " ".join(masked[start:end].split())
+        if not body.strip("\x00 ") or len(body) > MAX_SENTENCE_CHARS:
+            continue
+        original = " ".join(text[start:end].split())
+        for clause in clauses_of(body):
+            if clause.strip("\x00 "):
+                out.append(Clause(clause, body, original, index))
+    return out
