@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-fast bench eval lint up down clean
+.PHONY: install run demo test test-fast bench eval eval-statements lint up down clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -47,6 +47,11 @@ bench: $(STAMP)
 # real endpoint (HABITUS_LLM_BASE_URL, HABITUS_LLM_MODEL), so it is not part of `make test`.
 eval: $(STAMP)
 	$(BIN)/python -m services.extractor.evaluate --corpus examples/eval/corpus.jsonl
+
+# Precision and recall of the statement reader (no LLM) on the held-out part of
+# examples/eval/statements.jsonl, with every miss listed; `--tune` re-tunes on the tuning part.
+eval-statements: $(STAMP)
+	$(BIN)/python -m services.producers.evaluate
 
 lint: $(STAMP)
 	$(BIN)/ruff check libs services tests

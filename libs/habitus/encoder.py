@@ -52,7 +52,8 @@ def encode(texts: Sequence[str]) -> Matrix:
         raise EncoderUnavailable(f"the sentence encoder returned a {raw.shape} matrix")
     norms = np.linalg.norm(raw, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (raw / norms).astype(np.float32)
+    unit: Matrix = (raw / norms).astype(np.float32)
+    return unit
 
 
 def warm() -> None:

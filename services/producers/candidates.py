@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from habitus.ids import derived_event_id
+from habitus.vocabulary import canonical_city, canonical_timezone, check, find_city
 
 PROVIDER_PROFILE = "provider_profile"
 EMAIL_SIGNATURE = "email_signature"
@@ -43,6 +44,10 @@ class Candidate:
     evidence: tuple[dict[str, Any], ...]
     observed_at: float
     producer: str
+    #: how a statement was meant (`habitus.events.domain.Stance` values); None for other cues
+    stance: str | None = None
+    #: the statement's sentence, for provenance
+    sentence: str | None = None
 
     def as_payload(self) -> dict[str, Any]:
         """The `CandidateEmitted` payload as a dict (by alias: the class travels as `class`)."""
@@ -55,6 +60,8 @@ class Candidate:
             "initial_confidence": self.confidence,
             "observed_at": self.observed_at,
             "producer": self.producer,
+            **({"stance": self.stance} if self.stance is not None else {}),
+            **({"sentence": self.sentence[:500]} if self.sentence else {}),
         }
 
     def event_id(self, ingest_event_id: str) -> str:
@@ -87,3 +94,27 @@ def slugify(text: str, max_chars: int) -> str:
     folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
     return slug[:max_chars].rstrip("-")
+
+
+def canonical_identity(facts: list[tuple[str, str, float]]) -> list[tuple[str, str, float]]:
+    """Identity facts in the vocabulary's canonical form, the rest dropped: a role in lower
+    case, "Berlin, Germany" as the city `Berlin`, "PST" as `America/Los_Angeles` (an
+    ambiguous zone resolved by the city named beside it). A fact the vocabulary cannot hold is
+    not emitted rather than emitted garbled."""
+    near = None
+    for key, value, _ in facts:
+        if key == "location":
+            city = find_city(value.split(",")[0].strip())
+            near = city.timezone if city else None
+    out = []
+    for key, value, confidence in facts:
+        canonical: str | None = squash_spaces(value)
+        if key == "role":
+            canonical = canonical.lower() if canonical else None
+        elif key == "location":
+            canonical = canonical_city(value.split(",")[0].strip())
+        elif key == "timezone":
+            canonical = canonical_timezone(value, near=near)
+        if canonical and check("identity", key, canonical) is None:
+            out.append((key, canonical, confidence))
+    return out

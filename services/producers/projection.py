@@ -1,16 +1,17 @@
 """The producers' projection: ingest events in, `CandidateEmitted` out.
 
-The deterministic producers are pure functions (provider, signature, heuristics, explicit
-statements, reflection); this projection feeds them in stream order, keeps the heuristics'
-per-session state in Postgres in the same transaction as the checkpoint, and emits each
-candidate with an id derived from the ingest event, the producer and the facet: a redelivered
-or replayed ingest event yields the same ids, which the stream and the learning projection
-drop. A standing declaration is also published as the user's `FacetUpdated` (set and pinned),
-with an id derived the same way.
+The deterministic producers are pure functions (provider, signature, heuristics, statements,
+reflection); this projection feeds them in stream order, keeps the heuristics' per-session
+state (and an agent's pending confirmation question) in Postgres in the same transaction as
+the checkpoint, and emits each candidate with an id derived from the ingest event, the producer
+and the facet: a redelivered or replayed ingest event yields the same ids, which the stream and
+the learning projection drop. The user messages of a whole run are read in one batch, so the
+sentence encoder is called once per run, in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,17 +19,23 @@ from psycopg import AsyncCursor
 
 from habitus.events import Event
 from habitus.events.causation import caused
-from habitus.events.domain import CandidateEmitted, FacetUpdated
+from habitus.events.domain import CandidateEmitted
 from habitus.events.ingest import EmailObserved, ProviderProfileSynced, TurnRecorded
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.producers import store
 from services.producers.candidates import Candidate
-from services.producers.declarations import declared, without_restated
 from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
-from services.producers.reflection import reflection_candidates
+from services.producers.reading.reader import StatementReader
+from services.producers.reflection import reflection_candidates, without_restated
 from services.producers.signature import signature_candidates
-from services.producers.statements import Statement, find_statements, statement_candidates
+from services.producers.stated import (
+    Proposal,
+    answer_candidate,
+    answer_to,
+    proposal_in,
+    statement_candidates,
+)
 
 PRODUCER = "producers"
 
@@ -38,21 +45,9 @@ def candidate_event(cause: Event[Any], candidate: Candidate) -> Event[Any]:
                   producer=PRODUCER, event_id=candidate.event_id(cause.event_id))
 
 
-def declaration_event(cause: Event[Any], statement: Statement) -> Event[Any]:
-    """The user's own setting, from a standing declaration in the turn `cause`."""
-    return caused(cause, FacetUpdated.model_validate({"class": statement.facet_class,
-                                                      "key": statement.key,
-                                                      "value": statement.value}),
-                  producer=PRODUCER,
-                  key=(statement.facet_class, statement.key, statement.value))
-
-
-def _emit(ctx: ApplyContext, delivered: Delivered, candidates: list[Candidate],
-          declarations: Sequence[Statement] = ()) -> None:
+def _emit(ctx: ApplyContext, delivered: Delivered, candidates: list[Candidate]) -> None:
     for candidate in candidates:
         ctx.emit(candidate_event(delivered.event, candidate), delivered)
-    for statement in declarations:  # after its evidence, so the setting points to it
-        ctx.emit(declaration_event(delivered.event, statement), delivered)
 
 
 class ProducersProjection(Projection):
@@ -60,31 +55,51 @@ class ProducersProjection(Projection):
     schema = store.SCHEMA
     tables = store.TABLES
 
+    def __init__(self, reader: StatementReader | None = None):
+        self._reader = reader
+
+    @property
+    def reader(self) -> StatementReader:
+        if self._reader is None:  # the bank is encoded on first use, not at import
+            self._reader = StatementReader()
+        return self._reader
+
     async def on_turns(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                        ctx: ApplyContext) -> None:
         """The heuristics keep per-session state: loaded once for the run, saved once."""
         sessions = await store.load_sessions(cur, (
             (d.event.tenant_id, d.event.user_id, d.event.payload.session_id) for d in run))
+        reader = self.reader
+        read = await asyncio.to_thread(
+            reader.read, [d.event.payload.user_message for d in run])
         states: dict[store.SessionKey, SessionState] = {}
+        proposals: dict[store.SessionKey, Proposal | None] = {}
         last_seq: dict[store.SessionKey, int] = {}
-        for delivered in run:
+        for delivered, statements in zip(run, read, strict=True):
             event = delivered.event
             payload = event.payload
             key = (event.tenant_id, event.user_id, payload.session_id)
-            state = states.get(key) or SessionState.from_json(sessions.get(key))
+            stored = sessions.get(key)
+            state = states.get(key) or SessionState.from_json(stored)
+            proposal = proposals[key] if key in proposals else _stored_proposal(stored)
             state, candidates = observe_turn(state, payload)
             where = {"session_id": payload.session_id, "turn_id": payload.turn_id,
                      "observed_at": payload.user_at}
-            statements = find_statements(payload.user_message)
-            candidates += statement_candidates(payload.user_message, **where,
-                                               statements=statements)
+            answer = answer_to(proposal, payload.user_message)
+            if answer is not None and proposal is not None:
+                candidates.append(answer_candidate(proposal, answer, payload.user_message,
+                                                   **where))
+            candidates += statement_candidates(statements, **where)
             candidates += without_restated(
-                reflection_candidates(payload.user_message, **where), statements)
+                reflection_candidates(payload.user_message, **where),
+                [s.sentence for s in statements])
             states[key] = state
+            proposals[key] = proposal_in(reader, payload.assistant_message)
             last_seq[key] = delivered.seq
-            _emit(ctx, delivered, candidates, declared(statements))
-        await store.save_sessions(
-            cur, {key: (states[key].to_json(), seq) for key, seq in last_seq.items()})
+            _emit(ctx, delivered, candidates)
+        await store.save_sessions(cur, {
+            key: ({**states[key].to_json(), "proposal": proposals[key]}, seq)
+            for key, seq in last_seq.items()})
 
     async def on_emails(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                         ctx: ApplyContext) -> None:
@@ -102,4 +117,12 @@ class ProducersProjection(Projection):
         EmailObserved: on_emails,
         ProviderProfileSynced: on_provider_syncs,
     }
-    emits = (CandidateEmitted, FacetUpdated)
+    emits = (CandidateEmitted,)
+
+
+def _stored_proposal(doc: dict[str, Any] | None) -> Proposal | None:
+    """The confirmation question pending in a session, as stored with its state."""
+    raw = (doc or {}).get("proposal")
+    if isinstance(raw, list) and len(raw) == 3 and all(isinstance(x, str) for x in raw):
+        return (raw[0], raw[1], raw[2])
+    return None

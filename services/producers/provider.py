@@ -18,6 +18,7 @@ from services.producers.candidates import (
     MAX_VALUE_CHARS,
     PROVIDER_PROFILE,
     Candidate,
+    canonical_identity,
     squash_spaces,
 )
 
@@ -43,13 +44,13 @@ def provider_candidates(p: ProviderProfileSynced, observed_at: float) -> list[Ca
     a truncated one would be a value the user never had.
     """
     out: list[Candidate] = []
+    raw_facts = []
     for field in FIELDS:
         raw = getattr(p.fields, field, None)
-        if not isinstance(raw, str):
-            continue
-        value = _normalise(field, raw)
-        if not value or len(value) > MAX_VALUE_CHARS:
-            continue
+        if isinstance(raw, str) and (value := _normalise(field, raw)) and (
+                len(value) <= MAX_VALUE_CHARS):
+            raw_facts.append((field, value, CONFIDENCE))
+    for field, value, _ in canonical_identity(raw_facts):
         out.append(
             Candidate(
                 facet_class=FacetClass.IDENTITY.value,

@@ -1,56 +1,56 @@
 """Producer 4 (fast path): goals the user states about themselves in so many words.
 
-"I realized ...", "from now on ...", "please remember ..." are the user telling the agent what
-to keep: Explicit evidence, the strongest cue family, so the rule must only fire on sentences
-that really are such statements. Cues are matched as whole words ("reminder that I" is not
-"remember that I") and questions are skipped ("Do you remember that I ...?" asks, it does not
-state).
+"I've decided to learn Rust", "I realised I need to ship the billing migration first": the user
+telling the agent what they are working towards. Explicit evidence, so the rule only fires on
+sentences that really are such statements: cues matched as whole words, questions skipped, a
+sentence already read as a statement (a style, identity or tooling preference) left to it.
+The frames of a standing preference ("from now on", "please remember") are not goals: they
+belong to the statement reader.
+
+A goal's key is its topic: the first content words after the cue, at most three, lower-case,
+no dates or function words (the vocabulary's open-key shape), so "I've decided to learn Rust
+this year" and "I decided to learn Rust" reinforce `goal/learn-rust`. A goal whose topic
+cannot be named that way is not emitted: a key cut from a sentence helps nobody.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Sequence
 
 from habitus.events.domain import CueFamily, FacetClass
+from habitus.vocabulary import open_key_problem
 from services.producers.candidates import (
     MAX_VALUE_CHARS,
     REFLECTION,
     Candidate,
-    is_valid_key,
-    slugify,
     squash_spaces,
 )
 
 CONFIDENCE = 0.85
-KEY_CHARS = 40
+TOPIC_WORDS = 3
 
 _CUE_RE = re.compile(
     r"\b(?:"
-    r"i(?:'ve|\s+have)?\s+(?:now\s+|just\s+)?reali[sz]ed"
-    r"|i(?:'ve|\s+have)?\s+(?:now\s+|just\s+)?learn(?:ed|t)"
-    r"|i(?:'ve|\s+have)\s+decided"
-    r"|i\s+decided"
-    r"|going\s+forward"
-    r"|moving\s+forward"
-    r"|from\s+now\s+on"
-    r"|from\s+here\s+on"
-    r"|remember\s+that\s+i"
-    r"|please\s+remember"
-    r"|(?:i\s+want|i'd\s+like|i\s+would\s+like)\s+you\s+to\s+remember"
-    r"|keep\s+in\s+mind\s+that\s+i"
-    r"|(?:don't|do\s+not)\s+forget\s+that\s+i"
-    r")\b",
+    r"i(?:'ve|\s+have)?\s+(?:now\s+|just\s+|finally\s+)?reali[sz]ed(?:\s+that)?"
+    r"|i(?:'ve|\s+have)?\s+(?:now\s+|just\s+)?learn(?:ed|t)(?:\s+that)?"
+    r"|i(?:'ve|\s+have)\s+decided(?:\s+to)?"
+    r"|i\s+decided(?:\s+to)?"
+    r"|my\s+(?:main\s+|current\s+|big\s+)?goal\s+(?:is|this\s+\w+\s+is)(?:\s+to)?"
+    r"|i'm\s+working\s+towards"
+    r")\s+",
     re.IGNORECASE,
 )
-# The cues run on text whose typographic apostrophes are folded to "'" first.
-
-# A sentence ends at . ! or ? followed by whitespace, or at a line break: "Node.js" and "3.5"
-# stay whole.
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|\n+")
+_WORD_RE = re.compile(r"[a-z]+")
+_SKIP = frozenset(
+    """i i'm we to the a an my our that this it is are be get do make really finally now just
+    need must have has should will would can could so and or but of in on at for with from by
+    about more most some all very also then than""".split())
 
 
 def _sentences(text: str) -> list[tuple[str, bool]]:
-    """(sentence without its final punctuation, is_question) pairs."""
     out: list[tuple[str, bool]] = []
     for chunk in _SENTENCE_END_RE.split(text):
         chunk = chunk.strip()
@@ -58,22 +58,30 @@ def _sentences(text: str) -> list[tuple[str, bool]]:
     return out
 
 
+def topic(rest: str) -> str | None:
+    """The goal's topic key from the words after its cue, or None when none fits."""
+    folded = unicodedata.normalize("NFKD", rest).encode("ascii", "ignore").decode().lower()
+    words = [w for w in _WORD_RE.findall(folded) if w not in _SKIP and len(w) > 1]
+    for n in range(min(TOPIC_WORDS, len(words)), 0, -1):
+        key = "-".join(words[:n])
+        if open_key_problem(key) is None:
+            return key
+    return None
+
+
 def reflection_candidates(
     user_message: str, *, session_id: str, turn_id: str, observed_at: float
 ) -> list[Candidate]:
-    """One Goal candidate per distinct cue sentence of `user_message`.
-
-    The key is a slug of the sentence, so the same statement made in two sessions reinforces
-    one facet instead of making two; sentences with the same slug in one message count once.
-    """
+    """One Goal candidate per distinct goal topic of `user_message`."""
     normalised = user_message.replace("\u2019", "'")
     seen: set[str] = set()
     out: list[Candidate] = []
     for sentence, is_question in _sentences(normalised):
-        if is_question or not sentence or _CUE_RE.search(sentence) is None:
+        cue = None if is_question or not sentence else _CUE_RE.search(sentence)
+        if cue is None:
             continue
-        key = slugify(sentence, KEY_CHARS)
-        if not is_valid_key(key) or key in seen:
+        key = topic(sentence[cue.end():])
+        if key is None or key in seen:
             continue
         seen.add(key)
         out.append(
@@ -89,3 +97,17 @@ def reflection_candidates(
             )
         )
     return out
+
+
+def _words(text: str) -> str:
+    return re.sub(r"[^\w]+", " ", text.replace("\u2019", "'").lower()).strip()
+
+
+def without_restated(reflections: Sequence[Candidate], sentences: Sequence[str]
+                     ) -> list[Candidate]:
+    """The goals whose sentence was not already read as a statement."""
+    stated = [_words(s) for s in sentences if s]
+    if not stated:
+        return list(reflections)
+    return [c for c in reflections
+            if not any(s in _words(c.value) or _words(c.value) in s for s in stated)]

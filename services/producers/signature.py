@@ -18,7 +18,12 @@ from dataclasses import dataclass
 
 from habitus.events.domain import CueFamily, FacetClass
 from habitus.events.ingest import EmailObserved
-from services.producers.candidates import EMAIL_SIGNATURE, Candidate, squash_spaces
+from services.producers.candidates import (
+    EMAIL_SIGNATURE,
+    Candidate,
+    canonical_identity,
+    squash_spaces,
+)
 
 # Confidences: how often each rule is right on real signatures, roughly; a timezone
 # abbreviation is rarely anything else, a line guessed as an employer often is.
@@ -416,5 +421,5 @@ def signature_candidates(p: EmailObserved) -> list[Candidate]:
             observed_at=p.sent_at,
             producer=EMAIL_SIGNATURE,
         )
-        for key, value, confidence in parse_signature(p.body).found()
+        for key, value, confidence in canonical_identity(parse_signature(p.body).found())
     ]

@@ -31,6 +31,7 @@ from habitus.events.domain import (
     FacetPinned,
     FacetUnpinned,
     FacetUpdated,
+    ProvisionalFacet,
     RebuildRequested,
 )
 from habitus.events.envelope import Payload
@@ -38,6 +39,8 @@ from habitus.events.evidence import EvidenceRef
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.stability_detector import metrics, store
 from services.stability_detector.scoring import (
+    AUTO,
+    PROVISIONAL,
     Command,
     FacetRow,
     active_list,
@@ -69,6 +72,7 @@ def evidence_of(delivered: Delivered) -> store.EvidenceRow:
         event.tenant_id, event.user_id, event.event_id, delivered.seq, p.class_.value, p.key,
         p.value, p.cue_family.value, p.observed_at, p.initial_confidence, p.producer,
         _REFS.dump_json(p.evidence).decode(), event.occurred_at,
+        p.stance.value if p.stance is not None else None, p.sentence,
     )
 
 
@@ -83,6 +87,28 @@ def command_of(delivered: Delivered) -> Command:
         key=getattr(payload, "key", None),
         value=getattr(payload, "value", None),
     )
+
+
+_REF_WORDS = {"turn": ("chat turn", "chat turns"),
+              "turn_window": ("conversation", "conversations"),
+              "email_message": ("email signature", "email signatures"),
+              "document_chunk": ("document", "documents"),
+              "provider": ("connected account", "connected accounts"),
+              "tool_call": ("tool call", "tool calls"),
+              "source_summary": ("summary", "summaries"), "trace": ("agent run", "agent runs")}
+
+
+def evidence_summary(row: FacetRow) -> list[str]:
+    """What a facet rests on, in words ("1 email signature", "2 chat turns")."""
+    counts: dict[str, int] = {}
+    for ref in row.evidence_refs:
+        kind = str(ref.get("type", ""))
+        counts[kind] = counts.get(kind, 0) + 1
+    out = []
+    for kind, n in sorted(counts.items()):
+        one, many = _REF_WORDS.get(kind, (kind, kind))
+        out.append(f"{n} {one if n == 1 else many}")
+    return out
 
 
 def cache_rebuilt(cause: Event[Any], tenant_id: str, user_id: str, as_of: float,
@@ -105,12 +131,21 @@ def cache_rebuilt(cause: Event[Any], tenant_id: str, user_id: str, as_of: float,
         ActiveFacet.model_validate({
             "class": r.facet_class, "key": r.key, "value": r.value,
             "stability": None if math.isinf(r.stability) else round(r.stability, 6),
-            "user_state": r.user_state,
+            "user_state": r.user_state, "origin": r.origin,
         })
         for r in active_list(new)
     ]
+    provisional = [
+        ProvisionalFacet.model_validate({
+            "class": r.facet_class, "key": r.key, "value": r.value,
+            "stability": round(r.stability, 6), "evidence": evidence_summary(r),
+        })
+        for r in sorted(new.values(), key=lambda r: (r.facet_class, r.key))
+        if r.state == PROVISIONAL and r.user_state == AUTO and math.isfinite(r.stability)
+    ]
     payload = CacheRebuilt(as_of=as_of, added=d.added, evicted=d.evicted, kept=d.kept,
-                           total_size=len(active), changes=changes, active=active)
+                           total_size=len(active), changes=changes, active=active,
+                           provisional=provisional)
     return caused(cause, payload, producer=PRODUCER, key=(tenant_id, user_id),
                   tenant_id=tenant_id, user_id=user_id, occurred_at=as_of)
 

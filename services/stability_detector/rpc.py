@@ -47,6 +47,7 @@ def facet_doc(row: FacetRow) -> dict[str, Any]:
         "user_state": row.user_state,
         "stability": None if math.isinf(row.stability) else round(row.stability, 6),
         "pinned": row.user_state == PINNED,
+        "origin": row.origin,
         "evidence_count": row.evidence_count,
         "cue_counts": dict(row.cue_counts),
         "first_seen_at": row.first_seen_at,

@@ -23,6 +23,14 @@ from typing import Any
 from services.stability_detector.settings import LearningSettings
 
 ACTIVE, PROVISIONAL, CANDIDATE, DROPPED = "active", "provisional", "candidate", "dropped"
+LEARNED, STATED, SET_BY_USER, PROVIDER = "learned", "stated", "set_by_user", "provider"
+#: statement stances (habitus.events.domain.Stance): what holds a value, what drops one
+HOLDING_STANCES = frozenset({"standing", "declared", "confirmed"})
+SETTING_STANCES = frozenset({"declared", "confirmed"})
+DENIED = "denied"
+#: classes that never become Active from weak cues (behavioral, recurrence) alone
+GUARDED_CLASSES = frozenset({"identity", "veto"})
+WEAK_CUES = frozenset({"behavioral", "recurrence"})
 AUTO, PINNED, FORGOTTEN = "auto", "pinned", "forgotten"
 #: evidence from the user's own account at a provider: the newest such value is held Active
 AUTHORITATIVE = "authoritative"
@@ -41,6 +49,9 @@ class Evidence:
     confidence: float
     seq: int
     refs: tuple[Mapping[str, Any], ...] = ()
+    #: how the user meant it, for a statement (`Stance` values); None for other evidence
+    stance: str | None = None
+    sentence: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +118,13 @@ class FacetRow:
     first_seen_at: float | None = None
     last_evidence_at: float | None = None
     next_change_at: float | None = None
+    #: why it holds its value: learned, stated, set_by_user or provider
+    origin: str = LEARNED
 
     @property
-    def visible(self) -> tuple[str, str, str]:
-        """What downstream consumers see change: value, state, user state."""
-        return (self.value, self.state, self.user_state)
+    def visible(self) -> tuple[str, str, str, str]:
+        """What downstream consumers see change: value, state, user state, origin."""
+        return (self.value, self.state, self.user_state, self.origin)
 
 
 # ---------------------------------------------------------------------------- scoring
@@ -230,7 +243,14 @@ def score_keys(evidence: Iterable[Evidence], as_of: float, window_start: float |
         if in_window(item, as_of, window_start) and item.facet_class in settings.half_life_days:
             grouped[(item.facet_class, item.key)][item.value].append(item)
     result = {}
+    for fk, values in grouped.items():
+        denials = [i for items in values.values() for i in items if i.stance == DENIED]
+        for denial in denials:  # "no" to a confirmation: that value's evidence so far is gone
+            values[denial.value] = [i for i in values[denial.value] if i.seq > denial.seq]
+        grouped[fk] = defaultdict(list, {v: items for v, items in values.items() if items})
     for (facet_class, key), by_value in grouped.items():
+        if not by_value:
+            continue
         half_life = settings.half_life(facet_class)
         scores = [score_value(v, items, as_of, half_life, settings)
                   for v, items in by_value.items()]
@@ -328,7 +348,15 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         facet_class, key = fk
         scores = scored.get(fk)
         control = controls.get(fk)
+        said = latest_statement(scores)
+        if said is not None and (control is None or control.seq < said.seq):
+            control = None  # the user spoke after their command: the statement counts
         winner = scores.winner if scores else None
+        if said is not None and control is None and said.stance in HOLDING_STANCES:
+            row = _held_by_statement(scores, said, as_of, settings)  # type: ignore[arg-type]
+            if row is not None:
+                rows[fk] = row
+                continue
         if control is not None and control.user_state == FORGOTTEN:
             value = value_when_given(fk, control) or (winner.value if winner else "")
             rows[fk] = _row_for(scores, facet_class, key, value, DROPPED, 0.0, FORGOTTEN,
@@ -336,19 +364,70 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         elif control is not None and control.user_state == PINNED:
             pinned_value = value_when_given(fk, control)
             if pinned_value is not None:  # a pin of nothing holds nothing
-                rows[fk] = _row_for(scores, facet_class, key, pinned_value, ACTIVE, INF,
-                                    PINNED, as_of, settings)
+                rows[fk] = dataclasses.replace(
+                    _row_for(scores, facet_class, key, pinned_value, ACTIVE, INF, PINNED,
+                             as_of, settings), origin=SET_BY_USER)
         elif (held := authoritative_value(scores)) is not None:
             # Not learned but reported by the source system: Active at once and no decay,
             # until the user changes it (a control, above) or a newer report differs.
-            rows[fk] = _row_for(scores, facet_class, key, held, ACTIVE, INF, AUTO, as_of,
-                                settings)
+            rows[fk] = dataclasses.replace(
+                _row_for(scores, facet_class, key, held, ACTIVE, INF, AUTO, as_of, settings),
+                origin=PROVIDER)
         elif winner is not None:
-            state = state_for(winner.stability, settings)
+            state = _guarded(scores, winner, state_for(winner.stability, settings))  # type: ignore[arg-type]
             if state != DROPPED:
                 rows[fk] = _row_for(scores, facet_class, key, winner.value, state,
                                     winner.stability, AUTO, as_of, settings)
     return apply_budgets(rows, settings, as_of)
+
+
+def latest_statement(scores: KeyScores | None) -> Evidence | None:
+    """The user's newest statement about this key (in log order), whatever its stance."""
+    newest: Evidence | None = None
+    for items in scores.items.values() if scores else ():
+        for item in items:
+            if item.stance is not None and item.stance != "one_off" and (
+                    newest is None or item.seq > newest.seq):
+                newest = item
+    return newest
+
+
+def _held_by_statement(scores: KeyScores, said: Evidence, as_of: float,
+                       settings: LearningSettings) -> FacetRow | None:
+    """The row a statement holds: its value, Active, until a newer statement, the user's own
+    command or (for a plain statement) another value that earns Active on evidence newer than
+    the statement replaces it."""
+    value = said.value
+    stated = next(v for v in scores.values if v.value == value)
+    if said.stance not in SETTING_STANCES:
+        for other in scores.values:
+            newer = [i for i in scores.items[other.value] if i.seq > said.seq]
+            if other.value != value and newer and state_for(
+                    other.stability, settings) == ACTIVE and other.stability > stated.stability:
+                return None  # later evidence replaced what was said once
+    origin = SET_BY_USER if said.stance in SETTING_STANCES else STATED
+    row = _row_for(scores, scores.facet_class, scores.key, value, ACTIVE, stated.stability,
+                   AUTO, as_of, settings)
+    return dataclasses.replace(row, origin=origin, next_change_at=None)
+
+
+def _guarded(scores: KeyScores, winner: ValueScore, state: str) -> str:
+    """Identity and vetoes: never Active from weak cues alone; an identity value two
+    independent sources agree on (two signatures, a signature and a provider) is Active, and
+    one structural source makes it at least Provisional."""
+    items = scores.items.get(winner.value, ())
+    cues = {i.cue for i in items}
+    if scores.facet_class in GUARDED_CLASSES and state == ACTIVE and cues <= WEAK_CUES:
+        return PROVISIONAL
+    if scores.facet_class == "identity":
+        # one step up, never more: the state still changes exactly where the score crosses a
+        # threshold, so the rebuild index (next_change_at) stays right
+        sources = {i.event_id for i in items if i.cue in ("structural", AUTHORITATIVE)}
+        if len(sources) >= 2 and state == PROVISIONAL:
+            return ACTIVE
+        if sources and state == CANDIDATE:
+            return PROVISIONAL
+    return state
 
 
 def _rank(row: FacetRow) -> tuple[float, float, str, str]:

@@ -41,18 +41,20 @@ class EvidenceRow(NamedTuple):
     #: the evidence refs as JSON text, serialised once (COPY writes it as is)
     refs_json: str
     occurred_at: float
+    stance: str | None = None
+    sentence: str | None = None
 
 
 
 
 _EVIDENCE_COLUMNS = ("tenant_id, user_id, event_id, seq, class, key, value, cue_family, "
-                     "observed_at, confidence, producer, refs")
+                     "observed_at, confidence, producer, refs, stance, sentence")
 
 
 async def _copy_rows(cur: AsyncCursor[Any], table: str, rows: Sequence[EvidenceRow]) -> None:
     async with cur.copy(f"COPY {table} ({_EVIDENCE_COLUMNS}) FROM STDIN") as copy:
         for r in rows:
-            await copy.write_row(r[:12])
+            await copy.write_row((*r[:12], r.stance, r.sentence))
 
 
 async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) -> None:
@@ -132,14 +134,14 @@ async def unlock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> No
 async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                         facet: FacetKey | None = None) -> list[Evidence]:
     query = (f"SELECT event_id, class, key, value, cue_family, observed_at, confidence, seq, "
-             f"refs FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s")
+             f"refs, stance, sentence FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s")
     params: tuple[Any, ...] = (tenant_id, user_id)
     if facet is not None:
         query += " AND class = %s AND key = %s"
         params += facet
     await cur.execute(query + " ORDER BY seq", params)
     return [Evidence(r[0], r[1], r[2], r[3], r[4], float(r[5]), float(r[6]), int(r[7]),
-                     tuple(r[8] or ())) for r in await cur.fetchall()]
+                     tuple(r[8] or ()), r[9], r[10]) for r in await cur.fetchall()]
 
 
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
@@ -160,7 +162,7 @@ async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                       ) -> dict[FacetKey, FacetRow]:
     await cur.execute(
         f"""SELECT class, key, value, state, stability, user_state, evidence_refs, cue_counts,
-                   evidence_count, first_seen_at, last_evidence_at, next_change_at
+                   evidence_count, first_seen_at, last_evidence_at, next_change_at, origin
             FROM {FACETS} WHERE tenant_id = %s AND user_id = %s""",
         (tenant_id, user_id),
     )
@@ -171,7 +173,7 @@ async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
             stability=_stability_out(r[4]), user_state=r[5],
             evidence_refs=tuple(r[6] or ()), cue_counts=dict(r[7] or {}),
             evidence_count=int(r[8]), first_seen_at=r[9], last_evidence_at=r[10],
-            next_change_at=r[11],
+            next_change_at=r[11], origin=r[12],
         )
     return rows
 
@@ -200,8 +202,8 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
         await cur.executemany(
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state, stability,
                     user_state, evidence_refs, cue_counts, evidence_count, first_seen_at,
-                    last_evidence_at, next_change_at, as_of)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                    last_evidence_at, next_change_at, as_of, origin)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                 ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
                   value = EXCLUDED.value, state = EXCLUDED.state,
                   stability = EXCLUDED.stability, user_state = EXCLUDED.user_state,
@@ -209,11 +211,12 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                   evidence_count = EXCLUDED.evidence_count,
                   first_seen_at = EXCLUDED.first_seen_at,
                   last_evidence_at = EXCLUDED.last_evidence_at,
-                  next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of""",
+                  next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of,
+                  origin = EXCLUDED.origin""",
             [(tenant_id, user_id, r.facet_class, r.key, r.value, r.state,
               None if math.isinf(r.stability) else r.stability, r.user_state,
               Jsonb(list(r.evidence_refs)), Jsonb(dict(r.cue_counts)), r.evidence_count,
-              r.first_seen_at, r.last_evidence_at, r.next_change_at, as_of)
+              r.first_seen_at, r.last_evidence_at, r.next_change_at, as_of, r.origin)
              for r in changed],
         )
     await cur.execute(

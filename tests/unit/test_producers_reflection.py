@@ -1,109 +1,65 @@
-"""Producer 4, reflection cues (services/producers/reflection.py): vectors from issue 4 and the
-anchor's (section 1.4 of the openhuman reference), with our slug format."""
+"""The reflection producer: goals the user states, keyed by their topic."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.producers.reflection import CONFIDENCE, KEY_CHARS, reflection_candidates
-from tests.unit.test_producers_candidates import assert_valid
-
-
-def _run(message: str) -> list[tuple[str, str]]:
-    out = assert_valid(
-        reflection_candidates(message, session_id="s1", turn_id="t9", observed_at=123.0)
-    )
-    return [(c.key, c.value) for c in out]
-
-
-def test_two_cue_sentences_give_two_goals() -> None:
-    msg = "I realized I prefer terse answers. Going forward, please skip the disclaimers."
-    out = assert_valid(reflection_candidates(msg, session_id="s1", turn_id="t9", observed_at=123.0))
-    assert [(c.key, c.value) for c in out] == [
-        ("i-realized-i-prefer-terse-answers", "I realized I prefer terse answers"),
-        ("going-forward-please-skip-the-disclaimer", "Going forward, please skip the disclaimers"),
-    ]
-    for c in out:
-        assert c.facet_class == "goal"
-        assert c.cue_family == "explicit"
-        assert c.confidence == CONFIDENCE == 0.85
-        assert c.producer == "reflection"
-        assert c.observed_at == 123.0
-        assert c.evidence == ({"type": "turn", "session_id": "s1", "turn_id": "t9"},)
-
-
-def test_a_repeated_sentence_counts_once() -> None:
-    assert _run("Remember that I work in PST. Remember that I work in PST.") == [
-        ("remember-that-i-work-in-pst", "Remember that I work in PST")
-    ]
-
-
-def test_sentences_with_the_same_slug_count_once() -> None:
-    assert len(_run("From now on, be brief!\nfrom now on be brief")) == 1
-
-
-def test_key_is_a_40_char_slug_without_trailing_dash() -> None:
-    [(key, value)] = _run("Going forward I want concise replies only.")
-    assert key == "going-forward-i-want-concise-replies-onl"
-    assert value == "Going forward I want concise replies only"
-    [(key, _)] = _run("From now on: short answers, code first, tests after!")
-    assert len(key) <= KEY_CHARS and not key.endswith("-")
-    assert re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", key)
-
-
-@pytest.mark.parametrize(
-    "message",
-    [
-        "I realised the tests were flaky",
-        "i learnt that pnpm is faster",
-        "I learned to love type hints",
-        "I've decided to use uv",
-        "I\u2019ve decided to use uv",
-        "I have decided to drop Python 3.10",
-        "From now on, answer in German",
-        "Please remember my cat is called Miso",
-        "Remember that I am on call on Fridays",
-        "I want you to remember that I use vim",
-        "GOING FORWARD use metric units",
-    ],
+from habitus.vocabulary import check
+from services.producers.reflection import (
+    CONFIDENCE,
+    reflection_candidates,
+    topic,
+    without_restated,
 )
-def test_cues_are_case_insensitive(message: str) -> None:
-    assert len(_run(message)) == 1
+
+WHERE = {"session_id": "s1", "turn_id": "t1", "observed_at": 1_700_000_000.0}
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        "Just a reminder that I sent the file",
-        "The goings forward were slow",
-        "I realize this is hard",
-        "We are moving on",
-        "Do you remember that I work in PST?",
-        "Did I realize it was late?",
-        "Remember that it runs nightly",
-        "",
-        "   \n\n  ",
-    ],
-)
-def test_no_cue_no_candidate(message: str) -> None:
-    assert _run(message) == []
+def goals(message: str) -> list[tuple[str, str]]:
+    return [(c.key, c.value) for c in reflection_candidates(message, **WHERE)]
 
 
-def test_sentences_split_on_terminators_and_lines_not_inner_dots() -> None:
-    msg = "Fine.\nI realized Node.js 3.5 is slow! From now on use Bun\nok?"
-    assert [v for _, v in _run(msg)] == ["I realized Node.js 3.5 is slow", "From now on use Bun"]
+def test_a_decision_is_a_goal_keyed_by_its_topic() -> None:
+    [(key, value)] = goals("I've decided to learn Rust this year.")
+    assert key == "learn-rust"
+    assert value == "I've decided to learn Rust this year"
+    [c] = reflection_candidates("I've decided to learn Rust this year.", **WHERE)
+    assert (c.facet_class, c.cue_family, c.confidence) == ("goal", "explicit", CONFIDENCE)
 
 
-def test_whitespace_inside_a_sentence_is_squashed() -> None:
-    [(_, value)] = _run("  From   now on,\tuse tabs.  ")
-    assert value == "From now on, use tabs"
+def test_two_goals_and_the_same_topic_twice_counts_once() -> None:
+    found = goals("I realized I need to ship the billing migration by March. "
+                  "My goal is to pass the AWS exam. I decided to learn Rust. "
+                  "I have decided to learn Rust, really.")
+    assert [k for k, _ in found] == ["ship-billing-migration", "pass-aws-exam", "learn-rust"]
 
 
-@given(st.text(max_size=400))
-def test_never_raises_and_every_candidate_is_valid(message: str) -> None:
-    _run(message)
-    _run("I realized " + message)
+@pytest.mark.parametrize("message", [
+    "From now on always use markdown tables when comparing.",  # a statement, not a goal
+    "Please remember that I work on the billing team.",
+    "Did you realize I decided to learn Rust?",  # a question
+    "We use pnpm.",
+    "",
+])
+def test_standing_frames_questions_and_plain_text_are_no_goal(message: str) -> None:
+    assert goals(message) == []
+
+
+def test_a_topic_is_a_few_content_words_never_a_cut_sentence() -> None:
+    assert topic("to learn Rust this year") == "learn-rust"
+    assert topic("that I need to ship v2 on 2026-03-01") == "ship"
+    assert topic("to do it") is None
+
+
+def test_a_goal_already_read_as_a_statement_is_dropped() -> None:
+    found = reflection_candidates("I've decided to use pnpm from now on.", **WHERE)
+    assert without_restated(found, ["I've decided to use pnpm from now on."]) == []
+    assert without_restated(found, []) == found
+
+
+@given(st.text(max_size=300))
+def test_never_raises_and_every_goal_is_in_the_vocabulary(message: str) -> None:
+    for c in reflection_candidates(message, **WHERE):
+        assert check(c.facet_class, c.key, c.value) is None, (c.key, c.value)

@@ -56,10 +56,10 @@ def test_sent_email_gives_identity_candidates_with_their_confidences() -> None:
     out = by_key(assert_valid(signature_candidates(_email(ALICE))))
     assert {k: (c.value, c.confidence) for k, c in out.items()} == {
         "name": ("Alice Johnson", sig.NAME),
-        "role": ("Senior Software Engineer", sig.ROLE),
-        "timezone": ("PST", sig.TIMEZONE),
+        "role": ("senior software engineer", sig.ROLE),
+        "timezone": ("America/Los_Angeles", sig.TIMEZONE),
         "employer": ("Acme Corp", sig.EMPLOYER),
-        "location": ("San Francisco, CA", sig.LOCATION),
+        "location": ("San Francisco", sig.LOCATION),
     }
     assert (sig.NAME, sig.ROLE, sig.TIMEZONE, sig.EMPLOYER, sig.LOCATION) == (
         0.85,
@@ -137,7 +137,7 @@ def test_utc_offset_is_a_timezone_never_an_employer() -> None:
     assert facts.employer is None
     assert facts.role == "Senior Engineer"
     out = by_key(assert_valid(signature_candidates(_email("Thanks,\nBob Smith\nCTO\nGMT - 5"))))
-    assert out["timezone"].value == "GMT-5"
+    assert out["timezone"].value == "Etc/GMT+5"  # the Etc zones count the other way
     assert "employer" not in out
 
 

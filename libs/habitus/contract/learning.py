@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
-from habitus.events.domain import FacetClass, FacetState, UserState
+from habitus.events.domain import FacetClass, FacetOrigin, FacetState, UserState
 from habitus.events.evidence import EvidenceRef
 from habitus.ids import CallerUserId
 
@@ -71,6 +71,11 @@ class Facet(_Result):
     stability: float | None = Field(description="The evidence score; null when pinned (a pinned "
                                                 "facet never decays).")
     pinned: bool = Field(description="Whether the user pinned it.")
+    origin: FacetOrigin = Field(
+        default=FacetOrigin.LEARNED,
+        description="Why it holds its value: `learned` from evidence, `stated` once in so many "
+                    "words, `set_by_user` (a declaration, a confirmation, an update or a pin) or "
+                    "`provider` (the user's connected account reports it).")
     evidence_count: int = Field(ge=0, description="Evidence items seen for the winning value.")
     cue_counts: dict[str, int] = Field(description="Evidence items per cue family.")
     first_seen_at: float | None = Field(description="When the first evidence was observed.")

@@ -22,7 +22,7 @@ _STYLE: dict[tuple[str, str], str] = {
     ("code", "code-first"): "you prefer code before explanations",
     ("code", "diff"): "you prefer changes shown as diffs",
     ("examples", "include"): "you want examples in answers",
-    ("emoji", "none"): "you prefer answers without emojis",
+    ("emoji", "none"): "you want no emojis in answers",
     ("emoji", "ok"): "you are fine with emojis in answers",
     ("tone", "formal"): "you prefer a formal tone",
     ("tone", "casual"): "you prefer a casual tone",

@@ -77,8 +77,13 @@ _HYPOTHETICAL_RE = re.compile(
     r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
     r"estoy\s+pensando)\b", _I)
 _PAST_RE = re.compile(
-    r"\b(?:used\s+to|back\s+then|years\s+ago|früher|damals|avant\s+je|autrefois|antes\s+"
-    r"(?:trabajaba|usaba|vivía)|solía)\b", _I)
+    r"\b(?:used\s+to|back\s+then|years\s+ago|in\s+(?:19|20)\d\d|had|früher|damals|"
+    r"avant|autrefois|utilisait|utilisais|antes|trabajaba|usaba|vivía|solía|no\s+longer\s+at|"
+    r"ya\s+no\s+trabajo)\b", _I)
+#: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
+_RETRACTION_RE = re.compile(
+    r"^(?:(?:ok|okay|so|and|actually|hmm|also)[\s,]+)*(?:forget|scratch|ignore|drop|disregard|"
+    r"never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate)\b", _I)
 
 _DECLARED_RE = re.compile(
     r"\b(?:from\s+now\s+on|from\s+here\s+on|going\s+forward|moving\s+forward|in\s+(?:the\s+)?"
@@ -162,8 +167,14 @@ def hypothetical(sentence: str) -> bool:
     return _HYPOTHETICAL_RE.search(sentence) is not None
 
 
-def past(sentence: str) -> bool:
-    return _PAST_RE.search(sentence) is not None
+def past(clause: str) -> bool:
+    """A clause about how things were ("I used to work at Acme", "we had Heroku in 2019")."""
+    return _PAST_RE.search(clause) is not None
+
+
+def retraction(clause: str) -> bool:
+    """A clause that takes a value back rather than stating one."""
+    return _RETRACTION_RE.match(clause.strip()) is not None
 
 
 def declared(text: str) -> bool:

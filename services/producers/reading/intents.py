@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,8 +66,12 @@ class IntentClassifier:
     """Nearest-example classification of clauses; the bank is encoded once, on first use."""
 
     def __init__(self, bank: Sequence[tuple[str, str]] | None = None,
-                 thresholds: Thresholds | None = None):
+                 thresholds: Thresholds | None = None,
+                 prepare: Callable[[str], str] | None = None):
+        """`prepare`: applied to every bank text before it is encoded, as the reader applies
+        it to clauses (values replaced by stand-ins), so both sides are compared alike."""
         self._bank = list(bank) if bank is not None else load_bank()
+        self._prepare = prepare or (lambda text: text)
         self.thresholds = thresholds or Thresholds.load()
         self._labels = np.array([label for label, _ in self._bank])
         self._names = sorted(set(self._labels.tolist()))
@@ -80,7 +84,8 @@ class IntentClassifier:
         if self._matrix is None:
             with self._lock:
                 if self._matrix is None:
-                    self._matrix = encoder.encode([text for _, text in self._bank])
+                    self._matrix = encoder.encode(
+                        [self._prepare(text) for _, text in self._bank])
         return self._matrix
 
     def similarities(self, clauses: Sequence[str]) -> np.ndarray:

@@ -57,8 +57,17 @@ class _Pending:
     stance: Stance
 
 
+_REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour)\s+\S",
+                          re.IGNORECASE)
+_FROM_RE = re.compile(r"\b(?:from|von|de|desde)\s+$", re.IGNORECASE)
+
+
 def _negated(clause: str, slot: slots.Slot) -> bool:
-    return _NEGATED_RE.search(clause[max(0, slot.start - 30):slot.start]) is not None
+    """Negated ("not npm", "instead of yarn") or replaced ("from npm to pnpm")."""
+    before = clause[max(0, slot.start - 30):slot.start]
+    if _NEGATED_RE.search(before) is not None:
+        return True
+    return _FROM_RE.search(before) is not None and _REPLACED_RE.match(clause[slot.end:]) is not None
 
 
 def delexicalise(clause: str, found: Sequence[slots.Slot]) -> str:
@@ -75,12 +84,16 @@ def delexicalise(clause: str, found: Sequence[slots.Slot]) -> str:
     return "".join(out)
 
 
+def _prepared(example: str) -> str:
+    """A bank example as the classifier sees clauses: values replaced by stand-ins."""
+    return delexicalise(example, slots.find(example, example))
+
+
 def _sentence_gate(sentence: str) -> bool:
     """Whether a sentence may state the user's own preference at all."""
     if gates.is_question(sentence):
         return False
-    return not (gates.about_someone_else(sentence) or gates.hypothetical(sentence)
-                or gates.past(sentence))
+    return not (gates.about_someone_else(sentence) or gates.hypothetical(sentence))
 
 
 def _tool_key(tool: str, sentence_tools: set[str]) -> str | None:
@@ -94,6 +107,24 @@ def _tool_key(tool: str, sentence_tools: set[str]) -> str | None:
             if category in tools.categories(other):
                 return category
     return options[0]
+
+
+_CONTRAST_RE = re.compile(r"^(?:not|nicht|pas|rather\s+than|instead\s+of|statt|plutôt\s+que|"
+                          r"en\s+vez\s+de)\s+\S+$", re.IGNORECASE)
+_FILLER_WORDS = frozenset(
+    """mostly mainly also too and with plus on in en et y und mit avec con some a bit
+    the for""".split())
+
+
+def _fragment(pending: _Pending) -> bool:
+    """A clause that is little more than values ("TypeScript with pnpm", "mostly C#"): it
+    continues the clause before it rather than stating anything of its own."""
+    if not pending.found:
+        return False
+    rest = delexicalise(pending.clause.text, pending.found)
+    for stand_in in _STAND_INS.values():
+        rest = rest.replace(stand_in, " ")
+    return all(w in _FILLER_WORDS for w in rest.lower().split())
 
 
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
@@ -114,11 +145,13 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         out = []
         for s in usable:
             if s.kind == "tool":
-                key = _tool_key(s.value, sentence_tools)
-                if key is not None:
-                    out.append(("tooling", key, s.value))
+                category = _tool_key(s.value, sentence_tools)
+                if category is not None:
+                    out.append(("tooling", category, s.value))
         return out
     if label == "veto":
+        if _CONTRAST_RE.match(clause):  # "pnpm, not npm": a contrast, not a ban
+            return []
         return [("veto", f"tool={s.value}" if s.kind == "tool" else s.value, "banned")
                 for s in pending.found if s.kind in ("tool", "veto")]
     if label == "channel":
@@ -130,7 +163,7 @@ class StatementReader:
     """Reads statements from user messages; one encoder call per batch."""
 
     def __init__(self, classifier: IntentClassifier | None = None):
-        self.classifier = classifier or IntentClassifier()
+        self.classifier = classifier or IntentClassifier(prepare=_prepared)
 
     def pending(self, messages: Sequence[str]) -> list[_Pending]:
         """The clauses that pass every gate, with their values and stance."""
@@ -146,9 +179,9 @@ class StatementReader:
                 if not allowed[clause.index]:
                     continue
                 body = clause.text
-                polite = gates.polite_request(body)
-                if polite is not None:
-                    body = polite
+                body = gates.polite_request(body) or body
+                if gates.past(body) or gates.retraction(body):
+                    continue
                 found = tuple(slots.find(body, sentence))
                 if not found and not gates.has_anchor(body):
                     continue
@@ -167,11 +200,18 @@ class StatementReader:
             return results
         decisions = self.classifier.classify(
             [delexicalise(p.clause.text, p.found) for p in todo])
+        previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
-            if decision.label == NONE:
+            label = decision.label
+            here = (pending.message, pending.clause.index)
+            if label == NONE and previous is not None and previous[:2] == here and (
+                    _fragment(pending)):
+                label = previous[2]  # "we use React and TypeScript with pnpm"
+            if label == NONE:
                 continue
+            previous = (*here, label)
             seen = {(s.facet_class, s.key, s.value) for s in results[pending.message]}
-            for facet_class, key, value in _fill(decision.label, pending):
+            for facet_class, key, value in _fill(label, pending):
                 stance = pending.stance
                 if facet_class != "style" and stance is Stance.ONE_OFF:
                     stance = Stance.STANDING

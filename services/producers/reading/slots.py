@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from habitus.vocabulary import canonical_language, canonical_timezone, tools
-from habitus.vocabulary.places import find_city
+from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
 
 _I = re.IGNORECASE
@@ -183,12 +183,12 @@ def find(clause: str, sentence: str) -> list[Slot]:
     return sorted(slots, key=lambda s: (s.start, s.kind))
 
 
-def _cities(text: str) -> list[tuple[int, int, object]]:
-    out: list[tuple[int, int, object]] = []
+def _cities(text: str) -> list[tuple[int, int, City]]:
+    out: list[tuple[int, int, City]] = []
     words = list(_WORD_RE.finditer(text))
     i = 0
     while i < len(words):
-        found = None
+        found: tuple[int, int, City, int] | None = None
         for n in (3, 2, 1):  # longest name first: "Mexico City", "New York"
             if i + n > len(words):
                 continue
@@ -201,7 +201,7 @@ def _cities(text: str) -> list[tuple[int, int, object]]:
                 found = (start, end, city, n)
                 break
         if found is not None:
-            out.append(found[:3])
+            out.append((found[0], found[1], found[2]))
             i += found[3]
         else:
             i += 1

@@ -1,0 +1,121 @@
+"""The canonical vocabulary: canonical forms, and every deterministic producer held to it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from habitus.events.ingest import EmailObserved, ProviderProfileSynced
+from habitus.vocabulary import (
+    canonical_city,
+    canonical_language,
+    canonical_timezone,
+    canonical_tool,
+    check,
+    confirmation_question,
+    describe,
+    first_person,
+    open_key_problem,
+)
+from services.producers.provider import provider_candidates
+from services.producers.reading.reader import StatementReader
+from services.producers.reflection import reflection_candidates
+from services.producers.signature import signature_candidates
+
+CORPUS = Path(__file__).parents[2] / "examples" / "eval" / "statements.jsonl"
+
+
+@pytest.mark.parametrize(("text", "tag"), [
+    ("German", "de"), ("Deutsch", "de"), ("allemand", "de"), ("alemán", "de"),
+    ("English", "en"), ("Englisch", "en"), ("pt-BR", "pt-BR"), ("Mandarin", "zh"),
+    ("short", None), ("Python", None), ("Klingon", None),
+])
+def test_languages_are_bcp47_tags_of_major_languages(text: str, tag: str | None) -> None:
+    assert canonical_language(text) == tag
+
+
+@pytest.mark.parametrize(("text", "city"), [
+    ("Berlin", "Berlin"), ("Bangalore", "Bengaluru"), ("München", "Munich"),
+    ("Lisboa", "Lisbon"), ("berlin", "Berlin"), ("Northwind", None), ("Sam", None),
+])
+def test_cities_are_geonames_names(text: str, city: str | None) -> None:
+    assert canonical_city(text) == city
+
+
+def test_time_zones_are_iana_and_ambiguous_abbreviations_follow_the_city() -> None:
+    assert canonical_timezone("IST") == "Asia/Kolkata"
+    assert canonical_timezone("IST", near="Europe/Dublin") == "Europe/Dublin"
+    assert canonical_timezone("CET") == "Europe/Berlin"
+    assert canonical_timezone("UTC+2") == "Etc/GMT-2"
+    assert canonical_timezone("Pacific time") == "America/Los_Angeles"
+    assert canonical_timezone("cst") is None  # lower-case abbreviations are prose
+
+
+def test_tools_have_one_canonical_name() -> None:
+    assert canonical_tool("PostgreSQL") == "postgres"
+    assert canonical_tool("VS Code") == "vscode"
+    assert canonical_tool("golang") == "go"
+
+
+def test_check_names_what_is_wrong() -> None:
+    assert check("style", "language", "de") is None
+    assert "canonical" in (check("style", "language", "german") or "")
+    assert "not a key" in (check("tooling", "bun-last-week", "uses") or "")
+    assert check("veto", "tool=jquery", "banned") is None
+    assert check("veto", "tool=whatever", "banned") is not None
+
+
+@pytest.mark.parametrize("key", ["from-now-on-always-use-markdown-tables-w", "ship-v2",
+                                 "goal-for-2026", "bun-last-week", "a"])
+def test_open_keys_that_are_sentence_pieces_or_dates_are_refused(key: str) -> None:
+    assert open_key_problem(key) is not None
+
+
+def test_open_keys_of_a_few_words_pass() -> None:
+    assert open_key_problem("learn-rust") is None
+    assert open_key_problem("favourite_editor_theme") is None
+
+
+def test_every_confirmation_question_reads_back_as_its_facet() -> None:
+    """The question an agent asks is read back by the producers into the same facet."""
+    reader = StatementReader()
+    facets = [("style", "verbosity", "terse"), ("style", "language", "de"),
+              ("style", "format", "tables"), ("style", "emoji", "none"),
+              ("identity", "location", "Berlin"), ("identity", "employer", "Northwind"),
+              ("tooling", "database", "postgres")]
+    clauses = [first_person(describe(*f)) + "." for f in facets]
+    for facet, statements in zip(facets, reader.read(clauses), strict=True):
+        assert [(s.facet_class, s.key, s.value) for s in statements] == [facet]
+    assert confirmation_question("style", "verbosity", "terse") == (
+        "Should I remember that you prefer short answers?")
+
+
+def test_no_deterministic_producer_emits_outside_the_vocabulary() -> None:
+    texts = [json.loads(line)["text"] for line in CORPUS.read_text().splitlines()]
+    texts += ["I've decided to learn Rust this year. My goal is to pass the AWS exam.",
+              "From now on, always use markdown tables when you compare things."]
+    out = [(s.facet_class, s.key, s.value) for found in StatementReader().read(texts)
+           for s in found]
+    for text in texts:
+        out += [(c.facet_class, c.key, c.value) for c in reflection_candidates(
+            text, session_id="s", turn_id="t", observed_at=1.0)]
+    signatures = [
+        "Thanks,\nPriya Raman\nStaff Data Engineer | Globex\nBengaluru, India\nIST",
+        "Best,\nSam Okafor\nPlatform Team Lead\nNorthwind Traders\nBerlin, Germany\nCET",
+        "Cheers,\nJo\nSent from my iPhone",
+    ]
+    for n, body in enumerate(signatures):
+        email = EmailObserved.model_validate({
+            "message_id": f"<m{n}@x>", "direction": "sent", "from": "a@x.io", "to": ["b@y.io"],
+            "subject": "hi", "body": "Hello there.\n\n" + body, "sent_at": 1.0})
+        out += [(c.facet_class, c.key, c.value) for c in signature_candidates(email)]
+    sync = ProviderProfileSynced.model_validate({
+        "toolkit": "gmail", "connection_id": "c1",
+        "fields": {"name": "Priya Raman", "email": "Priya@Globex.com", "timezone": "IST",
+                   "role": "Staff Data Engineer", "employer": "Globex"}})
+    out += [(c.facet_class, c.key, c.value) for c in provider_candidates(sync, 1.0)]
+    assert len(out) > 300
+    outside = [(t, check(*t)) for t in out if check(*t) is not None]
+    assert outside == []
