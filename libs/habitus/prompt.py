@@ -1,4 +1,4 @@
-"""Prompt material shared by services: the profile facet type and the tool-rules block.
+"""Prompt material shared by services: the profile facet types and the tool-rules block.
 
 The tool-rules block is rendered here, not in one service, because every service that shows it
 (the profile renderer in `prompt.context`, and the tool-memory service's `tool_rules_for_prompt`)
@@ -25,6 +25,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from habitus.events.domain import FacetOrigin
+
 PROMPT_PRIORITIES = ("critical", "high")
 """Priorities pinned into the system prompt, most binding first; the rest stay behind recall."""
 
@@ -45,6 +47,11 @@ TOOL_RULES_PREAMBLE = (
 )
 
 
+SET_BY_USER_MARK = " *(set by the user)*"
+"""What follows a facet the user set, in PROFILE.md and in the prompt alike; other facets carry
+no marker. One wording on both surfaces, so neither shows a state the other does not explain."""
+
+
 @dataclass(frozen=True, slots=True)
 class ProfileFacet:
     """One active facet of the learned profile, as the prompt and PROFILE.md show it."""
@@ -54,6 +61,27 @@ class ProfileFacet:
     value: str
     pinned: bool
     stability: float | None  # None = pinned (infinite)
+    #: why it holds its value: a `habitus.events.domain.FacetOrigin` value
+    origin: str = FacetOrigin.LEARNED.value
+
+    @property
+    def set_by_user(self) -> bool:
+        """The user chose this value (declared, confirmed, updated or pinned it): the one state
+        the profile marks, since only it changes how firmly the value should be held."""
+        return self.pinned or self.origin == FacetOrigin.SET_BY_USER
+
+
+@dataclass(frozen=True, slots=True)
+class ProvisionalFacet:
+    """A facet the evidence points to but not yet surely, as "Not yet sure" in PROFILE.md and
+    the prompt's opt-in confirmation section show it."""
+
+    facet_class: str
+    key: str
+    value: str
+    stability: float
+    #: what it rests on, in words ("1 email signature", "2 chat turns")
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

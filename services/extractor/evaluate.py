@@ -7,6 +7,11 @@ through the same path the service uses (the item's material as chunks, the extra
 `LlmClient.complete_json` with the extraction schema, `validate_extraction`) and compares the
 facets that survive validation with the labels.
 
+Labels are in the vocabulary's canonical forms (`style/language=de`, `tooling/language=python`,
+`identity/timezone=Asia/Kolkata`), because validation stores every facet it keeps in them: a
+label, or an alternative, that validation would not store as it is (`validation.facet_problem`)
+could never be matched, so the corpus refuses it as a `CorpusError` naming the line.
+
 Matching: a predicted facet matches an expected one when class and key are equal and the
 values agree: equal after normalisation (case-folded, whitespace collapsed, punctuation
 stripped at the ends), or one contains the other as whole words ("Berlin marathon" and "run
@@ -55,7 +60,7 @@ from services.extractor.material import (
     window_chunks,
 )
 from services.extractor.prompts import EXTRACT_VERSION, EXTRACTION_SCHEMA, extraction_messages
-from services.extractor.validation import is_canonical_key, validate_extraction
+from services.extractor.validation import facet_problem, is_canonical_key, validate_extraction
 
 CLASSES: tuple[str, ...] = ("style", "identity", "tooling", "veto", "goal", "channel")
 MATERIAL_KINDS: frozenset[str] = frozenset(get_args(ChunkKind))
@@ -147,7 +152,12 @@ def parse_item(obj: Any, where: str = "item") -> EvalItem:
             isinstance(a, str) and a.strip() for a in alternatives
         ):
             raise CorpusError(f"{where}: alternatives must be a list of non-empty strings")
-        expected.append(Facet(class_, key, _need_str(label, "value", where), tuple(alternatives)))
+        value = _need_str(label, "value", where)
+        for given in (value, *alternatives):
+            problem = facet_problem(FacetClass(class_), key, given)
+            if problem is not None:  # validation would never keep it: no model could match it
+                raise CorpusError(f"{where}: label {class_}/{key}={given!r}: {problem}")
+        expected.append(Facet(class_, key, value, tuple(alternatives)))
     note = obj.get("note")
     if note is not None and not isinstance(note, str):
         raise CorpusError(f"{where}: note must be a string")

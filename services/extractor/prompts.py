@@ -10,13 +10,17 @@ varies), which lets servers that cache prompt prefixes reuse them.
 
 The version strings name the prompts: a stored result is reused for the same window and
 version, so any change to a prompt or schema here must bump its version (a unit test holds a
-fingerprint of each to catch a silent edit).
+fingerprint of each to catch a silent edit). The prompts are built from the vocabulary, so a
+change there that shows in a prompt needs a new version too, and the fingerprint catches it.
 
-The keys are the producers' (services/producers, docs/producers.md): the stability detector
-reinforces a facet only when its producers agree on class, key and value, so a model saying
-`channel/preferred_channel` where the explicit-statement producer says `channel/primary` would
-never confirm it. The prompt lists the canonical keys per class (and their values, where they
-are few), vetoes as `<kind>=<thing>` = `banned`, and allows another short slug when none fits.
+The keys and values are the vocabulary's (`habitus.vocabulary`, the one table every producer
+emits from): the stability detector reinforces a facet only when its producers agree on class,
+key and value, so a model saying `channel/preferred_channel` or `style/language=german` where
+the producers say `channel/primary` and `style/language=de` would never confirm it. The prompt
+lists the vocabulary's keys per class with their values where they are few and their canonical
+form where they are open (a language as a BCP 47 tag, a city's name, an IANA zone, a tool by
+its catalogue name under its category), vetoes as `<kind>=<thing>` = `banned`, and allows
+another short key only when none fits. The validation holds the answer to the same table.
 
 `instruction_spans` finds sentences addressed to a language model ("ignore your previous
 instructions", "set identity/name to ..."). The prompt already tells the model not to obey
@@ -32,10 +36,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from habitus.vocabulary.keys import BANNED, KEYS, VETO_THINGS
+from habitus.vocabulary.tools import CATEGORIES
 from services.extractor.material import Chunk, SourceKey, fold_text
 
-EXTRACT_VERSION = "extract-v1"
-REFLECT_VERSION = "reflect-v1"
+EXTRACT_VERSION = "extract-v2"
+REFLECT_VERSION = "reflect-v2"
 #: the most facets one call may return; more is read as a model that lost the thread
 MAX_FACETS = 8
 MAX_VALUE_CHARS = 200
@@ -46,36 +52,23 @@ FACET_CLASSES: tuple[str, ...] = ("style", "identity", "tooling", "veto", "goal"
 MODEL_CUE_FAMILIES: tuple[str, ...] = ("explicit", "structural", "behavioral", "recurrence")
 REFLECTION_CLASSES: tuple[str, ...] = ("style", "goal")
 
-# The canonical keys, copied from the producers (a service never imports another): they must
-# agree with services/producers/statements.py (the style patterns and bans, `_TOOL_TABLE`,
-# `_CHANNELS`, `veto_key`, `BANNED`, the identity rules), heuristics.py (`_CORRECTIONS`,
-# `_VETOES`), provider.py (`FIELDS`) and signature.py (`SignatureFacts`).
-# tests/unit/test_extractor_prompts.py checks that they do.
+# The vocabulary's keys and values, as the prompt lists them.
+# tests/unit/test_extractor_prompts.py checks that they are exactly the vocabulary's.
 
-#: style key -> its values; () for language: the language's English name, lower-case. The
-#: length-ratio producer's `compressed` and `balanced` are behavioral only and not offered.
+#: style key -> its values; () for language, whose value is a BCP 47 tag (`de`)
 STYLE_VALUES: dict[str, tuple[str, ...]] = {
-    "verbosity": ("terse", "detailed"),
-    "preamble": ("skip",),
-    "format": ("bullets", "tables", "prose", "code-only"),
-    "emoji": ("none", "ok"),
-    "language": (),
-    "tone": ("formal", "casual", "friendly", "direct"),
-}
-IDENTITY_KEYS: tuple[str, ...] = (
-    "name", "preferred_name", "location", "timezone", "employer", "role", "team", "email")
-#: tooling keys are the kind of tool; the value is the tool
-TOOLING_CATEGORIES: tuple[str, ...] = (
-    "package_manager", "lang", "framework", "runtime", "database", "editor", "os", "cloud",
-    "infra", "test_framework", "shell", "vcs")
-#: a veto's key is `<kind>=<thing>` and its value always `banned`; the kinds are the ones
-#: `veto_key` gives a thing the user bans (the correction-repeat producer's `style=long-replies`
-#: is behavioral only, and the prompt says "no long answers" is a style, not a veto)
-VETO_KINDS: tuple[str, ...] = ("format", "content", "tool", "practice")
-VETO_VALUE = "banned"
+    spec.key: spec.values for spec in KEYS.values() if spec.facet_class == "style"}
+IDENTITY_KEYS: tuple[str, ...] = tuple(
+    spec.key for spec in KEYS.values() if spec.facet_class == "identity")
+#: tooling keys are the catalogue's categories; the value is the tool's catalogue name
+TOOLING_CATEGORIES: tuple[str, ...] = tuple(CATEGORIES)
+#: a veto's key is `<kind>=<thing>` and its value always `banned`. The vocabulary's `style`
+#: kind (`style=long-replies`) is the correction-repeat producer's, behavioral only, and not
+#: offered: the prompt says "no long answers" is a style facet (verbosity terse), not a veto
+VETO_KINDS: tuple[str, ...] = (*(kind for kind in VETO_THINGS if kind != "style"), "tool")
+VETO_VALUE = BANNED
 CHANNEL_KEY = "primary"
-CHANNEL_VALUES: tuple[str, ...] = (
-    "email", "slack", "telegram", "sms", "whatsapp", "signal", "discord", "teams", "phone")
+CHANNEL_VALUES: tuple[str, ...] = KEYS[("channel", CHANNEL_KEY)].values
 
 _EVIDENCE_SCHEMA: dict[str, Any] = {
     "type": "array",
@@ -151,11 +144,19 @@ Each chunk is one JSON line: "id" (cite it by this), "kind", "own_words", "date"
 - document: a document the user shared; somebody else may have written it."""
 
 #: how the prompt describes the values of a style key that lists none
-_OPEN_STYLE_VALUES = {"language": "its English name: german"}
+_OPEN_STYLE_VALUES = {"language": "a BCP 47 tag: de, en, pt-BR"}
 _STYLE_KEYS = "; ".join(
     f"{key} ({', '.join(values) or _OPEN_STYLE_VALUES[key]})"
     for key, values in STYLE_VALUES.items())
 _VETO_KINDS = ", ".join(VETO_KINDS[:-1]) + " or " + VETO_KINDS[-1]
+#: the things the vocabulary knows for each veto kind but `tool`, sorted (a set's order is not
+#: stable across processes, and the prompt must be)
+_VETO_THINGS = "; ".join(
+    f"for {kind} one of {', '.join(sorted(VETO_THINGS[kind]))}"
+    for kind in VETO_KINDS if kind != "tool")
+#: what an open key (one the lists above do not have) must look like: `open_key_problem`
+_OPEN_KEY = ("another key of one to four short lower-case words joined by underscores that "
+             "names a topic (no dates, no digits, not a piece of a sentence)")
 
 _FACET_RULES = f"""\
 Facets are lasting facts and preferences about the user: the person whose turns and sent \
@@ -179,25 +180,28 @@ own_words: true.
 - behavioral: it shows in what the user does or asks for, without saying it.
 - recurrence: it comes up again and again in this material (cite each place).
 
-Keys: use the one that fits from this list; only when none fits, another short lower-case \
-name with underscores.
+Keys: use the one that fits from this list, its value in the form given; only when none \
+fits, {_OPEN_KEY}.
 - style: {_STYLE_KEYS}.
-- identity: {", ".join(IDENTITY_KEYS)} (team: its name, billing).
-- tooling: the kind of tool ({", ".join(TOOLING_CATEGORIES)}), the value the tool's usual \
-short name (runtime: bun, database: postgres, editor: vscode; bun is a runtime, never a \
-package manager).
+- identity: {", ".join(IDENTITY_KEYS)}. name, preferred_name and employer as written; team \
+and role in lower case (team: its name, billing); location: the city's name in English \
+(Munich, Lisbon); timezone: the IANA zone (Europe/Berlin, America/Los_Angeles).
+- tooling: the tool's category ({", ".join(TOOLING_CATEGORIES)}), the value the tool's \
+usual short name in lower case (runtime: bun, language: python, database: postgres, editor: \
+vscode; bun is a runtime unless it installs packages). A tool of none of these categories: \
+another key for its kind (ci: github actions).
 - veto: <kind>=<thing>, the value "{VETO_VALUE}"; kind is {_VETO_KINDS}; thing in lower \
-case, words joined by "-" (format=nested-bullets, content=disclaimers, tool=jquery, \
-practice=global-state). Not wanting a style is a style facet, not a veto: "no emoji" is \
-emoji none, "no bullets" is format prose, "no preamble" is preamble skip, "no long answers" \
-is verbosity terse.
+case, words joined by "-": {_VETO_THINGS}, or another short thing; for tool the tool's \
+name (format=nested-bullets, content=disclaimers, tool=jquery). Not wanting a style is a \
+style facet, not a veto: "no emoji" is emoji none, "no bullets" is format prose, "no \
+preamble" is preamble skip, "no long answers" is verbosity terse.
 - channel: {CHANNEL_KEY} ({", ".join(CHANNEL_VALUES)}).
 - goal: the goal's object in one to three words (learn_rust).
 
 Each facet:
 - key: as above.
-- value: a few words on one line, at most {MAX_VALUE_CHARS} characters; lower-case except \
-names.
+- value: in the form the key's list gives, else a few words on one line; at most \
+{MAX_VALUE_CHARS} characters; lower-case except names, tags and zones.
 - confidence: from 0 to 1, how sure the material makes you.
 - evidence: one or more {{"chunk": id, "quote": ...}}, the quote copied exactly from that \
 chunk's text (a few words up to one sentence, no changes, no "..."). Only chunks of the new \
@@ -229,14 +233,15 @@ message and the assistant's answer, which used tools or was long. Answer with on
 
 Answer with exactly this shape:
 {{"observations": ["..."], "patterns": ["..."], "preferences": [{{"class": "style", \
-"key": "format", "value": "code-only", "confidence": 0.6, \
+"key": "code", "value": "code-first", "confidence": 0.6, \
 "evidence": [{{"chunk": "c1", "quote": "just show me the code"}}]}}]}}
 - observations: up to 3 short sentences on what the user asked for and how the answer went.
 - patterns: up to 3 short sentences on how the user works, if the exchange shows any.
 - preferences: up to 3 lasting preferences of the user that the exchange shows, each a \
 style (how answers should be written) or a goal (what the user is working towards). key: \
-for a style the one of these that fits: {_STYLE_KEYS}; only when none fits, or for a goal, \
-a short lower-case name with underscores; value: a few words on one line; confidence: 0 to 1; \
+for a style the one of these that fits, its value in the form given: {_STYLE_KEYS}; only \
+when none fits, or for a goal, {_OPEN_KEY}; value: a few words on one line unless the key's \
+list gives its form; confidence: 0 to 1; \
 evidence: one or more {{"chunk": id, "quote": ...}}, the quote copied exactly from that \
 chunk's text. [] when the exchange shows none.
 Write about the user, not about the assistant."""

@@ -91,8 +91,8 @@ def tune(rows: Sequence[dict[str, object]]) -> Thresholds:
     """The thresholds with the best F1 on `rows` among those with precision >= 0.97."""
     reader = StatementReader()
     best: tuple[float, Thresholds] | None = None
-    for k, sim, margin in itertools.product((1, 3, 5), (0.45, 0.5, 0.55, 0.6, 0.65, 0.7),
-                                            (0.0, 0.1, 0.2, 0.3, 0.4)):
+    for k, sim, margin in itertools.product((1, 3, 5), (0.45, 0.5, 0.55, 0.6, 0.65),
+                                            (0.0, 0.1, 0.2, 0.3)):
         reader.classifier.thresholds = Thresholds(k, sim, margin)
         score, _, _ = evaluate(rows, reader)
         p, r = score.precision(), score.recall()

@@ -23,7 +23,7 @@ from habitus.events.domain import CandidateEmitted
 from habitus.events.ingest import EmailObserved, ProviderProfileSynced, TurnRecorded
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.producers import store
-from services.producers.candidates import Candidate
+from services.producers.candidates import EDIT_WINDOW, Candidate
 from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
 from services.producers.reading.reader import StatementReader
@@ -89,6 +89,10 @@ class ProducersProjection(Projection):
             if answer is not None and proposal is not None:
                 candidates.append(answer_candidate(proposal, answer, payload.user_message,
                                                    **where))
+            stated = {(s.facet_class, s.key) for s in statements}
+            # the same words read twice: the statement (with its stance) is the reading
+            candidates = [c for c in candidates if not (
+                c.producer == EDIT_WINDOW and (c.facet_class, c.key) in stated)]
             candidates += statement_candidates(statements, **where)
             candidates += without_restated(
                 reflection_candidates(payload.user_message, **where),

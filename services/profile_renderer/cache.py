@@ -69,8 +69,13 @@ return #KEYS
 """
 
 
-def field_for(tools: Iterable[str] | None, budget_chars: int | None) -> str:
-    spec = json.dumps([sorted(set(tools)) if tools is not None else None, budget_chars])
+def field_for(tools: Iterable[str] | None, budget_chars: int | None,
+              unconfirmed: bool = False) -> str:
+    """The entry of one variant of the user's context: every request option that changes the
+    text is part of it, so a context with the unconfirmed section is never served for one
+    asked without it (or the reverse)."""
+    spec = json.dumps([sorted(set(tools)) if tools is not None else None, budget_chars,
+                       unconfirmed])
     return hashlib.sha1(spec.encode()).hexdigest()
 
 

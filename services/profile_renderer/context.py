@@ -1,18 +1,23 @@
 """`prompt.context` as pure functions: the system-prompt sections for a user's next turn.
 
 The service gathers the inputs (active facets, the PROFILE.md notes without their managed
-blocks, the tool rules of the user and of the whole tenant, the agent's tools) and caches the
-result; everything here is a function of those inputs alone, so a cached answer and a freshly
-computed one are the same bytes.
+blocks, the tool rules of the user and of the whole tenant, the agent's tools and, when the
+caller asks for them, the facets not yet confirmed) and caches the result; everything here is a
+function of those inputs alone, so a cached answer and a freshly computed one are the same bytes.
 
 Each fact has exactly one home: facets live in `user_profile` (the managed blocks of PROFILE.md
 say the same thing, which is why the notes arrive without them), the user's own text in
 `user_files`, and tool rules in `tool_rules`. A fact repeated across sections costs budget and,
 once the two copies drift apart, leaves the model to guess which one holds.
 
-Under a budget, the sections give way in order of how much harm losing them does: the free-form
-notes first, then the weakest learned facets, then the recall hint; the tool rules never, since
-they are the user's hard constraints ("never email Sarah") and are small.
+Facets the evidence points to but not yet surely never reach `user_profile`: a model told a
+guess as a fact acts on it. A caller that can ask the user opts in to `unconfirmed`, a section
+apart that says so, with the one question that would settle each.
+
+Under a budget, the sections give way in order of how much harm losing them does: the
+unconfirmed facets first (they are guesses), then the free-form notes, then the weakest learned
+facets, then the recall hint; the tool rules never, since they are the user's hard constraints
+("never email Sarah") and are small.
 """
 
 from __future__ import annotations
@@ -22,10 +27,19 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from habitus.prompt import ProfileFacet, ToolRule, render_tool_rules, single_line
+from habitus.prompt import (
+    SET_BY_USER_MARK,
+    ProfileFacet,
+    ProvisionalFacet,
+    ToolRule,
+    render_tool_rules,
+    single_line,
+)
+from services.profile_renderer.wording import clause, question
 
-SECTION_ORDER = ("user_profile", "user_files", "memory_access", "tool_rules")
+SECTION_ORDER = ("user_profile", "unconfirmed", "user_files", "memory_access", "tool_rules")
 MAX_PROFILE_ENTRIES = 25
+MAX_UNCONFIRMED_ENTRIES = 10
 NOTES_MAX_CHARS = 2000
 
 GOAL_CLASS = "goal"
@@ -34,7 +48,11 @@ PROFILE_OVERRIDE_LINE = (
     "These preferences were learned from earlier conversations and may be out of date; whatever"
     " the user asks for in the current conversation takes precedence over them."
 )
-PINNED_MARK = " *(pinned)*"
+UNCONFIRMED_HEADING = "## Not yet confirmed"
+UNCONFIRMED_INSTRUCTION = (
+    "These may be true of the user but are not confirmed. Do not act on them; if one matters to"
+    " the answer, ask the question given once, and take the user's yes or no as the answer."
+)
 FILES_HEADING = "## User Files\n\n### PROFILE.md"
 MEMORY_TOOLS = ("memory_recall", "memory_search")
 MEMORY_HEADING = "## Memory access"
@@ -78,14 +96,14 @@ def _strength(facet: ProfileFacet) -> float:
 def ranked_facets(facets: Sequence[ProfileFacet]) -> list[ProfileFacet]:
     """The facets the profile shows, strongest first, one per (class, key), at most 25.
 
-    Pinned facets come first (the user asked for them), then stability descending, then class
+    Facets the user set come first (they asked for them), then stability descending, then class
     and key for a stable order; value breaks the last tie so that a duplicated (class, key)
     keeps the same one whatever the input order. Blank values are skipped: a bullet with
     nothing after the colon tells the model nothing.
     """
     ordered = sorted(
         facets,
-        key=lambda f: (not f.pinned, -_strength(f), f.facet_class, f.key, f.value),
+        key=lambda f: (not f.set_by_user, -_strength(f), f.facet_class, f.key, f.value),
     )
     kept: list[ProfileFacet] = []
     seen: set[tuple[str, str]] = set()
@@ -101,7 +119,7 @@ def ranked_facets(facets: Sequence[ProfileFacet]) -> list[ProfileFacet]:
 
 def _facet_line(facet: ProfileFacet) -> str:
     value = single_line(facet.value)
-    mark = PINNED_MARK if facet.pinned else ""
+    mark = SET_BY_USER_MARK if facet.set_by_user else ""
     if facet.facet_class == GOAL_CLASS:
         return f"- {value}{mark}\n"
     return f"- **{single_line(facet.facet_class)}/{single_line(facet.key)}**: {value}{mark}\n"
@@ -117,6 +135,50 @@ def _render_profile(ranked: Sequence[ProfileFacet]) -> str:
 def user_profile_section(facets: Sequence[ProfileFacet]) -> str:
     """The learned profile: one bullet per facet (goals as the value alone), "" when empty."""
     return _render_profile(ranked_facets(facets))
+
+
+# -- unconfirmed -------------------------------------------------------------------------------
+
+
+def _unsure_strength(facet: ProvisionalFacet) -> float:
+    return -math.inf if math.isnan(facet.stability) else facet.stability
+
+
+def ranked_unconfirmed(facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFacet]:
+    """The not-yet-confirmed facets a prompt may ask about: strongest first, one per (class,
+    key), no blank values, at most `MAX_UNCONFIRMED_ENTRIES` (each is a question the model may
+    put to the user; a long list of them is a questionnaire, not a conversation)."""
+    ordered = sorted(
+        facets, key=lambda f: (-_unsure_strength(f), f.facet_class, f.key, f.value))
+    kept: list[ProvisionalFacet] = []
+    seen: set[tuple[str, str]] = set()
+    for facet in ordered:
+        if (facet.facet_class, facet.key) in seen or not single_line(facet.value):
+            continue
+        seen.add((facet.facet_class, facet.key))
+        kept.append(facet)
+        if len(kept) == MAX_UNCONFIRMED_ENTRIES:
+            break
+    return kept
+
+
+def _unconfirmed_line(facet: ProvisionalFacet) -> str:
+    # The clause and the question carry the value, which is untrusted: one line each.
+    cls, key, value = facet.facet_class, facet.key, single_line(facet.value)
+    return f'- {single_line(clause(cls, key, value))} \u2014 ask: ' \
+           f'"{single_line(question(cls, key, value))}"\n'
+
+
+def _render_unconfirmed(ranked: Sequence[ProvisionalFacet]) -> str:
+    if not ranked:
+        return ""
+    bullets = "".join(_unconfirmed_line(facet) for facet in ranked)
+    return f"{UNCONFIRMED_HEADING}\n\n{UNCONFIRMED_INSTRUCTION}\n\n{bullets}"
+
+
+def unconfirmed_section(facets: Sequence[ProvisionalFacet]) -> str:
+    """The facets not yet confirmed, each with the question that settles it; "" when none."""
+    return _render_unconfirmed(ranked_unconfirmed(facets))
 
 
 # -- user_files --------------------------------------------------------------------------------
@@ -224,17 +286,24 @@ def build_context(
     rules: Iterable[ToolRule],
     tools: Iterable[str] | None,
     budget_chars: int | None = None,
+    unconfirmed: Sequence[ProvisionalFacet] = (),
 ) -> PromptContext:
     """The sections for the next turn, in `SECTION_ORDER`, empty ones left out.
 
-    With `budget_chars`, sections are cut until the text fits: the notes (shortened, then
-    dropped), then the learned profile (weakest facets first, then the whole section), then the
-    memory hint. The tool rules are never cut, so the text can exceed a budget they alone exceed.
+    `unconfirmed` are the facets not yet confirmed, given only when the caller asked for them
+    (the section is opt-in); without them the text is exactly what it was without the option.
+
+    With `budget_chars`, sections are cut until the text fits: the unconfirmed facets (weakest
+    first, then the whole section), the notes (shortened, then dropped), then the learned
+    profile (weakest facets first, then the whole section), then the memory hint. The tool
+    rules are never cut, so the text can exceed a budget they alone exceed.
     """
     tool_names = None if tools is None else tuple(tools)
     ranked = ranked_facets(facets)
+    unsure = ranked_unconfirmed(unconfirmed)
     contents = {
         "user_profile": _render_profile(ranked),
+        "unconfirmed": _render_unconfirmed(unsure),
         "user_files": user_files_section(notes),
         "memory_access": memory_access_section(tool_names),
         "tool_rules": tool_rules_section(rules, tool_names),
@@ -245,7 +314,12 @@ def build_context(
     def fits(name: str) -> Callable[[str], bool]:
         return lambda content: _text_len({**contents, name: content}) <= budget_chars
 
-    if contents["user_files"]:
+    if unsure:
+        # render(n) keeps the n + 1 strongest; all of them did not fit.
+        contents["unconfirmed"] = _best_fit(
+            lambda n: _render_unconfirmed(unsure[: n + 1]), len(unsure) - 2, fits("unconfirmed")
+        )
+    if _text_len(contents) > budget_chars and contents["user_files"]:
         # The notes shown now are at most NOTES_MAX_CHARS long and do not fit: try shorter cuts.
         top = min(len(_clean_notes(notes)), NOTES_MAX_CHARS) - 1
         contents["user_files"] = _best_fit(

@@ -19,23 +19,35 @@ swallow text: it is removed as a line and reported.
 Marker lines inside fenced code are the user's text (someone documenting the format). Fences are
 counted only when they close: an opener without a closer would otherwise hide every block
 appended after it, and each render would append yet another block.
+
+One managed block is also an input: "Not yet sure" lists the facets the evidence points to but
+not yet surely, and the user settles them by editing it. `settle` reads a saved document against
+the one it was edited from and says which lines were moved out (confirmed) and which deleted
+(forgotten); the service publishes the commands. Anything else done to the block is an edit of
+managed content like any other: ignored and reported.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-BLOCK_ORDER = ("style", "identity", "tooling", "vetoes", "goals", "connected-accounts")
+from habitus.prompt import SET_BY_USER_MARK
+from services.profile_renderer.wording import shown_value
+
+NOT_YET_SURE = "not-yet-sure"
+BLOCK_ORDER = ("style", "identity", "tooling", "vetoes", "goals", NOT_YET_SURE,
+               "connected-accounts")
 HEADINGS = {
     "style": "Style",
     "identity": "Identity",
     "tooling": "Tooling",
     "vetoes": "Vetoes",
     "goals": "Goals",
+    NOT_YET_SURE: "Not yet sure",
     "connected-accounts": "Connected Accounts",
 }
 # Channel facets say how to reach the user, not how to answer them: not rendered in PROFILE.md.
@@ -49,7 +61,8 @@ CLASS_BLOCK = {
 FACET_BLOCKS = ("style", "identity", "tooling", "vetoes", "goals")
 PLACEHOLDER = "*(no entries yet)*"
 TITLE = "# User Profile\n"
-PINNED_SUFFIX = " *(pinned)*"
+NOT_YET_SURE_HINT = ("*Move a line into your profile above to confirm it, or delete it to "
+                     "forget it.*")
 
 _KNOWN = frozenset(BLOCK_ORDER)
 _ORDER = {name: i for i, name in enumerate(BLOCK_ORDER)}
@@ -61,15 +74,15 @@ _MARKER = re.compile(r"<!-- habitus:([A-Za-z0-9_.-]+):(start|end) -->")
 _CONTAINER = r"[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+|>[ \t]?)*[ \t]*"
 _FENCE_OPEN = re.compile(_CONTAINER + r"(`{3,}|~{3,})(.*)")
 _FENCE_CLOSE = re.compile(_CONTAINER + r"(`{3,}|~{3,})[ \t]*")
+_LEADER = re.compile(_CONTAINER)
+# What may follow a not-yet-sure line's "**class/key**: value" and still be that line: nothing,
+# or the evidence after a dash (which a user moving the line may well trim or reword).
+_EVIDENCE_TAIL = re.compile(r"\s+[\u2014\u2013-]")
 _NEWLINES = "\r\n"
 
 
 class FacetLike(Protocol):
-    """What rendering needs of a facet; `habitus.prompt.ProfileFacet` satisfies it.
-
-    Structural so this module does not import the prompt library at run time: the document
-    logic is usable (and testable) on its own.
-    """
+    """What rendering needs of an active facet; `habitus.prompt.ProfileFacet` satisfies it."""
 
     @property
     def facet_class(self) -> str: ...
@@ -78,9 +91,24 @@ class FacetLike(Protocol):
     @property
     def value(self) -> str: ...
     @property
-    def pinned(self) -> bool: ...
+    def set_by_user(self) -> bool: ...
     @property
     def stability(self) -> float | None: ...
+
+
+class ProvisionalLike(Protocol):
+    """What the not-yet-sure block needs of a facet; `habitus.prompt.ProvisionalFacet` fits."""
+
+    @property
+    def facet_class(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def stability(self) -> float: ...
+    @property
+    def evidence(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True)
@@ -106,6 +134,30 @@ class Edit:
 
     text: str
     ignored: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SettledFacet:
+    """A not-yet-sure facet the user settled, with the value it holds (not the value's text)."""
+
+    facet_class: str
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a saved document does to the not-yet-sure facets.
+
+    `promoted`: lines moved out of the block (into a facet block or the user's own text), to be
+    confirmed. `removed`: lines deleted from the block that appear nowhere else, to be
+    forgotten. `lines`: the stripped lines these explain (the block's and the moved copies), so
+    that an edit made only of them is not reported as an ignored edit of managed content.
+    """
+
+    promoted: tuple[SettledFacet, ...] = ()
+    removed: tuple[SettledFacet, ...] = ()
+    lines: frozenset[str] = frozenset()
 
 
 def start_marker(name: str) -> str:
@@ -137,7 +189,7 @@ def _item(text: str) -> str:
     return line
 
 
-def _strength(facet: FacetLike) -> float:
+def _strength(facet: FacetLike | ProvisionalLike) -> float:
     """Stability for ordering: None means pinned/infinite; NaN sorts last rather than randomly."""
     if facet.stability is None:
         return math.inf
@@ -155,10 +207,11 @@ def _section(name: str, lines: Sequence[str]) -> str:
 def facet_bodies(facets: Sequence[FacetLike]) -> dict[str, str]:
     """Bodies of the five facet blocks, always all five so emptied blocks show the placeholder.
 
-    Order is the user's view of confidence: pinned first, then most stable, then by key (and
-    value, so equal inputs always give equal bytes and a re-render is a no-op). As in the prompt,
-    a (class, key) shows once (its strongest value) and a blank value not at all: a bullet with
-    nothing after the colon says nothing.
+    Order is the user's view of confidence: what the user set first (marked as such, the one
+    marker the profile uses), then most stable, then by key (and value, so equal inputs always
+    give equal bytes and a re-render is a no-op). As in the prompt, a (class, key) shows once
+    (its strongest value) and a blank value not at all: a bullet with nothing after the colon
+    says nothing.
     """
     grouped: dict[str, list[FacetLike]] = {name: [] for name in FACET_BLOCKS}
     for facet in facets:
@@ -167,7 +220,7 @@ def facet_bodies(facets: Sequence[FacetLike]) -> dict[str, str]:
             grouped[block].append(facet)
     bodies: dict[str, str] = {}
     for name, members in grouped.items():
-        members.sort(key=lambda f: (not f.pinned, -_strength(f), f.key, f.value))
+        members.sort(key=lambda f: (not f.set_by_user, -_strength(f), f.key, f.value))
         lines = []
         seen: set[tuple[str, str]] = set()
         for facet in members:
@@ -176,9 +229,51 @@ def facet_bodies(facets: Sequence[FacetLike]) -> dict[str, str]:
             seen.add((facet.facet_class, facet.key))
             value = _one_line(facet.value)
             text = value if name == "goals" else f"**{_one_line(facet.key)}**: {value}"
-            lines.append(_item(text) + (PINNED_SUFFIX if facet.pinned else ""))
+            lines.append(_item(text) + (SET_BY_USER_MARK if facet.set_by_user else ""))
         bodies[name] = _section(name, lines)
     return bodies
+
+
+def _unsure_label(facet_class: str, key: str, value: str) -> str:
+    """"**class/key**: value" as the block shows it: the value as a person reads it, one line."""
+    shown = _one_line(shown_value(facet_class, key, value))
+    return f"**{_one_line(facet_class)}/{_one_line(key)}**: {shown}"
+
+
+def _unsure_line(facet: ProvisionalLike) -> str:
+    """One not-yet-sure row: the label, then what the guess rests on after a dash."""
+    evidence = ", ".join(e for e in (_one_line(x) for x in facet.evidence) if e)
+    label = _unsure_label(facet.facet_class, facet.key, facet.value)
+    return _item(f"{label} \u2014 {evidence}" if evidence else label)
+
+
+def _unsure_rows(facets: Sequence[ProvisionalLike]) -> list[tuple[str, ProvisionalLike]]:
+    """The block's rows with the facet each shows, in the order the block lists them.
+
+    The classes PROFILE.md has a block for (a channel is not shown when active either), a
+    blank value not at all, a (class, key) once with its strongest value; strongest first,
+    then class, key and value so equal inputs give equal bytes.
+    """
+    wanted = [f for f in facets if f.facet_class in CLASS_BLOCK and _one_line(f.value)]
+    wanted.sort(key=lambda f: (-_strength(f), f.facet_class, f.key, f.value))
+    rows: list[tuple[str, ProvisionalLike]] = []
+    seen: set[tuple[str, str]] = set()
+    for facet in wanted:
+        if (facet.facet_class, facet.key) not in seen:
+            seen.add((facet.facet_class, facet.key))
+            rows.append((_unsure_line(facet), facet))
+    return rows
+
+
+def not_yet_sure_body(facets: Sequence[ProvisionalLike]) -> str:
+    """Body of `not-yet-sure`: the hint on how to settle a row, then one row per facet.
+
+    An empty block shows the placeholder alone: the hint speaks of lines there are none of.
+    """
+    rows = [line for line, _ in _unsure_rows(facets)]
+    if not rows:
+        return _section(NOT_YET_SURE, [])
+    return _section(NOT_YET_SURE, [NOT_YET_SURE_HINT, "", *rows])
 
 
 def accounts_body(accounts: Sequence[Account]) -> str:
@@ -470,19 +565,23 @@ def notes(document: str) -> str:
     return text
 
 
-def _same(a: str, b: str) -> bool:
-    """Block contents compared without trailing spaces or edge blank lines: those are no edit."""
+def _same(a: str, b: str, explained: Collection[str] = ()) -> bool:
+    """Block contents compared without trailing spaces, blank lines or the lines a settlement
+    explains: none of those is an edit that was ignored."""
     def norm(s: str) -> list[str]:
-        return [line.rstrip() for line in s.strip("\r\n").split("\n")]
+        return [line.rstrip() for line in s.split("\n")
+                if line.strip() and line.strip() not in explained]
     return norm(a) == norm(b)
 
 
-def apply_edit(current: str, edited: str) -> Edit:
+def apply_edit(current: str, edited: str, explained: Collection[str] = ()) -> Edit:
     """Take the user's saved document: its outside text wins, `current`'s blocks always win.
 
     Blocks stay where the user moved them; a block the user deleted, broke or duplicated comes
     back from `current`, and a block that exists only in `edited` is dropped. All of those are
-    reported as ignored, since they are edits of managed content.
+    reported as ignored, since they are edits of managed content. `explained` are lines a
+    `settle` of the same edit acted on (`Settlement.lines`): a block changed only by them is
+    not reported, since the edit was taken, as a command rather than as text.
     """
     mine = _parse(current).blocks()
     theirs = _parse(edited)
@@ -493,7 +592,7 @@ def apply_edit(current: str, edited: str) -> Edit:
         if isinstance(item, str):
             items.append(item)
         elif item.name in mine:
-            if not _same(item.content, mine[item.name].content):
+            if not _same(item.content, mine[item.name].content, explained):
                 ignored.add(item.name)
             items.append(mine[item.name])
             placed.add(item.name)
@@ -507,3 +606,89 @@ def apply_edit(current: str, edited: str) -> Edit:
     if items == list(theirs.items) and not theirs.repairs:
         return Edit(edited, order)
     return Edit(_assemble(items), order)
+
+
+# ---------------------------------------------------------------------------------------------
+# Settling not-yet-sure facets
+
+
+def _bare(line: str) -> str:
+    """A line as compared for settling: no list or quote leader, whitespace collapsed."""
+    text = " ".join(line.split())
+    leader = _LEADER.match(text)
+    return text[leader.end():] if leader else text
+
+
+def _shows(line: str, label: str) -> bool:
+    """Whether `line` is the row with this label, its evidence kept, trimmed or reworded."""
+    bare = _bare(line)
+    if not bare.startswith(label):
+        return False
+    rest = bare[len(label):]
+    return not rest or _EVIDENCE_TAIL.match(rest) is not None
+
+
+def _names(line: str, facet: ProvisionalLike) -> bool:
+    """Whether `line` speaks of this facet's class and key, whatever value it gives."""
+    return _bare(line).startswith(f"**{_one_line(facet.facet_class)}/{_one_line(facet.key)}**:")
+
+
+def _content_lines(items: Iterable[_Item], skip: str) -> list[str]:
+    """Every line of the user's text and of the kept blocks other than `skip`."""
+    lines: list[str] = []
+    for item in items:
+        if isinstance(item, _Block):
+            if item.name != skip:
+                lines.extend(item.content.split("\n"))
+        else:
+            lines.extend(item.split("\n"))
+    return lines
+
+
+def settle(base: str, edited: str, provisional: Sequence[ProvisionalLike]) -> Settlement:
+    """Which not-yet-sure rows of `base` the user confirmed or forgot in `edited`.
+
+    `base` is the document the user edited (what they saw), `provisional` the facets the
+    service now holds as not yet sure: a row is settled only if it is in `base`'s block and its
+    facet still is. For each such row:
+
+    - still in `edited`'s block: nothing (a copy made elsewhere too is a copy, not a move);
+    - gone from the block and now in more places outside it than in `base` (moved into a
+      facet block or into the user's own text; its evidence may be trimmed): promoted;
+    - gone, and the class/key shows up with another value anywhere: the user rewrote it, which
+      is neither a yes nor a no, so nothing (and the edit is reported as ignored);
+    - gone and nowhere in `edited`: removed.
+
+    A block that is missing, broken or duplicated in `edited` settles nothing: a lost marker
+    must not confirm every row (they all turn into user text) nor forget them.
+    """
+    mine, theirs = _parse(base), _parse(edited)
+    was = mine.blocks().get(NOT_YET_SURE)
+    now = theirs.blocks().get(NOT_YET_SURE)
+    if was is None or now is None or NOT_YET_SURE in theirs.damaged:
+        return Settlement()
+    rows = dict(_unsure_rows(provisional))
+    inside = now.content.split("\n")
+    outside = _content_lines(theirs.items, NOT_YET_SURE)
+    before = _content_lines(mine.items, NOT_YET_SURE)
+    promoted: list[SettledFacet] = []
+    removed: list[SettledFacet] = []
+    explained: set[str] = set()
+    for row in dict.fromkeys(line.strip() for line in was.content.split("\n")):
+        facet = rows.get(row)
+        if facet is None:
+            continue
+        label = _unsure_label(facet.facet_class, facet.key, facet.value)
+        if any(_shows(line, label) for line in inside):
+            continue
+        settled = SettledFacet(facet.facet_class, facet.key, facet.value)
+        copies = [line.strip() for line in outside if _shows(line, label)]
+        if len(copies) > sum(1 for line in before if _shows(line, label)):
+            promoted.append(settled)
+            explained.update((row, *copies))
+        elif any(_names(line, facet) for line in (*inside, *outside)):
+            continue
+        elif not copies:
+            removed.append(settled)
+            explained.add(row)
+    return Settlement(tuple(promoted), tuple(removed), frozenset(explained))

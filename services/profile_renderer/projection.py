@@ -1,11 +1,11 @@
 """PROFILE.md as a projection: every change to what it shows is a new version.
 
 `profile.render` folds, from HABITUS_EVENTS in order, the facets (`CacheRebuilt` carries the whole
-active list), the connected accounts, the tool rules and the user's own edits
-(`ProfileNotesSaved`) into versioned documents. A render that changes nothing writes nothing and
-publishes nothing; one that does publishes `ProfileRendered`. Provider syncs arrive on the ingest
-stream: `profile.accounts` restates them as `ConnectedAccountSynced` so that the document has one
-writer and one order, and a replay rebuilds the same versions.
+active list and the whole not-yet-sure list), the connected accounts, the tool rules and the
+user's own edits (`ProfileNotesSaved`) into versioned documents. A render that changes nothing
+writes nothing and publishes nothing; one that does publishes `ProfileRendered`. Provider syncs
+arrive on the ingest stream: `profile.accounts` restates them as `ConnectedAccountSynced` so
+that the document has one writer and one order, and a replay rebuilds the same versions.
 
 After a commit (best effort, outside the fold) the user's cached prompt context is invalidated
 and the workspace mirror is written.
@@ -32,24 +32,43 @@ from habitus.events.domain import (
 from habitus.events.ingest import ProviderProfileSynced
 from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
-from habitus.prompt import ProfileFacet, ToolRule
+from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.document import (
     FACET_BLOCKS,
+    NOT_YET_SURE,
     Account,
     accounts_body,
     apply_edit,
     facet_bodies,
+    not_yet_sure_body,
     render,
 )
 from services.profile_renderer.mirror import Mirror
 
 PRODUCER = "profile_renderer"
+#: what a `CacheRebuilt` can change: the facet blocks and the not-yet-sure block
+LEARNED_BLOCKS = (*FACET_BLOCKS, NOT_YET_SURE)
+#: every block, for a document written for the first time
+ALL_BLOCKS = (*LEARNED_BLOCKS, "connected-accounts")
 
 
 def account_label(fields: Any) -> str:
     return str(fields.email or fields.name or "")
+
+
+def profile_facets(payload: CacheRebuilt) -> list[ProfileFacet]:
+    """The active facets as the renderer keeps them, with why each holds (its origin)."""
+    return [ProfileFacet(f.class_.value, f.key, f.value, f.user_state.value == "pinned",
+                         f.stability, f.origin.value)
+            for f in payload.active]
+
+
+def provisional_facets(payload: CacheRebuilt) -> list[ProvisionalFacet]:
+    """The not-yet-sure facets as the renderer keeps them."""
+    return [ProvisionalFacet(f.class_.value, f.key, f.value, f.stability, tuple(f.evidence))
+            for f in payload.provisional]
 
 
 class AccountsProjection(Projection):
@@ -93,11 +112,10 @@ class RenderProjection(Projection):
                         ctx: ApplyContext) -> None:
         for delivered in run:
             event = delivered.event
-            await store.replace_facets(cur, event.tenant_id, event.user_id, [
-                ProfileFacet(f.class_.value, f.key, f.value, f.user_state.value == "pinned",
-                             f.stability)
-                for f in event.payload.active])
-            await self._render(cur, delivered, ctx, FACET_BLOCKS)
+            t, u = event.tenant_id, event.user_id
+            await store.replace_facets(cur, t, u, profile_facets(event.payload))
+            await store.replace_provisional(cur, t, u, provisional_facets(event.payload))
+            await self._render(cur, delivered, ctx, LEARNED_BLOCKS)
 
     async def on_accounts(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
@@ -158,6 +176,8 @@ class RenderProjection(Projection):
         bodies: dict[str, str] = {}
         if any(b in FACET_BLOCKS for b in blocks):
             bodies.update(facet_bodies(await store.load_facets(cur, t, u)))
+        if NOT_YET_SURE in blocks:
+            bodies[NOT_YET_SURE] = not_yet_sure_body(await store.load_provisional(cur, t, u))
         if "connected-accounts" in blocks:
             accounts = await store.load_accounts(cur, t, u)
             bodies["connected-accounts"] = accounts_body([Account(k, label)
@@ -171,8 +191,7 @@ class RenderProjection(Projection):
         current = await store.latest(cur, t, u)
         bodies = await self._bodies(cur, t, u, blocks)
         if current is None:  # a new document: every block, so none is missing
-            bodies = {**await self._bodies(cur, t, u, (*FACET_BLOCKS, "connected-accounts")),
-                      **bodies}
+            bodies = {**await self._bodies(cur, t, u, ALL_BLOCKS), **bodies}
         rendered = render(current.markdown if current else None, bodies)
         if current is not None and rendered.text == current.markdown:
             return
@@ -187,7 +206,7 @@ class RenderProjection(Projection):
         if await store.saved_since(cur, t, u, p.base_version):
             return  # another save won the compare-and-swap; the RPC reports the conflict
         if current is None:
-            bodies = await self._bodies(cur, t, u, (*FACET_BLOCKS, "connected-accounts"))
+            bodies = await self._bodies(cur, t, u, ALL_BLOCKS)
             base = render(None, bodies).text
         else:
             base = current.markdown

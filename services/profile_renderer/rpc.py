@@ -3,33 +3,97 @@
 `prompt.context` is the hot path (every agent turn): a cache hit is one Redis read; a miss reads
 the user's facets, notes and tool rules in one Postgres connection and caches the result under
 the user's current cache generation.
+
+`profile.save_notes` is the one way an edit of PROFILE.md changes what Habitus believes: once the
+save won its compare-and-swap, the "Not yet sure" lines it moved out are confirmed and those it
+deleted forgotten, each as the learning command `learning.update_facet` or `forget_facet` would
+publish, and answered once PROFILE.md and the prompt show the outcome.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
+
+from psycopg import AsyncCursor
+from pydantic import ValidationError
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
-from habitus.events.domain import ProfileNotesSaved
+from habitus.events.domain import FacetForgotten, FacetUpdated, ProfileNotesSaved
+from habitus.events.envelope import Payload
 from habitus.service.context import ServiceContext
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache, field_for
 from services.profile_renderer.context import build_context
 from services.profile_renderer.document import (
+    NOT_YET_SURE,
     Account,
+    SettledFacet,
+    Settlement,
     accounts_body,
     apply_edit,
     facet_bodies,
+    not_yet_sure_body,
     notes,
     render,
+    settle,
 )
 from services.profile_renderer.projection import RenderProjection
 
 log = logging.getLogger(__name__)
+PRODUCER = "profile.rpc"
+
+
+def settled_doc(facet: SettledFacet) -> dict[str, str]:
+    """A settled facet as the save's answer names it."""
+    return {"class": facet.facet_class, "key": facet.key, "value": facet.value}
+
+
+def settlement_commands(settlement: Settlement) -> list[tuple[SettledFacet, Payload]]:
+    """The learning commands that carry out a settlement: forget each removed facet, set each
+    promoted one to its value. Built before anything is published, so a facet that cannot be
+    commanded fails the save before the notes are saved rather than half way through."""
+    try:
+        return [
+            *((f, FacetForgotten.model_validate({"class": f.facet_class, "key": f.key}))
+              for f in settlement.removed),
+            *((f, FacetUpdated.model_validate({"class": f.facet_class, "key": f.key,
+                                               "value": f.value}))
+              for f in settlement.promoted),
+        ]
+    except ValidationError as exc:
+        raise RpcError("internal", f"a not-yet-sure facet cannot be settled: {exc}") from None
+
+
+async def document_in(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> tuple[int, str]:
+    """The latest version, or (0, the document as it would be rendered now)."""
+    document = await store.latest(cur, tenant_id, user_id)
+    if document is not None:
+        return document.version, document.markdown
+    bodies = facet_bodies(await store.load_facets(cur, tenant_id, user_id))
+    bodies[NOT_YET_SURE] = not_yet_sure_body(await store.load_provisional(cur, tenant_id,
+                                                                          user_id))
+    accounts = await store.load_accounts(cur, tenant_id, user_id)
+    bodies["connected-accounts"] = accounts_body([Account(k, v) for k, v in accounts])
+    return 0, render(None, bodies).text
+
+
+async def edited_from(cur: AsyncCursor[Any], tenant_id: str, user_id: str, base_version: int,
+                      version: int, current: str) -> str | None:
+    """The document the user edited, which is what a settlement reads their edit against: a
+    render since then may have added a not-yet-sure line they never saw, and its absence from
+    their edit is no deletion. None when unknown (an edit of the unsaved version 0 after a
+    version was written): such a save settles nothing."""
+    if base_version == version:
+        return current
+    if base_version == 0:
+        return None
+    document = await store.version_of(cur, tenant_id, user_id, base_version)
+    return None if document is None else document.markdown
 
 
 class ProfileRpc:
@@ -41,45 +105,60 @@ class ProfileRpc:
         self.registry.implement(METHODS["profile.save_notes"])(self.save_notes)
         self.registry.implement(METHODS["prompt.context"])(self.prompt_context)
 
-    async def _document(self, tenant_id: str, user_id: str) -> tuple[int, str]:
-        """The latest version, or (0, the document as it would be rendered now)."""
-        async with store.snapshot(self.ctx.pool) as cur:
-            document = await store.latest(cur, tenant_id, user_id)
-            if document is not None:
-                return document.version, document.markdown
-            bodies = facet_bodies(await store.load_facets(cur, tenant_id, user_id))
-            accounts = await store.load_accounts(cur, tenant_id, user_id)
-        bodies["connected-accounts"] = accounts_body([Account(k, v) for k, v in accounts])
-        return 0, render(None, bodies).text
-
     async def get(self, p: GetProfile, rc: RpcContext) -> dict[str, Any]:
-        version, markdown = await self._document(rc.tenant_id, p.user_id)
+        async with store.snapshot(self.ctx.pool) as cur:
+            version, markdown = await document_in(cur, rc.tenant_id, p.user_id)
         return {"user_id": p.user_id, "version": version, "markdown": markdown,
                 "sha256": store.sha256(markdown)}
 
     async def save_notes(self, p: SaveNotes, rc: RpcContext) -> dict[str, Any]:
+        """Save the notes (compare-and-swap), then settle the not-yet-sure lines the edit
+        moved out or deleted; answered once PROFILE.md shows all of it."""
         ctx = self.ctx
-        version, current = await self._document(rc.tenant_id, p.user_id)
+        t, u = rc.tenant_id, p.user_id
+        async with store.snapshot(ctx.pool) as cur:
+            version, current = await document_in(cur, t, u)
+            base = await edited_from(cur, t, u, p.base_version, version, current)
+            provisional = await store.load_provisional(cur, t, u)
         if p.base_version > version:
             raise RpcError("invalid_argument",
                            f"base_version {p.base_version} is ahead of version {version}")
         async with ctx.pool.connection() as conn, conn.cursor() as cur:
-            if await store.saved_since(cur, rc.tenant_id, p.user_id, p.base_version):
+            if await store.saved_since(cur, t, u, p.base_version):
                 raise RpcError("conflict", f"the notes changed since version {p.base_version}; "
                                            f"load version {version} and apply the edit again")
-        ignored = apply_edit(current, p.markdown).ignored
+        settlement = settle(base, p.markdown, provisional) if base is not None else Settlement()
+        commands = settlement_commands(settlement)
+        ignored = apply_edit(current, p.markdown, settlement.lines).ignored
         event, _ = await ctx.commands.issue(
-            rc, p.user_id, ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
-            "profile.rpc")
+            rc, u, ProfileNotesSaved(markdown=p.markdown, base_version=p.base_version),
+            PRODUCER)
         async with ctx.pool.connection() as conn, conn.cursor() as cur:
-            caused = await store.version_caused_by(cur, rc.tenant_id, p.user_id,
-                                                   event.event_id)
-            latest = await store.latest(cur, rc.tenant_id, p.user_id)
+            caused = await store.version_caused_by(cur, t, u, event.event_id)
+            latest = await store.latest(cur, t, u)
         if caused is None and latest is not None and latest.version > version and \
                 latest.origin == "notes":
             raise RpcError("conflict", "another save of the notes won; reload and retry")
         saved = caused if caused is not None else (latest.version if latest else 0)
-        return {"user_id": p.user_id, "version": saved, "ignored_blocks": list(ignored)}
+        await self._settle(rc, u, saved, commands)
+        return {"user_id": u, "version": saved, "ignored_blocks": list(ignored),
+                "confirmed": [settled_doc(f) for f in settlement.promoted],
+                "forgotten": [settled_doc(f) for f in settlement.removed]}
+
+    async def _settle(self, rc: RpcContext, user_id: str, saved: int,
+                      commands: Sequence[tuple[SettledFacet, Payload]]) -> None:
+        """Publish each command and wait until PROFILE.md and the prompt show it. One at a
+        time, so a failure names what was done; the notes are saved by then, which the error
+        says, so the caller does not save them again on a base that is gone."""
+        for n, (facet, payload) in enumerate(commands):
+            try:
+                await self.ctx.commands.issue(rc, user_id, payload, PRODUCER)
+            except RpcError as exc:
+                done = ", ".join(f"{f.facet_class}/{f.key}" for f, _ in commands[:n]) or "none"
+                raise RpcError(exc.code, f"the notes were saved as version {saved}, but "
+                                         f"settling {facet.facet_class}/{facet.key} failed "
+                                         f"({exc.message}); settled before it: {done}"
+                               ) from None
 
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
         started = time.perf_counter()
@@ -116,7 +195,7 @@ class ProfileRpc:
                        ) -> tuple[dict[str, Any], str]:
         """The context, and how the cache served it (hit, miss, uncached: no cache)."""
         cache = self.cache
-        field = field_for(p.tools, p.budget_chars)
+        field = field_for(p.tools, p.budget_chars, p.unconfirmed)
         if cache is not None:
             hit = await cache.get(rc.tenant_id, p.user_id, field)
             if hit is not None:
@@ -131,8 +210,11 @@ class ProfileRpc:
             document = await store.latest(cur, rc.tenant_id, p.user_id)
             # the user's own rules and the tenant's (TENANT_WIDE); never another user's
             rules = await store.load_rules(cur, rc.tenant_id, p.user_id)
+            unsure = (await store.load_provisional(cur, rc.tenant_id, p.user_id)
+                      if p.unconfirmed else [])
         built = build_context(facets=facets, notes=notes(document.markdown) if document else "",
-                              rules=rules, tools=p.tools, budget_chars=p.budget_chars)
+                              rules=rules, tools=p.tools, budget_chars=p.budget_chars,
+                              unconfirmed=unsure)
         result = {
             "user_id": p.user_id,
             "version": document.version if document else 0,

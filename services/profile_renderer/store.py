@@ -13,15 +13,16 @@ from psycopg_pool import AsyncConnectionPool
 
 from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
-from habitus.prompt import ProfileFacet, ToolRule
+from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
 
 SCHEMA = "profile"
 FACETS = f"{SCHEMA}.facets"
+PROVISIONAL = f"{SCHEMA}.provisional_facets"
 ACCOUNTS = f"{SCHEMA}.accounts"
 RULES = f"{SCHEMA}.tool_rules"
 DOCUMENTS = f"{SCHEMA}.documents"
 MIRROR = f"{SCHEMA}.mirror"
-TABLES = (FACETS, ACCOUNTS, RULES, DOCUMENTS)
+TABLES = (FACETS, PROVISIONAL, ACCOUNTS, RULES, DOCUMENTS)
 
 
 def sha256(text: str) -> str:
@@ -43,18 +44,53 @@ async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                       (tenant_id, user_id))
     if facets:
         await cur.executemany(
-            f"INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.pinned, f.stability)
-             for f in facets],
+            f"INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability, "
+            "origin) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.pinned, f.stability,
+              f.origin) for f in facets],
         )
 
 
 async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                       ) -> list[ProfileFacet]:
-    await cur.execute(f"SELECT class, key, value, pinned, stability FROM {FACETS} "
+    await cur.execute(f"SELECT class, key, value, pinned, stability, origin FROM {FACETS} "
                       "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    return [ProfileFacet(r[0], r[1], r[2], bool(r[3]), r[4]) for r in await cur.fetchall()]
+    return [ProfileFacet(r[0], r[1], r[2], bool(r[3]), r[4], r[5])
+            for r in await cur.fetchall()]
+
+
+def strongest_per_key(facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFacet]:
+    """One facet per (class, key), its strongest value (ties: the smaller value), so a list
+    that names a key twice is stored, not refused by the key and dead-lettered."""
+    best: dict[tuple[str, str], ProvisionalFacet] = {}
+    for facet in facets:
+        seen = best.get((facet.facet_class, facet.key))
+        if seen is None or (-facet.stability, facet.value) < (-seen.stability, seen.value):
+            best[(facet.facet_class, facet.key)] = facet
+    return list(best.values())
+
+
+async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                              facets: Sequence[ProvisionalFacet]) -> None:
+    """The user's not-yet-sure facets are now `facets` (each rebuild states the whole list)."""
+    await cur.execute(f"DELETE FROM {PROVISIONAL} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))
+    fresh = strongest_per_key(facets)
+    if fresh:
+        await cur.executemany(
+            f"INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability, "
+            "evidence) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.stability, list(f.evidence))
+             for f in fresh],
+        )
+
+
+async def load_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                           ) -> list[ProvisionalFacet]:
+    await cur.execute(f"SELECT class, key, value, stability, evidence FROM {PROVISIONAL} "
+                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+    return [ProvisionalFacet(r[0], r[1], r[2], float(r[3]), tuple(r[4]))
+            for r in await cur.fetchall()]
 
 
 async def upsert_account(cur: AsyncCursor[Any], tenant_id: str, user_id: str, toolkit: str,
@@ -104,6 +140,16 @@ async def load_rules(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> lis
                       "WHERE tenant_id = %s AND user_id IN (%s, %s)",
                       (tenant_id, user_id, TENANT_WIDE))
     return [ToolRule(r[0], r[1], r[2], r[3], float(r[4])) for r in await cur.fetchall()]
+
+
+async def version_of(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int
+                     ) -> Document | None:
+    """Version `version` of the user's document (None: there is no such version)."""
+    await cur.execute(
+        f"SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS} "
+        "WHERE tenant_id = %s AND user_id = %s AND version = %s", (tenant_id, user_id, version))
+    row = await cur.fetchone()
+    return None if row is None else Document(int(row[0]), row[1], row[2], row[3], row[4])
 
 
 async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Document | None:

@@ -349,8 +349,12 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
         scores = scored.get(fk)
         control = controls.get(fk)
         said = latest_statement(scores)
-        if said is not None and (control is None or control.seq < said.seq):
-            control = None  # the user spoke after their command: the statement counts
+        if said is not None and control is not None and control.seq < said.seq and (
+                control.user_state != FORGOTTEN or said.stance in SETTING_STANCES):
+            # the user spoke after their command: the statement counts. A forget is lifted
+            # only by the user setting the value ("from now on ...", a yes to a confirmation):
+            # it blocks re-learning, from what is said in passing too.
+            control = None
         winner = scores.winner if scores else None
         if said is not None and control is None and said.stance in HOLDING_STANCES:
             row = _held_by_statement(scores, said, as_of, settings)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from habitus.projection import ProjectionRunner
 from habitus.telemetry.gc_tuning import tune_gc
 from services.producers.main import build
 from services.producers.projection import ProducersProjection
+from services.producers.reading.reader import StatementReader
 from tests.bench.test_bench_runner import raw_pull_ack
 from tests.conftest import ServerUrls
 from tests.integration.runner_support import publish
@@ -70,3 +71,19 @@ async def test_turns_processed_ratio(servers: ServerUrls, nc: Any, pool: Any, re
     record("producers_turns", turns=N, batch=config.batch_size, candidates=emitted,
            raw_pull_ack_per_s=round(baseline), turns_per_s=round(rate),
            ratio=round(rate / baseline, 3))
+
+
+def test_statement_reading_cost_per_turn(record: Any) -> None:
+    """What reading statements adds per turn on this mix, the way the projection calls it (one
+    batch per run of turns), against doing nothing (the cost of building the same list)."""
+    reader = StatementReader()
+    reader.read(["warm up the encoder and the bank"])
+    batch = 200
+    messages = [MESSAGES[i % len(MESSAGES)] for i in range(N)]
+    started = time.perf_counter()
+    for i in range(0, N, batch):
+        reader.read(messages[i : i + batch])
+    per_turn_ms = (time.perf_counter() - started) / N * 1000
+    reached = len(reader.pending(messages[:1000])) / 1000
+    record("statement_reading", turns=N, batch=batch, ms_per_turn=round(per_turn_ms, 4),
+           clauses_encoded_per_turn=round(reached, 3), target="<= 0.5 ms per turn")

@@ -3,10 +3,10 @@ applied exactly once and nothing else appears.
 
 The load is TurnRecorded items through `POST /v1/events`, each with its own event_id, retried with
 that same id until the gateway says it is stored (kills cause connection errors and 503s), so the
-accepted inputs are known exactly. Each user message is a statement the reflection producer turns
-into one goal candidate. The reference is computed with the pure functions the producers'
-projection runs (heuristics and reflection) and the ids it derives, so a change to the producers
-changes the expectation with it. It is compared with the evidence rows of the learning cache and
+accepted inputs are known exactly. Each user message holds a goal and a stated preference. The
+reference is computed with the functions the producers' projection runs (heuristics, the
+statement reader and reflection) and the ids it derives, so a change to the producers changes
+the expectation with it. It is compared with the evidence rows of the learning cache and
 with the CandidateEmitted events on HABITUS_EVENTS: each expected id exactly once, no other.
 """
 
@@ -34,7 +34,9 @@ from habitus.ids import new_event_id
 from habitus.runtime.embedded import free_port
 from habitus.subjects import EVENT_ROOT, user_filter
 from services.producers.heuristics import SessionState, observe_turn
-from services.producers.reflection import reflection_candidates
+from services.producers.reading.reader import StatementReader
+from services.producers.reflection import reflection_candidates, without_restated
+from services.producers.stated import statement_candidates
 from tests.integration.test_up_runtime import UpProcess, _gone, data_root
 
 __all__ = ["data_root"]  # a fixture, used by name
@@ -57,7 +59,8 @@ def _item(n: int) -> dict[str, Any]:
         "user_id": f"chaos-{n % USERS}",
         "payload": {
             "session_id": f"session-{n}", "turn_id": "t1", "channel": "cli",
-            "user_message": f"From now on I want notes about topic {n}.",
+            "user_message": (f"I've decided to write notes about topic {n}. "
+                             + ("Keep answers short." if n % 2 else "Reply in German.")),
             "assistant_message": "Noted.", "user_at": now, "assistant_at": now + 1,
             "tool_calls": [],
         },
@@ -67,11 +70,15 @@ def _item(n: int) -> dict[str, Any]:
 def expected_candidate_ids(accepted: list[dict[str, Any]]) -> set[str]:
     """The CandidateEmitted ids the producers derive from `accepted` (one session per item)."""
     ids: set[str] = set()
-    for item in accepted:
-        payload = TurnRecorded.model_validate(item["payload"])
+    payloads = [TurnRecorded.model_validate(item["payload"]) for item in accepted]
+    read = StatementReader().read([p.user_message for p in payloads])
+    for item, payload, statements in zip(accepted, payloads, read, strict=True):
+        where = {"session_id": payload.session_id, "turn_id": payload.turn_id,
+                 "observed_at": payload.user_at}
         _, candidates = observe_turn(SessionState.from_json(None), payload)
-        candidates += reflection_candidates(payload.user_message, session_id=payload.session_id,
-                                            turn_id=payload.turn_id, observed_at=payload.user_at)
+        candidates += statement_candidates(statements, **where)
+        candidates += without_restated(reflection_candidates(payload.user_message, **where),
+                                       [s.sentence for s in statements])
         ids.update(candidate.event_id(item["event_id"]) for candidate in candidates)
     return ids
 

@@ -161,15 +161,20 @@ def _rebuild(tenant: str, user: str, i: int) -> Payload:
 
 def _rebuilt(tenant: str, user: str, i: int) -> Payload:
     active = [{"class": c, "key": k, "value": v, "stability": 2.5 + j,
-               "user_state": "pinned" if j == i % 3 else "auto"}
+               "user_state": "pinned" if j == i % 3 else "auto",
+               "origin": "set_by_user" if j == i % 3 else "learned"}
               for j, (c, k, v) in enumerate(FACETS[: 1 + i % 3])]
+    # the facets not yet active are not yet sure: each rebuild states the whole list
+    provisional = [{"class": c, "key": k, "value": v, "stability": 0.5 + j / 10,
+                    "evidence": [f"{j + 1} chat turns"]}
+                   for j, (c, k, v) in enumerate(FACETS[1 + i % 3:])]
     return CacheRebuilt.model_validate({
         "as_of": at(i), "added": 1, "evicted": 0, "kept": len(active) - 1,
         "total_size": len(active),
         "changes": [{"class": active[-1]["class"], "key": active[-1]["key"],
                      "old_value": None, "new_value": active[-1]["value"],
                      "old_state": None, "new_state": "active"}],
-        "active": active})
+        "active": active, "provisional": provisional})
 
 
 def _account(tenant: str, user: str, i: int) -> Payload:

@@ -120,7 +120,7 @@ async def test_what_a_new_user_plainly_said_is_in_the_prompt_within_seconds(
         assert [line for line in EXPECTED_PROFILE if line not in profile] == [], profile
         # what was declared is shown as set by the user, what the account says as reported
         facets = {(f["class"], f["key"]): f for f in (await rpc("learning.list_facets"))["facets"]}
-        assert facets[("identity", "team")]["user_state"] == "pinned"
+        assert facets[("identity", "team")]["origin"] == "set_by_user"
         assert facets[("identity", "name")]["user_state"] == "auto"
         assert not [k for k in facets if k[0] == "goal"]  # "remember that I work on" is identity
 
@@ -160,14 +160,14 @@ async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_o
             raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
 
         await say("From now on, answer in German.")
-        await prompt_shows("**style/language**: german *(pinned)*")
+        await prompt_shows("**style/language**: de *(set by the user)*")
         await say("Going forward please answer in French.")
-        text = await prompt_shows("**style/language**: french *(pinned)*")
-        assert "german" not in text
+        text = await prompt_shows("**style/language**: fr *(set by the user)*")
+        assert "**style/language**: de" not in text
 
         await rpc("learning.forget_facet", **{"class": "style", "key": "language"})
         assert "style/language" not in (await rpc("prompt.context"))["text"]
-        for _ in range(3):  # new evidence for it, not a declaration: the user said forget it
+        for _ in range(3):  # said in passing, not declared: the user said forget it
             await say("answer in French please")
         await asyncio.sleep(4.0)  # past the debounce: a rebuild ran on the new evidence
         assert "style/language" not in (await rpc("prompt.context"))["text"]

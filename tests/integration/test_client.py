@@ -380,10 +380,10 @@ async def test_the_async_client_reads_and_writes_the_same(stack: Stack, key: str
     async with AsyncClient(stack.base, key) as c:
         sent = await c.ingest(turn(user, "From now on, answer in German.", "Gut."))
         assert sent.accepted == 1
-        prompt = await until(lambda: _async_context_with(c, user, "**style/language**: german"))
-        assert "*(pinned)*" in prompt.text  # a standing declaration is pinned
+        prompt = await until(lambda: _async_context_with(c, user, "**style/language**: de"))
+        assert "*(set by the user)*" in prompt.text  # a standing declaration is the user's setting
         facet = await c.facet(user, "style", "language")
-        assert facet.value == "german" and facet.user_state == "pinned"
+        assert facet.value == "de" and facet.origin == "set_by_user"
         declared = await c.declare(user, "When I ask for release notes",
                                    "Group the changes by component")
         assert declared.outcome == "accepted_active"
@@ -395,7 +395,7 @@ async def test_the_async_client_reads_and_writes_the_same(stack: Stack, key: str
         assert choice.model == "qwen-1b"
         raw = await c.call("learning.get_facet", {"class": "style"}, user_id=user,
                            key="language")
-        assert raw["value"] == "german"
+        assert raw["value"] == "de"
 
 
 async def _async_context_with(c: AsyncClient, user: str, line: str) -> Any:

@@ -103,8 +103,8 @@ async def test_each_command_is_in_the_prompt_and_profile_when_it_answers(
             ref = {"class": "style", "key": key}
             await prompt()  # warm the cache with the state before the command
             await call("learning.update_facet", **ref, value=f"formal-{round_}")
-            assert f"**style/{key}**: formal-{round_} *(pinned)*" in await prompt()
-            assert f"- **{key}**: formal-{round_} *(pinned)*" in await profile()
+            assert f"**style/{key}**: formal-{round_} *(set by the user)*" in await prompt()
+            assert f"- **{key}**: formal-{round_} *(set by the user)*" in await profile()
 
             await call("learning.unpin_facet", **ref)  # no evidence: the facet goes
             assert key not in await prompt()
@@ -112,7 +112,7 @@ async def test_each_command_is_in_the_prompt_and_profile_when_it_answers(
             await call("learning.update_facet", **ref, value=f"casual-{round_}")
             await prompt()
             await call("learning.pin_facet", **ref)
-            assert f"**style/{key}**: casual-{round_} *(pinned)*" in await prompt()
+            assert f"**style/{key}**: casual-{round_} *(set by the user)*" in await prompt()
 
             await prompt()
             await call("learning.forget_facet", **ref)

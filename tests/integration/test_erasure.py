@@ -77,6 +77,7 @@ MESSAGES = [
     "I'm in Berlin and I use neovim for everything.",
     "Never use emoji with me.",
     "Keep answers short please, bullet points are fine.",
+    "Be a bit more formal in this one.",  # a one-off: Provisional, under "Not yet sure"
 ]
 #: the turn habits' Analyze cites (stated now: a turn's observation expires after retention)
 HABIT_TURN = "Status reports again: three bullet points, no preamble, like last week."
@@ -165,6 +166,8 @@ class Tenant:
 
     async def talk(self, user: str) -> None:
         items = [turn_item(user, message) for message in MESSAGES]
+        recent = time.time() - 60  # a one-off of today: Provisional, not yet decayed away
+        items[-1]["payload"].update(user_at=recent, assistant_at=recent + 1)
         items[0]["payload"]["tool_calls"] = [{"tool_name": "send_email", "ok": True}]
         items.append({"type": "ProviderProfileSynced", "user_id": user, "payload": {
             "toolkit": "gmail", "connection_id": f"c-{user}",

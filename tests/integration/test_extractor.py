@@ -246,10 +246,10 @@ async def test_each_invalid_facet_is_quarantined_with_its_reason_and_the_rest_ap
         return Answer(json={"summary": "Dana wants short answers.", "facets": [
             good,
             {**good, "class": "mood", "key": "mood"},                        # unknown_class
-            {**good, "key": "tone", "evidence": []},                         # missing_evidence
-            {**good, "key": "tone", "evidence": [{"chunk": "c99", "quote": "x"}]},
-            {**good, "key": "format", "evidence": [{"chunk": c[0]["id"],
-                                                     "quote": "use bullet points"}]},
+            {**good, "evidence": []},                                        # missing_evidence
+            {**good, "evidence": [{"chunk": "c99", "quote": "x"}]},          # unknown_chunk
+            {**good, "evidence": [{"chunk": c[0]["id"], "quote": "use bullet points"}]},
+            {**good, "value": "short"},              # bad_value: no value of the vocabulary's
             # the assistant's words are not the user's: explicit_not_own_words
             facet(c, "tooling", "editor", "Vim", "you edit everything in Vim", cue="explicit"),
         ]})
@@ -261,12 +261,12 @@ async def test_each_invalid_facet_is_quarantined_with_its_reason_and_the_rest_ap
     found = await candidates(nc, acme.tenant, user)
     assert [(e.payload.key, e.payload.value) for e in found] == [("verbosity", "terse")]
     reasons = sorted(q["reason"] for q in await acme.quarantine(user))
-    assert reasons == ["explicit_not_own_words", "missing_evidence", "quote_not_in_chunk",
-                       "unknown_chunk", "unknown_class"]
+    assert reasons == ["bad_value", "explicit_not_own_words", "missing_evidence",
+                       "quote_not_in_chunk", "unknown_chunk", "unknown_class"]
     status = await acme.status(user)
     assert status["quarantined"]["unknown_class"] == 1
     [summary] = await summaries(nc, acme.tenant, user)
-    assert (summary.payload.facets_emitted, summary.payload.facets_rejected) == (1, 5)
+    assert (summary.payload.facets_emitted, summary.payload.facets_rejected) == (1, 6)
     assert metric("habitus_extractor_quarantined_total", reason="unknown_chunk") >= 1
 
 
@@ -432,8 +432,9 @@ async def test_replay_reuses_stored_answers_and_publishes_the_same_ids(
     assert [e.event_id for e in after] == [e.event_id for e in before]
 
     # A new prompt version does not re-spend tokens on old material by itself ...
-    monkeypatch.setattr(worker, "EXTRACT_VERSION", "extract-v2")
-    monkeypatch.setattr(rpc, "EXTRACT_VERSION", "extract-v2")
+    newer = f"{prompts.EXTRACT_VERSION}-next"  # a version no window has an answer for
+    monkeypatch.setattr(worker, "EXTRACT_VERSION", newer)
+    monkeypatch.setattr(rpc, "EXTRACT_VERSION", newer)
     await replay(resolve("extractor.windows"), nc, pool, timeout=60)
     await acme.done(user)
     assert len(stack.model.requests_for(marker)) == calls
@@ -442,7 +443,7 @@ async def test_replay_reuses_stored_answers_and_publishes_the_same_ids(
         "Dana uses uv and ruff.", lambda c: facet(c, "tooling", "package_manager", "uv",
                                                   "we use uv", cue="explicit")))
     queued = await acme.rpc("extraction.reextract", user_id=user, since=0)
-    assert queued == {"prompt_version": "extract-v2", "windows": 1}
+    assert queued == {"prompt_version": newer, "windows": 1}
 
     async def reextracted() -> list[Any]:
         found = await candidates(nc, acme.tenant, user)

@@ -16,6 +16,7 @@ import pytest
 
 from habitus.events.domain import FacetClass
 from habitus.llm import LlmClient, LlmSettings
+from habitus.vocabulary import KEYS, check, open_key_problem
 from services.extractor.evaluate import (
     CLASSES,
     DEFAULT_CORPUS,
@@ -35,7 +36,7 @@ from services.extractor.prompts import (
     TOOLING_CATEGORIES,
     VETO_VALUE,
 )
-from services.extractor.validation import is_canonical_key
+from services.extractor.validation import facet_problem, is_canonical_key
 from tests.support.llm_server import Answer, ScriptedLlm
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,11 +155,16 @@ async def test_a_model_answering_nothing_has_recall_zero_and_no_precision() -> N
 async def test_a_model_with_every_value_wrong_has_precision_zero() -> None:
     outcomes, _ = await _run(labelling(ITEMS, lambda f: "zzzz qqqq"), ITEMS)
     report = summarise(outcomes)
-    assert report.overall.predicted == report.overall.expected > 0
+    # under a key of the vocabulary a value in no canonical form is refused (bad_value), not
+    # predicted; under an open key it is a prediction that matches nothing
+    refused = report.rejections.get("bad_value", 0)
+    assert report.overall.predicted > 0 and refused > 0
+    assert report.overall.predicted + refused == report.overall.expected
+    assert set(report.rejections) == {"bad_value"}
     assert report.overall.matched == 0
     assert report.overall.precision == 0.0
     assert report.overall.recall == 0.0
-    assert all(len(o.spurious) == len(o.expected) for o in outcomes)
+    assert all(len(o.spurious) + len(o.rejections) == len(o.expected) for o in outcomes)
 
 
 async def test_rejections_and_failures_are_counted_not_scored() -> None:
@@ -269,15 +275,33 @@ def test_every_label_is_canonical_and_unique_within_its_item() -> None:
             assert f.value == f.value.strip() and "\n" not in f.value and len(f.value) <= 200
             if f.class_ == "veto":
                 assert f.value == VETO_VALUE, (item.id, f.key)  # what the prompt asks for
+            # what validation stores, as it is: a label in another form could never match
+            for value in (f.value, *f.alternatives):
+                assert facet_problem(FacetClass(f.class_), f.key, value) is None, (
+                    item.id, f.label(), value)
 
 
-#: tooling kinds the labels use for tools the producers file under no category
-OTHER_TOOLING_KEYS = {"ci", "terminal", "orchestrator", "styling"}
+def test_the_labels_are_in_the_vocabulary_or_under_a_well_shaped_open_key() -> None:
+    for item in ITEMS:
+        for f in item.expected:
+            where = (item.id, f.label())
+            if (f.class_, f.key) in KEYS or f.class_ == "veto":
+                problem = check(f.class_, f.key, f.value)
+                # a veto may name a thing the vocabulary does not know (tool=oracle)
+                assert problem is None or (
+                    f.class_ == "veto" and open_key_problem(f.key.split("=")[1]) is None
+                ), (where, problem)
+            else:
+                assert open_key_problem(f.key) is None, where
+
+
+#: tooling kinds the labels use for tools of no category of the vocabulary's catalogue
+OTHER_TOOLING_KEYS = {"ci", "terminal", "orchestrator", "styling", "shell"}
 
 
 def test_the_labels_use_the_prompts_keys() -> None:
-    """The prompt's (and the producers') vocabulary wherever it has a key: a label in another
-    one would score a model that agrees with the producers as wrong."""
+    """The prompt's (the vocabulary's) keys wherever it has one: a label in another one would
+    score a model that agrees with the producers as wrong."""
     for item in ITEMS:
         for f in item.expected:
             where = (item.id, f.label())

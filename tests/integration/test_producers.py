@@ -127,8 +127,8 @@ async def test_a_sent_signature_becomes_identity_candidates_a_received_one_does_
     await agent.post(agent.email(body, direction="received"), agent.email(body))
     found = facets(await agent.candidates(4))
     assert {("identity", "name", "Alice Johnson", "email_signature"),
-            ("identity", "role", "Senior Software Engineer", "email_signature"),
-            ("identity", "timezone", "PST", "email_signature"),
+            ("identity", "role", "senior software engineer", "email_signature"),
+            ("identity", "timezone", "America/Los_Angeles", "email_signature"),
             ("identity", "employer", "Acme Corp", "email_signature")} <= found
     events = await agent.candidates(4)
     assert {r.model_dump()["message_id"] for e in events for r in e.payload.evidence} == {"m2"}
@@ -185,6 +185,6 @@ async def test_emails_and_turns_become_active_identity_and_style_facets(agent: A
     active = {(f["class"], f["key"]): f["value"] for f in listed["facets"]
               if f["state"] == "active"}
     assert active[("identity", "name")] == "Alice Johnson"
-    assert active[("identity", "timezone")] == "PST"
+    assert active[("identity", "timezone")] == "America/Los_Angeles"
     assert active[("identity", "employer")] == "Acme Corp"
     assert active[("style", "verbosity")] == "terse"

@@ -16,7 +16,12 @@ from habitus.auth.keys import create_key
 from habitus.bus import EVENTS, EventPublisher, RpcClient, RpcError
 from habitus.db.migrate import migrate
 from habitus.events import CATALOG
-from habitus.events.domain import CandidateEmitted, RebuildRequested, ToolRuleUpserted
+from habitus.events.domain import (
+    CacheRebuilt,
+    CandidateEmitted,
+    RebuildRequested,
+    ToolRuleUpserted,
+)
 from habitus.events.ingest import ProviderProfileSynced
 from habitus.projection.wait import wait_applied
 from services.gateway.main import service as gateway
@@ -133,7 +138,7 @@ async def test_pin_marks_and_forget_removes(person: Person) -> None:
     await person.learn("verbosity", "terse")
     await person.settled(lambda md: "- **verbosity**: terse\n" in md)
     await person.call("learning.pin_facet", **{"class": "style", "key": "verbosity"})
-    await person.settled(lambda md: "- **verbosity**: terse *(pinned)*" in md)
+    await person.settled(lambda md: "- **verbosity**: terse *(set by the user)*" in md)
     await person.call("learning.forget_facet", **{"class": "style", "key": "verbosity"})
     doc = await person.settled(lambda md: "verbosity" not in md)
     assert "## Style\n\n*(no entries yet)*" in doc["markdown"]
@@ -253,3 +258,160 @@ async def test_prompt_context_cache_follows_the_changes(person: Person) -> None:
         return "style/emoji" in (await person.call("prompt.context"))["text"]
 
     await until(fresh, timeout=5)
+
+
+# -- what the user set, what is not yet sure ---------------------------------------------------
+
+
+def rebuilt(active: list[dict[str, Any]], provisional: list[dict[str, Any]]) -> CacheRebuilt:
+    """A `CacheRebuilt` as the learning cache publishes it, carrying these lists."""
+    return CacheRebuilt.model_validate({
+        "as_of": T0, "added": len(active), "evicted": 0, "kept": 0, "total_size": len(active),
+        "active": [{"stability": 3.0, **f} for f in active],
+        "provisional": [{"stability": 1.0, "evidence": [], **f} for f in provisional]})
+
+
+UNSURE_ROWS = {
+    "verbosity": "- **style/verbosity**: terse \u2014 2 chat turns",
+    "role": "- **identity/role**: engineer \u2014 1 email signature",
+    "editor": "- **tooling/editor**: Vim",
+    "language": "- **style/language**: German \u2014 1 email signature, 2 chat turns",
+}
+UNSURE = [
+    {"class": "style", "key": "verbosity", "value": "terse", "stability": 1.4,
+     "evidence": ["2 chat turns"]},
+    {"class": "identity", "key": "role", "value": "engineer", "stability": 1.3,
+     "evidence": ["1 email signature"]},
+    {"class": "tooling", "key": "editor", "value": "vim", "stability": 1.2},
+    {"class": "style", "key": "language", "value": "de", "stability": 1.1,
+     "evidence": ["1 email signature", "2 chat turns"]},
+]
+
+
+async def test_only_what_the_user_set_is_marked_and_not_yet_sure_facets_get_their_block(
+        person: Person) -> None:
+    await person.publish(rebuilt(
+        [{"class": "style", "key": "preamble", "value": "skip", "origin": "set_by_user"},
+         {"class": "style", "key": "tone", "value": "dry", "origin": "stated"},
+         {"class": "identity", "key": "name", "value": "Alice", "origin": "provider"}],
+        UNSURE))
+    doc = await person.settled(lambda md: UNSURE_ROWS["language"] in md)
+    md = doc["markdown"]
+    assert "## Style\n\n- **preamble**: skip *(set by the user)*\n- **tone**: dry\n\n" in md
+    assert "- **name**: Alice\n" in md and "pinned" not in md
+    assert ("<!-- habitus:goals:end -->\n\n<!-- habitus:not-yet-sure:start -->\n"
+            "## Not yet sure\n\n"
+            "*Move a line into your profile above to confirm it, or delete it to forget it.*"
+            "\n\n" + "\n".join(UNSURE_ROWS.values()) + "\n\n"
+            "<!-- habitus:not-yet-sure:end -->\n\n<!-- habitus:connected-accounts:start -->"
+            ) in md
+    context = await person.call("prompt.context")
+    assert "- **style/preamble**: skip *(set by the user)*\n" in context["text"]
+    assert "- **style/tone**: dry\n" in context["text"]
+    assert "engineer" not in context["text"]  # a guess is no part of the profile
+
+    await person.publish(rebuilt([], UNSURE[1:2]))  # each rebuild states the whole list
+    doc = await person.settled(lambda md: UNSURE_ROWS["language"] not in md)
+    assert UNSURE_ROWS["role"] in doc["markdown"] and "verbosity" not in doc["markdown"]
+    await person.publish(rebuilt([], []))
+    doc = await person.settled(lambda md: "role" not in md)
+    assert "## Not yet sure\n\n*(no entries yet)*\n" in doc["markdown"]
+
+
+async def _commands_on(nc: Any, person: Person, event_type: str) -> list[Any]:
+    return await events_on(
+        nc, EVENTS, f"habitus.v1.event.{event_type}.{person.tenant}.{person.user}")
+
+
+async def test_saving_settles_the_lines_deleted_or_moved_out_of_not_yet_sure(
+        person: Person, nc: Any) -> None:
+    await person.publish(rebuilt([], UNSURE))
+    doc = await person.settled(lambda md: UNSURE_ROWS["language"] in md)
+    md = doc["markdown"]
+    edited = (md.replace(UNSURE_ROWS["verbosity"] + "\n", "")  # deleted: forget it
+              .replace(UNSURE_ROWS["role"] + "\n", "")  # moved into the notes: confirm it
+              .replace(UNSURE_ROWS["editor"] + "\n", "")  # moved into its block: confirm it
+              .replace("## Tooling\n\n*(no entries yet)*\n",
+                       f"## Tooling\n\n*(no entries yet)*\n{UNSURE_ROWS['editor']}\n")
+              .replace("# User Profile\n\n", f"# User Profile\n\nAbout me:\n"
+                                             f"{UNSURE_ROWS['role']}\n\n"))
+    saved = await person.call("profile.save_notes", markdown=edited,
+                              base_version=doc["version"])
+    assert saved["forgotten"] == [{"class": "style", "key": "verbosity", "value": "terse"}]
+    assert saved["confirmed"] == [{"class": "identity", "key": "role", "value": "engineer"},
+                                  {"class": "tooling", "key": "editor", "value": "vim"}]
+    assert saved["ignored_blocks"] == []  # the block edits were taken, as commands
+
+    forgotten = await _commands_on(nc, person, "FacetForgotten")
+    assert [(e.payload.class_.value, e.payload.key, e.producer) for e in forgotten] == [
+        ("style", "verbosity", "profile.rpc")]
+    updated = await _commands_on(nc, person, "FacetUpdated")
+    assert [(e.payload.class_.value, e.payload.key, e.payload.value) for e in updated] == [
+        ("identity", "role", "engineer"), ("tooling", "editor", "vim")]
+    # answered once PROFILE.md shows the outcome: confirmed facets are the user's settings
+    after = (await person.profile())["markdown"]
+    assert "## Identity\n\n- **role**: engineer *(set by the user)*\n" in after
+    assert "## Tooling\n\n- **editor**: vim *(set by the user)*\n" in after
+    assert f"About me:\n{UNSURE_ROWS['role']}\n" in after  # the user's own text is kept
+    assert "style/verbosity" not in after
+    facet = await person.call("learning.get_facet", **{"class": "identity", "key": "role"})
+    assert facet["value"] == "engineer" and facet["state"] == "active"
+    context = await person.call("prompt.context")
+    assert "- **identity/role**: engineer *(set by the user)*\n" in context["text"]
+
+
+async def test_a_save_that_loses_the_compare_and_swap_settles_nothing(person: Person,
+                                                                      nc: Any) -> None:
+    await person.publish(rebuilt([], UNSURE))
+    doc = await person.settled(lambda md: UNSURE_ROWS["language"] in md)
+    await person.call("profile.save_notes", markdown=doc["markdown"] + "\nA note.\n",
+                      base_version=doc["version"])
+    stale = doc["markdown"].replace(UNSURE_ROWS["verbosity"] + "\n", "")
+    with pytest.raises(RpcError) as err:
+        await person.call("profile.save_notes", markdown=stale, base_version=doc["version"])
+    assert err.value.code == "conflict"
+    assert await _commands_on(nc, person, "FacetForgotten") == []
+    # a line the user kept, and one a render added after the version they edited, stay
+    latest = await person.profile()
+    assert UNSURE_ROWS["verbosity"] in latest["markdown"]
+    await person.publish(rebuilt([], [*UNSURE, {"class": "identity", "key": "team",
+                                                "value": "billing", "stability": 1.0}]))
+    await person.settled(lambda md: "**identity/team**: billing" in md)
+    edited = latest["markdown"].replace(UNSURE_ROWS["editor"] + "\n", "")
+    saved = await person.call("profile.save_notes", markdown=edited,
+                              base_version=latest["version"])
+    assert saved["forgotten"] == [{"class": "tooling", "key": "editor", "value": "vim"}]
+    assert saved["confirmed"] == []
+
+
+async def test_prompt_context_asks_about_unconfirmed_facets_only_when_asked(
+        person: Person) -> None:
+    await person.publish(rebuilt([{"class": "style", "key": "tone", "value": "dry"}],
+                                 UNSURE[:2]))
+    await person.settled(lambda md: UNSURE_ROWS["role"] in md)
+    plain = await person.call("prompt.context")
+    asked = await person.call("prompt.context", unconfirmed=True)
+    assert [s["name"] for s in plain["sections"]] == ["user_profile"]
+    assert [s["name"] for s in asked["sections"]] == ["user_profile", "unconfirmed"]
+    assert asked["sections"][0] == plain["sections"][0]
+    assert asked["sections"][1]["content"] == (
+        "## Not yet confirmed\n\n"
+        "These may be true of the user but are not confirmed. Do not act on them; if one"
+        " matters to the answer, ask the question given once, and take the user's yes or no"
+        " as the answer.\n\n"
+        '- you prefer short answers \u2014 ask: "Should I remember that you prefer short'
+        ' answers?"\n'
+        '- you work as an engineer \u2014 ask: "Should I remember that you work as an'
+        ' engineer?"\n')
+    assert "Not yet confirmed" not in plain["text"] and "engineer" not in plain["text"]
+    # each variant has its own cache entry: neither is ever served for the other
+    assert await person.call("prompt.context") == plain
+    assert await person.call("prompt.context", unconfirmed=True) == asked
+    assert await person.call("prompt.context", unconfirmed=False) == plain
+    await person.publish(rebuilt([{"class": "style", "key": "tone", "value": "dry"}], []))
+
+    async def settled() -> bool:
+        ctx = await person.call("prompt.context", unconfirmed=True)
+        return [s["name"] for s in ctx["sections"]] == ["user_profile"]
+
+    await until(settled)

@@ -104,3 +104,19 @@ async def test_the_tenant_mark_outlives_the_entries_it_turns_away(servers: Serve
         assert await redis.ttl(mark_key) > 5  # stretched to the new entry's TTL
     finally:
         await redis.aclose()
+
+
+async def test_the_context_with_unconfirmed_facets_is_its_own_entry(cache: ContextCache) -> None:
+    tenant = unique("tn")
+    asked = field_for(["send_email"], 500, unconfirmed=True)
+    plain = field_for(["send_email"], 500)
+    assert asked != plain and plain == field_for(["send_email"], 500, unconfirmed=False)
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", asked, {"text": "with questions"}, generation, 1)
+    assert await cache.get(tenant, "u1", plain) is None  # never served for the plain request
+    assert await cache.put(tenant, "u1", plain, {"text": "plain"}, generation, 1)
+    assert await cache.get(tenant, "u1", asked) == {"text": "with questions"}
+    assert await cache.get(tenant, "u1", plain) == {"text": "plain"}
+    await cache.invalidate([(tenant, "u1")])  # a change drops both variants
+    assert await cache.get(tenant, "u1", asked) is None
+    assert await cache.get(tenant, "u1", plain) is None

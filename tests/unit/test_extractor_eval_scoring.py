@@ -204,11 +204,34 @@ def test_parse_corpus_reads_items() -> None:
     _line(expected=[{"class": "style", "key": "Verbosity", "value": "terse"}]),
     _line(expected=[{"class": "style", "key": "verbosity", "value": ""}]),
     _line(expected=[{"class": "style", "key": "verbosity", "value": "t", "alternatives": [1]}]),
+    # labels validation would never store as they are: the old forms, a non-canonical
+    # alternative, an open key of another shape
+    _line(expected=[{"class": "style", "key": "language", "value": "german"}]),
+    _line(expected=[{"class": "tooling", "key": "lang", "value": "python"}]),
+    _line(expected=[{"class": "style", "key": "verbosity", "value": "terse",
+                     "alternatives": ["short"]}]),
+    _line(expected=[{"class": "veto", "key": "tool=npm", "value": "banned",
+                     "alternatives": ["npm"]}]),
+    _line(expected=[{"class": "goal", "key": "ship_by_march", "value": "ship it"}]),
     "not json",
 ])
 def test_parse_corpus_refuses_bad_lines(bad: str) -> None:
     with pytest.raises(CorpusError):
         parse_corpus([bad])
+
+
+def test_a_label_in_an_old_form_names_the_form_validation_stores() -> None:
+    line = _line(expected=[{"class": "style", "key": "language", "value": "german"}])
+    with pytest.raises(CorpusError, match="stored as style/language=de"):
+        parse_corpus([line])
+    [item] = parse_corpus([_line(expected=[
+        {"class": "style", "key": "language", "value": "de"},
+        {"class": "tooling", "key": "language", "value": "python"},
+        {"class": "identity", "key": "name", "value": "Marta Kowalski", "alternatives": ["Marta"]},
+        {"class": "tooling", "key": "ci", "value": "github actions"}])])
+    assert [f.label() for f in item.expected] == [
+        "style/language=de", "tooling/language=python", "identity/name=Marta Kowalski",
+        "tooling/ci=github actions"]
 
 
 def test_parse_corpus_refuses_duplicate_ids() -> None:

@@ -3,10 +3,7 @@ is asked for, and the sentences in material that try to instruct it."""
 
 from __future__ import annotations
 
-import ast
-import dataclasses
 import hashlib
-import inspect
 import json
 import re
 
@@ -14,6 +11,7 @@ import pytest
 
 from habitus.events.domain import CueFamily, FacetClass
 from habitus.events.evidence import DocumentChunkRef, EmailMessageRef, TurnRef
+from habitus.vocabulary import BANNED, KEYS, VETO_THINGS, in_vocabulary, open_key_problem, tools
 from services.extractor.material import Chunk, SourceKey
 from services.extractor.prompts import (
     CHANNEL_KEY,
@@ -41,14 +39,13 @@ from services.extractor.validation import (
     validate_extraction,
     validate_reflection,
 )
-from services.producers import heuristics, provider, signature, statements
 
 #: a fingerprint of each prompt version's system prompt and schema. Stored results are reused
 #: by window hash and prompt version, so editing a prompt without bumping its version would
 #: silently mix old and new results: when this fails, bump the version, then the fingerprint.
 FINGERPRINTS = {
-    EXTRACT_VERSION: "983253e0571ada3f",
-    REFLECT_VERSION: "5744393ecf96009d",
+    EXTRACT_VERSION: "2e10fb869d39a284",
+    REFLECT_VERSION: "5038d81b5b4447ec",
 }
 
 
@@ -249,124 +246,104 @@ def test_spans_are_offsets_into_the_original_text_in_order() -> None:
     assert instruction_spans("") == []
 
 
-# --------------------------------------------------------------------------- the producers' keys
-# The extractor copies the producers' key lists (a service never imports another); a test may
-# import both, and these hold the copies to the producers' tables.
+# --------------------------------------------------------------------------- the vocabulary
+# The prompt's keys and values are derived from habitus.vocabulary; these hold them to exactly
+# the vocabulary's, so a model that follows the prompt agrees with the producers.
 
 
-def _stated_style() -> dict[str, set[str]]:
-    """style key -> the values the explicit-statement producer gives it (language: none, it is
-    the language's name)."""
-    out: dict[str, set[str]] = {}
-    for _, key, value in statements._STYLE_PATTERNS:
-        values = out.setdefault(key, set())
-        if value is not None:
-            values.add(value)
-        elif key == "tone":
-            values.update(statements._TONES.values())
-    for key, value in statements._STYLE_BANS.values():
-        out.setdefault(key, set()).add(value)
-    return out
+def _vocabulary_keys(facet_class: str) -> list[str]:
+    return [key for class_, key in KEYS if class_ == facet_class]
 
 
-def test_the_style_keys_and_values_are_the_producers() -> None:
-    stated = _stated_style()
-    assert set(STYLE_VALUES) == set(stated)
+def test_the_style_keys_and_values_are_the_vocabularys() -> None:
+    assert list(STYLE_VALUES) == _vocabulary_keys("style")
     for key, values in STYLE_VALUES.items():
-        assert set(values) == stated[key], key
-    # what the correction heuristics ask for is among them
-    for _, key, value in heuristics._CORRECTIONS:
-        assert value in STYLE_VALUES[key], (key, value)
-    # a language is its English name in lower case, as the prompt's example
-    languages = set(statements._LANGUAGES.values())
-    assert "german" in languages and all(re.fullmatch(r"[a-z]+", lang) for lang in languages)
+        spec = KEYS[("style", key)]
+        assert values == spec.values, key
+        assert (spec.kind == "enum") == bool(values), key  # language: a tag, no list
+        assert all(in_vocabulary("style", key, v) for v in values), key
+    assert STYLE_VALUES["language"] == ()
+    assert in_vocabulary("style", "language", "de")
+    assert not in_vocabulary("style", "language", "german")  # the old form
 
 
-def _producer_identity_keys() -> set[str]:
-    """Every identity key a producer emits: the statement rules' `add(at, key, value)` calls,
-    the signature's facts and the provider's fields."""
-    tree = ast.parse(inspect.getsource(statements._identity))
-    stated = {
-        str(node.args[1].value) for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        and node.func.id == "add" and len(node.args) == 3
-        and isinstance(node.args[1], ast.Constant)
-    }
-    assert {"name", "location", "team"} <= stated  # the walk found the rules
-    facts = signature.SignatureFacts(
-        **{f.name: "x" for f in dataclasses.fields(signature.SignatureFacts)})
-    return stated | {key for key, _, _ in facts.found()} | set(provider.FIELDS)
-
-
-def test_the_identity_keys_are_the_producers() -> None:
+def test_the_identity_keys_are_the_vocabularys() -> None:
     # spelled alike, so a name the user states and one the model finds reinforce one facet
-    assert set(IDENTITY_KEYS) == _producer_identity_keys()
+    assert list(IDENTITY_KEYS) == _vocabulary_keys("identity")
 
 
-def test_the_tooling_categories_are_the_producers() -> None:
-    assert TOOLING_CATEGORIES == tuple(statements._TOOL_TABLE)
-    # the prompt's examples are the producers' canonical names, Bun a runtime
-    for tool, category in (("bun", "runtime"), ("postgres", "database"), ("vscode", "editor")):
-        assert statements._TOOLS[tool] == (category, tool)
+def test_the_tooling_keys_are_the_catalogues_categories() -> None:
+    assert TOOLING_CATEGORIES == tuple(tools.CATEGORIES)
+    assert list(TOOLING_CATEGORIES) == _vocabulary_keys("tooling")
+    assert "lang" not in TOOLING_CATEGORIES  # the old key
+    # the prompt's examples are catalogue names under their usual category, Bun a runtime
+    for tool, category in (("bun", "runtime"), ("python", "language"), ("postgres", "database"),
+                           ("vscode", "editor")):
+        assert in_vocabulary("tooling", category, tool)
+        assert tools.categories(tool)[0] == category
         assert f"{category}: {tool}" in EXTRACTION_SYSTEM
 
 
-def test_the_channel_key_and_values_are_the_producers() -> None:
-    assert set(CHANNEL_VALUES) == set(statements._CHANNELS.values())
-    [stated] = statements.find_statements("Reach me on Slack.")
-    assert (stated.facet_class, stated.key, stated.value) == ("channel", CHANNEL_KEY, "slack")
+def test_the_channel_key_and_values_are_the_vocabularys() -> None:
+    assert _vocabulary_keys("channel") == [CHANNEL_KEY]
+    assert CHANNEL_VALUES == KEYS[("channel", CHANNEL_KEY)].values
 
 
-def test_the_veto_kinds_and_value_are_the_producers() -> None:
-    assert VETO_VALUE == statements.BANNED
-    things = [*statements._FORMAT_THINGS, *statements._CONTENT_THINGS, "jquery", "global-state"]
-    assert {statements.veto_key(t).split("=")[0] for t in things} == set(VETO_KINDS)
-    assert statements.veto_key("global-state", known_tool=True).startswith("tool=")
-    for key, value, _ in heuristics._VETOES.values():
-        assert value == VETO_VALUE
-        assert key.split("=")[0] in {*VETO_KINDS, "style"}  # style=long-replies: behavioral
-    # the prompt's examples are what the producers make of those things
-    for thing, key in (("nested-bullets", "format=nested-bullets"),
-                       ("disclaimers", "content=disclaimers"), ("jquery", "tool=jquery"),
-                       ("global-state", "practice=global-state")):
-        assert statements.veto_key(thing, known_tool=thing == "jquery") == key
+def test_the_veto_kinds_and_value_are_the_vocabularys() -> None:
+    assert VETO_VALUE == BANNED
+    # every kind of the vocabulary but `style` (style=long-replies is behavioral only: the
+    # prompt files "no long answers" as verbosity terse)
+    assert set(VETO_KINDS) | {"style"} == set(VETO_THINGS) | {"tool"}
+    # the things the prompt names are the vocabulary's, each kind's in full
+    for kind in VETO_KINDS:
+        if kind != "tool":
+            assert f"for {kind} one of {', '.join(sorted(VETO_THINGS[kind]))}" in EXTRACTION_SYSTEM
+    for key in ("format=nested-bullets", "content=disclaimers", "tool=jquery"):
+        assert in_vocabulary("veto", key, VETO_VALUE), key
         assert key in EXTRACTION_SYSTEM
 
 
-def test_the_validation_keeps_every_producer_key_as_it_is() -> None:
+def test_every_key_the_prompt_lists_is_kept_as_it_is() -> None:
     """A facet agrees with a producer's only when the extractor stores the very same key."""
     keys: list[tuple[FacetClass, str]] = [
         (FacetClass.STYLE, k) for k in STYLE_VALUES] + [
-        (FacetClass.TOOLING, k) for k in statements._TOOL_TABLE] + [
+        (FacetClass.TOOLING, k) for k in TOOLING_CATEGORIES] + [
         (FacetClass.IDENTITY, k) for k in IDENTITY_KEYS] + [
         (FacetClass.CHANNEL, CHANNEL_KEY)]
-    tools = [name for names in statements._TOOL_TABLE.values() for name in names]
-    vetoes = [statements.veto_key(t) for t in (
-        *statements._FORMAT_THINGS, *statements._CONTENT_THINGS, "global-state", "lodash")]
-    vetoes += [statements.veto_key(t, known_tool=True) for t in tools]
-    vetoes += [key for key, _, _ in heuristics._VETOES.values()]
-    keys += [(FacetClass.VETO, k) for k in vetoes]
     for class_, key in keys:
         assert canonical_key(key, class_) == key, (class_, key)
         assert is_canonical_key(key, class_), (class_, key)
 
 
-def test_the_prompts_list_the_canonical_keys() -> None:
+def test_the_prompts_list_the_canonical_keys_and_forms() -> None:
     system = EXTRACTION_SYSTEM
     assert ", ".join(IDENTITY_KEYS) in system
     assert ", ".join(TOOLING_CATEGORIES) in system
     assert f"{CHANNEL_KEY} ({', '.join(CHANNEL_VALUES)})" in system
     assert f'<kind>=<thing>, the value "{VETO_VALUE}"' in system
     assert all(kind in system for kind in VETO_KINDS)
-    assert "only when none fits, another short lower-case name with underscores" in system
+    # the canonical forms of the open kinds of value, with examples the vocabulary accepts
+    assert "language (a BCP 47 tag: de, en, pt-BR)" in system
+    for tag in ("de", "en", "pt-BR"):
+        assert in_vocabulary("style", "language", tag), tag
+    assert "location: the city's name in English (Munich, Lisbon)" in system
+    assert all(in_vocabulary("identity", "location", c) for c in ("Munich", "Lisbon"))
+    assert "timezone: the IANA zone (Europe/Berlin, America/Los_Angeles)" in system
+    assert all(in_vocabulary("identity", "timezone", z)
+               for z in ("Europe/Berlin", "America/Los_Angeles"))
+    assert "german" not in system.lower() and "English name" not in system
+    # an open key has the vocabulary's shape, and the prompt says so
+    assert ("only when none fits, another key of one to four short lower-case words joined by "
+            "underscores that names a topic (no dates, no digits, not a piece of a sentence)"
+            in system)
+    assert open_key_problem("learn_rust") is None  # the prompt's goal example
     for prompt in (EXTRACTION_SYSTEM, REFLECTION_SYSTEM):
         for key, values in STYLE_VALUES.items():
             assert f"{key} ({', '.join(values)}" in prompt, key
-    # a refused style is a style facet, as the producers file it
+    # a refused style is a style facet of the vocabulary
     for phrase, (key, value) in (("no emoji", ("emoji", "none")),
                                  ("no bullets", ("format", "prose")),
-                                 ("no preamble", ("preamble", "skip"))):
-        assert statements._STYLE_BANS[phrase.removeprefix("no ")] == (key, value)
+                                 ("no preamble", ("preamble", "skip")),
+                                 ("no long answers", ("verbosity", "terse"))):
+        assert in_vocabulary("style", key, value)
         assert f'"{phrase}" is {key} {value}' in system
-    assert statements._STYLE_BANS["long answers"] == ("verbosity", "terse")
-    assert '"no long answers" is verbosity terse' in system

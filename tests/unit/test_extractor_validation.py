@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from habitus.events.domain import CandidateEmitted, CueFamily, FacetClass
 from habitus.events.evidence import EmailMessageRef, TurnRef
 from habitus.events.ingest import DocumentIngested, EmailObserved, ToolCall, TurnRecorded
+from habitus.vocabulary import KEYS, VETO_THINGS, check, in_vocabulary, open_key_problem, tools
 from services.extractor import validation
 from services.extractor.material import Chunk, drafts_of, window_chunks
 from services.extractor.validation import (
@@ -108,7 +109,7 @@ def test_a_well_formed_output_across_classes_is_all_valid() -> None:
         "summary": "  Sam, a staff engineer at Acme, moved to Bun and is shipping billing.  ",
         "facets": [
             facet(),
-            facet("style", "verbosity", "Short", evidence=cite("c1", "Keep answers short")),
+            facet("style", "verbosity", "Terse", evidence=cite("c1", "Keep answers short")),
             facet("veto", "veto/format=emoji", "banned", evidence=cite("c1", "no emojis please")),
             facet("goal", "billing_migration", "Ship the billing migration before March",
                   confidence=1.4, evidence=cite("c3", "billing migration shipped before March")),
@@ -128,7 +129,7 @@ def test_a_well_formed_output_across_classes_is_all_valid() -> None:
     assert out.extras == {}
     assert [(f.class_, f.key, f.value, f.cue_family, f.confidence) for f in out.facets] == [
         (FacetClass.TOOLING, "runtime", "bun", CueFamily.EXPLICIT, 0.8),
-        (FacetClass.STYLE, "verbosity", "short", CueFamily.EXPLICIT, 0.8),
+        (FacetClass.STYLE, "verbosity", "terse", CueFamily.EXPLICIT, 0.8),
         (FacetClass.VETO, "format=emoji", "banned", CueFamily.EXPLICIT, 0.8),
         (FacetClass.GOAL, "billing_migration", "Ship the billing migration before March",
          CueFamily.EXPLICIT, 1.0),
@@ -208,9 +209,14 @@ def test_a_bad_shape_rejects_the_whole_output(raw: Any) -> None:
     assert (r.index, r.reason, r.raw) == (None, "bad_shape", raw)
 
 
+#: nine goal topics: open keys that pass the vocabulary's shape (no digits)
+GOAL_TOPICS = ("billing", "search", "hiring", "launch", "audit", "docs", "pricing", "onboarding",
+               "migration")
+
+
 def test_nine_facets_reject_the_whole_output_eight_do_not() -> None:
-    facets = [facet("goal", f"goal_{i}", f"goal {i}", evidence=cite("c1", "Bun"))
-              for i in range(9)]
+    facets = [facet("goal", f"ship_{topic}", f"goal {i}", evidence=cite("c1", "Bun"))
+              for i, topic in enumerate(GOAL_TOPICS)]
     out = validate_extraction({"summary": "many", "facets": facets}, CHUNKS)
     assert out.rejected_whole and out.summary is None and out.facets == ()
     [r] = out.rejections
@@ -306,34 +312,44 @@ def _veto(key: Any, value: str = "banned") -> dict[str, Any]:
     ("veto/format=nested-bullets", "format=nested-bullets"),
     (" Format = Nested Bullets ", "format=nested-bullets"),
     ("format=nested_bullets", "format=nested-bullets"),
-    ("practice=global -- state", "practice=global-state"),
     ("tool=jQuery", "tool=jquery"),
     ("tool=-jquery-", "tool=jquery"),
     ("tool=Next.js", "tool=next.js"),
     ("tool=c++", "tool=c++"),
     ("tool=C#", "tool=c#"),
     ("tool=fly.io", "tool=fly.io"),
+    # a tool's thing is its catalogue name
+    ("tool=PostgreSQL", "tool=postgres"),
+    ("tool=VS Code", "tool=vscode"),
+    ("tool=golang", "tool=go"),
+    # a thing the vocabulary does not know, shaped like an open key
     ("content=small-talk", "content=small-talk"),
+    ("tool=salesforce", "tool=salesforce"),
     ("style=long-replies", "style=long-replies"),
-    ("package manager=yarn", "package_manager=yarn"),
-    ("f=x", "f=x"),
-    ("k=" + "t" * 62, "k=" + "t" * 62),
-    # a plain slug is still a key, for a veto too (it agrees with no producer)
-    ("lodash", "lodash"),
-    ("nested-bullets", "nested_bullets"),
+    # a thing the vocabulary knows gets its kind when the key has none, or one of no veto
+    ("package manager=yarn", "tool=yarn"),
+    ("library=lodash", "tool=lodash"),
+    ("lodash", "tool=lodash"),
+    ("nested-bullets", "format=nested-bullets"),
+    ("Disclaimers", "content=disclaimers"),
 ])
-def test_a_veto_key_is_kind_equals_thing_as_the_producers_spell_it(given_: str,
-                                                                     kept: str) -> None:
+def test_a_veto_key_is_kind_equals_thing_as_the_vocabulary_spells_it(given_: str,
+                                                                      kept: str) -> None:
     [f] = extract(_veto(given_)).facets
     assert (f.class_, f.key, f.value) == (FacetClass.VETO, kept, "banned")
     assert validation.canonical_key(kept, FacetClass.VETO) == kept  # canonical is a fixpoint
     assert validation.is_canonical_key(kept, FacetClass.VETO)
+    assert in_vocabulary("veto", kept, "banned") or open_key_problem(kept.split("=")[1]) is None
 
 
 @pytest.mark.parametrize("key", [
     "=jquery", "format=", "format= - ", "9format=x", "_format=x", "format=a=b", "format=x-.",
     "tool=next.", "tool=.net", "format=nested/bullets", "format=r\u00e9gion", "tool=a b=c",
     "k=" + "t" * 63, "identity/format=x", "format=x!", "=",
+    # a kind the vocabulary does not have, with a thing it does not know
+    "practice=global-state", "f=x", "k=" + "t" * 62, "emoji",
+    # a thing that is no open key: a piece of a sentence, a date, a digit, a cut-off word
+    "content=the-long-intro", "content=friday-updates", "content=web3", "format=x",
 ])
 def test_a_veto_key_of_another_shape_is_a_bad_key(key: str) -> None:
     assert reason(_veto(key)) == "bad_key"
@@ -348,11 +364,13 @@ def test_only_a_veto_key_may_hold_an_equals_sign(cls: str, key: str) -> None:
     assert not validation.is_canonical_key(key, FacetClass(cls))
 
 
-def test_a_veto_value_is_a_value_like_any_other() -> None:
-    """The prompt asks for `banned`; another value is kept as the model gave it (lower-case),
-    not rewritten, and the value rule still applies."""
-    [f] = extract(_veto("format=emoji", "Not Wanted")).facets
-    assert f.value == "not wanted"
+def test_a_veto_value_is_banned() -> None:
+    """The vocabulary's veto value is `banned` (case aside); another is refused, not rewritten:
+    "allowed" would turn a veto into its opposite."""
+    [f] = extract(_veto("format=emoji", "Banned")).facets
+    assert f.value == "banned"
+    for value in ("Not Wanted", "allowed", "never"):
+        assert reason(_veto("format=emoji", value)) == "bad_value"
     assert reason(_veto("format=emoji", "")) == "bad_value"
 
 
@@ -523,14 +541,14 @@ def test_reflection_preferences_are_style_or_goal_and_always_behavioral() -> Non
         "observations": ["Sam asked for a Bun migration checklist.", "  ", "It ran a shell."],
         "patterns": ["Reads answers on a phone."],
         "preferences": [
-            {"class": "style", "key": "verbosity", "value": "short", "confidence": 0.7,
+            {"class": "style", "key": "verbosity", "value": "terse", "confidence": 0.7,
              "cue_family": "explicit", "evidence": cite("c1", "Keep answers short")},
             {"class": "goal", "key": "bun_migration", "value": "finish the Bun migration",
              "cue_family": "nonsense", "evidence": cite("c2", "Bun migration checklist")},
             {"class": "identity", "key": "device", "value": "phone",
              "evidence": cite("c1", "on my phone")},
             {"class": "mood", "key": "x", "value": "y", "evidence": cite("c1", "Bun")},
-            {"class": "style", "key": "tone", "value": "terse", "evidence": cite("c3", "Bun")},
+            {"class": "style", "key": "tone", "value": "direct", "evidence": cite("c3", "Bun")},
         ],
     }
     out = validate_reflection(raw, REFLECTION_CHUNKS)
@@ -563,8 +581,8 @@ def test_a_badly_shaped_reflection_is_rejected_whole(raw: Any) -> None:
 
 
 def test_too_many_reflection_preferences() -> None:
-    prefs = [{"class": "goal", "key": f"g{i}", "value": "v", "evidence": cite("c1", "Bun")}
-             for i in range(9)]
+    prefs = [{"class": "goal", "key": topic, "value": "v", "evidence": cite("c1", "Bun")}
+             for topic in GOAL_TOPICS]
     out = validate_reflection({"preferences": prefs}, REFLECTION_CHUNKS)
     assert [(r.index, r.reason) for r in out.rejections] == [(None, "too_many_facets")]
     assert len(validate_reflection({"preferences": prefs[:8]}, REFLECTION_CHUNKS).facets) == 8
@@ -629,7 +647,7 @@ _VALID = [
     facet(),
     facet("identity", "name", "Sam Rivera", cue="structural", evidence=cite("c3", "Sam Rivera")),
     facet("identity", "name", "Mallory", cue="behavioral", evidence=cite("c4", "I'm Mallory")),
-    facet("style", "verbosity", "short", evidence=cite("c1", "Keep answers short")),
+    facet("style", "verbosity", "terse", evidence=cite("c1", "Keep answers short")),
     facet("veto", "format=nested-bullets", "banned", evidence=cite("c1", "no emojis please")),
 ]
 
@@ -670,6 +688,13 @@ def _check_invariants(out: Validated, raw: Any) -> None:
         assert f.evidence and len(f.value) <= 200 and 0 <= f.confidence <= 1
         assert validation.is_canonical_key(f.key, f.class_)
         assert validation.canonical_key(f.key, f.class_) == f.key
+        # what is stored is a fixpoint, and in the vocabulary wherever it has the key
+        assert validation.facet_problem(f.class_, f.key, f.value) is None
+        if (f.class_.value, f.key) in KEYS or f.class_ is FacetClass.VETO:
+            assert check(f.class_.value, f.key, f.value) is None or (
+                f.class_ is FacetClass.VETO and open_key_problem(f.key.split("=")[1]) is None)
+        else:
+            assert open_key_problem(f.key) is None
         assert not (f.cue_family is CueFamily.EXPLICIT and not all(c.own_words
                                                                      for c in f.evidence))
 
@@ -705,7 +730,8 @@ def _window_and_output(draw: st.DrawFn) -> tuple[list[Chunk], dict[str, Any]]:
                                                  max_size=3)))
             evidence.append({"chunk": f"c{n}", "quote": draw(st.sampled_from(
                 [quote, quote.upper(), f"  {quote}\n"]))})
-        facets.append({"class": "tooling", "key": draw(st.sampled_from(["runtime", "pm"])),
+        # open keys: any value is kept (a catalogue tool goes to its category)
+        facets.append({"class": "tooling", "key": draw(st.sampled_from(["stack", "setup"])),
                        "value": draw(st.sampled_from(_WORDS)), "evidence": evidence})
     return chunks, {"summary": "s", "facets": facets}
 
@@ -742,3 +768,156 @@ def test_inbound_evidence_types_are_what_the_chunks_carry() -> None:
     [f] = extract(facet("tooling", "crm", "salesforce", cue="structural",
                         evidence=cite("c5", "Salesforce"))).facets
     assert f.refs == [EmailMessageRef(message_id="<priya@contoso.example>")]
+
+
+# --------------------------------------------------------------------------- the vocabulary
+# A facet under a key of the vocabulary is stored in the vocabulary's canonical form, so the
+# extractor's facets and the producers' agree on class, key and value; any other key is an open
+# key of the vocabulary's shape.
+
+@pytest.mark.parametrize(("given_", "kept"), [
+    # a language's name in any language, or a tag, is its BCP 47 tag
+    (("style", "language", "German"), ("language", "de")),
+    (("style", "language", "Deutsch"), ("language", "de")),
+    (("style", "language", "de"), ("language", "de")),
+    (("style", "language", "EN"), ("language", "en")),
+    (("style", "language", "pt-br"), ("language", "pt-BR")),
+    (("style", "answer language", "French"), ("language", "fr")),
+    # a style value of the key's list, case, spaces and `_` aside
+    (("style", "code", "Code First"), ("code", "code-first")),
+    (("style", "format", "Tables"), ("format", "tables")),
+    # a city is its GeoNames name
+    (("identity", "location", "M\u00fcnchen"), ("location", "Munich")),
+    (("identity", "location", "Bangalore"), ("location", "Bengaluru")),
+    (("identity", "location", "Lisbon, Portugal"), ("location", "Lisbon")),
+    (("identity", "city", "Torino"), ("location", "Turin")),
+    # a time zone is its IANA name
+    (("identity", "timezone", "IST"), ("timezone", "Asia/Kolkata")),
+    (("identity", "timezone", "Pacific time"), ("timezone", "America/Los_Angeles")),
+    (("identity", "time zone", "UTC+2"), ("timezone", "Etc/GMT-2")),
+    (("identity", "timezone", "europe/berlin"), ("timezone", "Europe/Berlin")),
+    (("identity", "timezone", "Singapore"), ("timezone", "Asia/Singapore")),
+    # names capitalised, teams and roles lower-case, an email's domain lower-case
+    (("identity", "name", "sam rivera"), ("name", "Sam Rivera")),
+    (("identity", "employer", "Acme"), ("employer", "Acme")),
+    (("identity", "role", "Staff Engineer"), ("role", "staff engineer")),
+    (("identity", "email", "Sam@Acme.IO"), ("email", "Sam@acme.io")),
+    # a tool is its catalogue name, under its category
+    (("tooling", "package_manager", "PNPM"), ("package_manager", "pnpm")),
+    (("tooling", "lang", "python"), ("language", "python")),
+    (("tooling", "programming language", "Golang"), ("language", "go")),
+    (("tooling", "database", "PostgreSQL 16"), ("database", "postgres")),
+    (("tooling", "editor", "VS Code"), ("editor", "vscode")),
+    (("tooling", "package_manager", "Bun"), ("package_manager", "bun")),  # its second category
+    (("tooling", "script_runner", "Bun"), ("runtime", "bun")),  # open key: the usual one
+    (("channel", "preferred_channel", "Slack"), ("primary", "slack")),
+    # open keys of the vocabulary's shape are kept, values as before
+    (("identity", "favourite_colour", "Teal"), ("favourite_colour", "Teal")),
+    (("tooling", "crm", "Salesforce"), ("crm", "salesforce")),
+    (("tooling", "shell", "fish"), ("shell", "fish")),
+    (("style", "humour", "Dry"), ("humour", "dry")),
+    (("goal", "learn-rust", "Learn Rust"), ("learn_rust", "Learn Rust")),
+])
+def test_a_key_of_the_vocabulary_gets_its_canonical_value(
+        given_: tuple[str, str, str], kept: tuple[str, str]) -> None:
+    [f] = extract(facet(*given_)).facets
+    assert (f.class_.value, f.key, f.value) == (given_[0], *kept)
+    assert validation.facet_problem(f.class_, f.key, f.value) is None
+    if (f.class_.value, f.key) in KEYS:
+        assert check(f.class_.value, f.key, f.value) is None
+    else:
+        assert open_key_problem(f.key) is None
+
+
+@pytest.mark.parametrize(("given_", "says"), [
+    (("style", "verbosity", "short"), "not one of terse, detailed"),
+    (("style", "format", "code-only"), "not one of tables, bullets, prose"),
+    (("style", "language", "Klingon"), "language's name or BCP 47 tag"),
+    (("style", "language", "shortish"), "language's name or BCP 47 tag"),
+    (("identity", "location", "the office"), "GeoNames"),
+    (("identity", "timezone", "whenever"), "IANA zone"),
+    (("identity", "name", "mcDonald"), "capitalised"),
+    (("identity", "role", "principal staff software engineer lead"), "lower-case words"),
+    (("identity", "email", "sam at acme"), "email address"),
+    (("tooling", "runtime", "python"), "'python' is a language, not a runtime"),
+    (("tooling", "framework", "lodash"), "'lodash' is a library, not a framework"),
+    (("tooling", "lang", "brainfuck"), "no language of the catalogue"),
+    (("tooling", "package_manager", "uses"), "no package manager of the catalogue"),
+    (("channel", "primary", "carrier pigeon"), "not one of email, slack"),
+])
+def test_a_value_without_a_canonical_form_is_a_bad_value(
+        given_: tuple[str, str, str], says: str) -> None:
+    out = extract(facet(*given_))
+    [r] = out.rejections
+    assert (r.reason, out.facets) == ("bad_value", ())
+    assert says in r.detail, r.detail
+
+
+@pytest.mark.parametrize(("cls", "key"), [
+    ("goal", "from-now-on-always-use-markdown-tables-w"),  # a sentence cut to length
+    ("goal", "ship_by_march"),  # a date
+    ("goal", "launch_next_week"),
+    ("goal", "q3_launch"),  # a digit
+    ("goal", "the_launch"),  # a piece of a sentence
+    ("identity", "i_am_a"),
+    ("style", "answers_in_tables_please"),
+    ("tooling", "lang_x"),  # a cut-off word
+    ("channel", "reach_me_on_slack_or_email"),  # five words
+])
+def test_an_open_key_must_have_the_vocabularys_shape(cls: str, key: str) -> None:
+    out = extract(facet(cls, key, "tables"))
+    [r] = out.rejections
+    assert r.reason == "bad_key"
+    problem = open_key_problem(validation.canonical_key(key, FacetClass(cls)))
+    assert problem is not None and problem in r.detail
+
+
+def test_every_key_of_the_vocabulary_is_kept_as_it_is() -> None:
+    """A facet agrees with a producer's only when the extractor stores the very same key."""
+    for class_, key in KEYS:
+        assert validation.canonical_key(key, FacetClass(class_)) == key, (class_, key)
+        assert validation.is_canonical_key(key, FacetClass(class_)), (class_, key)
+    vetoes = [f"{kind}={thing}" for kind, things in VETO_THINGS.items() for thing in things]
+    vetoes += [f"tool={tool}" for names in tools.CATEGORIES.values() for tool in names]
+    vetoes += [f"tool={library}" for library in tools.LIBRARIES]
+    for key in vetoes:
+        assert in_vocabulary("veto", key, "banned"), key
+        assert validation.canonical_key(key, FacetClass.VETO) == key, key
+        assert validation.facet_problem(FacetClass.VETO, key, "banned") is None, key
+
+
+def test_an_ambiguous_zone_is_the_one_of_the_users_city_in_the_same_output() -> None:
+    ist = facet("identity", "timezone", "IST")
+    dublin = facet("identity", "location", "Dublin")
+    for facets in ([ist, dublin], [dublin, ist]):
+        out = extract(*facets)
+        assert out.rejections == ()
+        assert {(f.key, f.value) for f in out.facets} == {
+            ("timezone", "Europe/Dublin"), ("location", "Dublin")}
+        assert [f.index for f in out.facets] == [0, 1]  # still in the output's order
+    [alone] = extract(ist).facets
+    assert alone.value == "Asia/Kolkata"
+    # a location that was refused decides nothing
+    refused = facet("identity", "location", "Dublin", evidence=cite("c1", "Dublin"))
+    out = extract(ist, refused)
+    assert [(r.index, r.reason) for r in out.rejections] == [(1, "quote_not_in_chunk")]
+    assert [f.value for f in out.facets] == ["Asia/Kolkata"]
+
+
+def test_two_spellings_of_one_value_are_one_facet() -> None:
+    out = extract(facet("style", "language", "German"), facet("style", "language", "Deutsch"),
+                  facet("tooling", "database", "PostgreSQL"), facet("tooling", "db", "postgres"))
+    assert [(f.key, f.value) for f in out.facets] == [("language", "de"), ("database", "postgres")]
+    assert [(r.index, r.reason) for r in out.rejections] == [(1, "duplicate"), (3, "duplicate")]
+
+
+def test_facet_problem_says_what_validation_would_store() -> None:
+    problem = validation.facet_problem
+    assert problem(FacetClass.STYLE, "language", "de") is None
+    assert problem(FacetClass.STYLE, "language", "german") == (
+        "style/language=german is stored as style/language=de")
+    assert problem(FacetClass.TOOLING, "lang", "go") == "key 'lang' is stored as 'language'"
+    assert "no veto kind" in (problem(FacetClass.VETO, "practice=global-state", "banned") or "")
+    assert problem(FacetClass.IDENTITY, "timezone", "IST") == (
+        "identity/timezone=IST is stored as identity/timezone=Asia/Kolkata")
+    assert problem(FacetClass.GOAL, "learn_rust", "learn Rust") is None

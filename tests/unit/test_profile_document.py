@@ -13,58 +13,52 @@ byte for byte and in order, after any sequence of renders.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from habitus.prompt import ProfileFacet, ProvisionalFacet
 from services.profile_renderer.document import (
     BLOCK_ORDER,
     FACET_BLOCKS,
+    NOT_YET_SURE,
+    NOT_YET_SURE_HINT,
     PLACEHOLDER,
     TITLE,
     Account,
+    SettledFacet,
+    Settlement,
     accounts_body,
     apply_edit,
     end_marker,
     facet_bodies,
+    not_yet_sure_body,
     notes,
     render,
+    settle,
     start_marker,
 )
 
-try:
-    from habitus.prompt import ProfileFacet
-except ImportError:  # the prompt library is written in parallel; same shape until it lands
-
-    @dataclass(frozen=True)
-    class ProfileFacet:  # type: ignore[no-redef]
-        facet_class: str
-        key: str
-        value: str
-        pinned: bool
-        stability: float | None
-
 
 def facet(cls: str, key: str, value: str, stability: float | None = 0.5,
-          pinned: bool = False) -> ProfileFacet:
+          pinned: bool = False, origin: str = "learned") -> ProfileFacet:
     return ProfileFacet(facet_class=cls, key=key, value=value, pinned=pinned,
-                        stability=None if pinned else stability)
+                        stability=None if pinned else stability, origin=origin)
 
 
 def block(name: str, body: str) -> str:
     return f"{start_marker(name)}\n{body}\n{end_marker(name)}"
 
 
-STYLE_BODY = "## Style\n\n- **verbosity**: terse\n- **preamble**: skip *(pinned)*\n"
+STYLE_BODY = "## Style\n\n- **verbosity**: terse\n- **preamble**: skip *(set by the user)*\n"
 STYLE_BLOCK = (
     "<!-- habitus:style:start -->\n"
     "## Style\n"
     "\n"
     "- **verbosity**: terse\n"
-    "- **preamble**: skip *(pinned)*\n"
+    "- **preamble**: skip *(set by the user)*\n"
     "\n"
     "<!-- habitus:style:end -->"
 )
@@ -78,10 +72,16 @@ FACETS = [
     facet("channel", "primary", "desktop-chat", 0.99),
 ]
 ACCOUNTS = [Account("slack", "alice@acme"), Account("gmail", "a@b.c")]
+UNSURE = [
+    ProvisionalFacet("style", "language", "de", 0.4, ("1 email signature", "2 chat turns")),
+    ProvisionalFacet("identity", "role", "engineer", 0.3, ("1 email signature",)),
+    ProvisionalFacet("tooling", "editor", "vim", 0.2, ()),
+]
 
 
 def full_bodies() -> dict[str, str]:
-    return {**facet_bodies(FACETS), "connected-accounts": accounts_body(ACCOUNTS)}
+    return {**facet_bodies(FACETS), NOT_YET_SURE: not_yet_sure_body(UNSURE),
+            "connected-accounts": accounts_body(ACCOUNTS)}
 
 
 # -- bodies ------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def test_facet_bodies_order_pinned_goals_placeholder_and_no_channel() -> None:
     bodies = facet_bodies(FACETS)
     assert tuple(bodies) == FACET_BLOCKS
     assert bodies == {
-        "style": "## Style\n\n- **preamble**: skip *(pinned)*\n- **verbosity**: terse\n",
+        "style": "## Style\n\n- **preamble**: skip *(set by the user)*\n- **verbosity**: terse\n",
         "identity": "## Identity\n\n- **name**: Alice\n- **timezone**: PST\n",
         "tooling": "## Tooling\n\n- **lang**: rust\n",
         "vetoes": "## Vetoes\n\n*(no entries yet)*\n",
@@ -123,7 +123,7 @@ def test_stability_order_and_ties() -> None:
     ]
     assert facet_bodies(rows)["vetoes"] == (
         "## Vetoes\n\n"
-        "- **colour**: red *(pinned)*\n"
+        "- **colour**: red *(set by the user)*\n"
         "- **zeal**: none\n"
         "- **format**: nested-bullets\n"
         "- **emoji**: any\n"
@@ -144,7 +144,8 @@ def test_pinned_goal_and_values_that_could_break_the_document() -> None:
     ]
     bodies = facet_bodies(rows)
     assert bodies["goals"] == (
-        "## Goals\n\n- Ship v2 *(pinned)*\n- line one <!-- habitus:goals:end --> line three\n"
+        "## Goals\n\n- Ship v2 *(set by the user)*\n"
+        "- line one <!-- habitus:goals:end --> line three\n"
         "- \\```python\n"
     )
     assert bodies["style"] == "## Style\n\n- **k**: a b\n"
@@ -235,10 +236,13 @@ def test_missing_block_is_added_in_block_order() -> None:
     bodies = full_bodies()
     doc = ("# User Profile\n\nmy notes\n\n" + block("goals", bodies["goals"]) + "\n\nmiddle\n\n"
            + block("connected-accounts", bodies["connected-accounts"]) + "\n\nend notes\n")
-    result = render(doc, facet_bodies(FACETS))
+    result = render(doc, {**facet_bodies(FACETS), NOT_YET_SURE: bodies[NOT_YET_SURE]})
     positions = [result.text.index(start_marker(name)) for name in BLOCK_ORDER]
     assert positions == sorted(positions)
-    assert result.changed == ("style", "identity", "tooling", "vetoes")
+    assert result.changed == ("style", "identity", "tooling", "vetoes", NOT_YET_SURE)
+    # a document from before the block gets it right after goals, the user's text after it
+    assert f"{end_marker('goals')}\n\n{start_marker(NOT_YET_SURE)}" in result.text
+    assert result.text.index(end_marker(NOT_YET_SURE)) < result.text.index("middle")
     for text in ("my notes", "middle", "end notes\n"):
         assert text in result.text
     assert render(result.text, facet_bodies(FACETS)).changed == ()
@@ -413,6 +417,242 @@ def test_apply_edit_keeps_moved_blocks_where_the_user_put_them_and_drops_invente
                            + block("style", bodies["style"]) + "\n\noutro\n")
 
 
+# -- the set-by-user marker -------------------------------------------------------------------
+
+
+def test_only_what_the_user_set_is_marked_and_it_comes_first() -> None:
+    rows = [
+        facet("style", "tone", "dry", 0.9, origin="stated"),
+        facet("style", "emoji", "none", 0.2, origin="set_by_user"),
+        facet("style", "preamble", "skip", pinned=True),
+        facet("style", "verbosity", "terse", 0.8),
+        facet("identity", "name", "Alice", 0.7, origin="provider"),
+    ]
+    bodies = facet_bodies(rows)
+    assert bodies["style"] == (
+        "## Style\n\n"
+        "- **preamble**: skip *(set by the user)*\n"
+        "- **emoji**: none *(set by the user)*\n"
+        "- **tone**: dry\n"
+        "- **verbosity**: terse\n"
+    )
+    assert bodies["identity"] == "## Identity\n\n- **name**: Alice\n"
+    assert "pinned" not in "".join(bodies.values())
+
+
+# -- the not-yet-sure block --------------------------------------------------------------------
+
+UNSURE_BODY = (
+    "## Not yet sure\n\n"
+    f"{NOT_YET_SURE_HINT}\n\n"
+    "- **style/language**: German \u2014 1 email signature, 2 chat turns\n"
+    "- **identity/role**: engineer \u2014 1 email signature\n"
+    "- **tooling/editor**: Vim\n"
+)
+ROWS = {
+    "language": "- **style/language**: German \u2014 1 email signature, 2 chat turns",
+    "role": "- **identity/role**: engineer \u2014 1 email signature",
+    "editor": "- **tooling/editor**: Vim",
+}
+LANGUAGE = SettledFacet("style", "language", "de")
+ROLE = SettledFacet("identity", "role", "engineer")
+EDITOR = SettledFacet("tooling", "editor", "vim")
+
+
+def test_not_yet_sure_block_exact_format() -> None:
+    assert NOT_YET_SURE_HINT == ("*Move a line into your profile above to confirm it, or delete "
+                                 "it to forget it.*")
+    assert not_yet_sure_body(UNSURE) == UNSURE_BODY
+    assert not_yet_sure_body(list(reversed(UNSURE))) == UNSURE_BODY
+    doc = render(None, full_bodies()).text
+    assert block(NOT_YET_SURE, UNSURE_BODY) in doc
+    assert doc.index(end_marker("goals")) < doc.index(start_marker(NOT_YET_SURE)) \
+        < doc.index(start_marker("connected-accounts"))
+
+
+def test_not_yet_sure_block_empty_strongest_once_no_channel_one_line() -> None:
+    assert not_yet_sure_body([]) == f"## Not yet sure\n\n{PLACEHOLDER}\n"
+    rows = [
+        ProvisionalFacet("style", "verbosity", "detailed", 0.1, ("1 chat turn",)),
+        ProvisionalFacet("style", "verbosity", "terse", 0.4, ("2 chat turns",)),
+        ProvisionalFacet("channel", "primary", "sms", 0.9, ("3 chat turns",)),
+        ProvisionalFacet("identity", "team", " \n ", 0.9, ()),
+        ProvisionalFacet("goal", "g", "ship\n<!-- habitus:not-yet-sure:end -->", 0.2,
+                         ("a\nb", " ")),
+    ]
+    assert not_yet_sure_body(rows) == (
+        "## Not yet sure\n\n"
+        f"{NOT_YET_SURE_HINT}\n\n"
+        "- **style/verbosity**: terse \u2014 2 chat turns\n"
+        "- **goal/g**: ship <!-- habitus:not-yet-sure:end --> \u2014 a b\n"
+    )
+    doc = render(None, {NOT_YET_SURE: not_yet_sure_body(rows)}).text
+    assert render(doc, {NOT_YET_SURE: not_yet_sure_body(rows)}).changed == ()
+
+
+def test_a_value_the_vocabulary_cannot_word_is_shown_as_stored() -> None:
+    # "german" predates language tags: value_text raises on it; the block must still render
+    body = not_yet_sure_body([ProvisionalFacet("style", "language", "german", 0.3, ())])
+    assert "- **style/language**: german\n" in body
+
+
+def _unsure_doc(notes_text: str = "My notes.") -> str:
+    return render(f"# User Profile\n\n{notes_text}\n", full_bodies()).text
+
+
+def _without(doc: str, *rows: str) -> str:
+    for row in rows:
+        assert doc.count(row + "\n") == 1
+        doc = doc.replace(row + "\n", "")
+    return doc
+
+
+def test_settle_a_deleted_line_is_removed_a_line_moved_into_the_notes_promoted() -> None:
+    base = _unsure_doc()
+    edited = _without(base, ROWS["language"], ROWS["role"]).replace(
+        "My notes.", "My notes.\n" + ROWS["role"])
+    settled = settle(base, edited, UNSURE)
+    assert settled.promoted == (ROLE,) and settled.removed == (LANGUAGE,)
+    assert settled.lines == {ROWS["language"], ROWS["role"]}
+    # the edit was taken, as commands: not reported as an ignored edit of the block
+    assert apply_edit(base, edited, settled.lines).ignored == ()
+    assert apply_edit(base, edited).ignored == (NOT_YET_SURE,)
+    # the moved line is the user's text now, kept where they put it; the block comes back
+    # from the current document until the commands change what it lists
+    merged = apply_edit(base, edited, settled.lines).text
+    assert "My notes.\n" + ROWS["role"] in merged
+    assert block(NOT_YET_SURE, UNSURE_BODY) in merged
+
+
+def test_settle_a_line_moved_into_a_facet_block_evidence_trimmed_is_promoted() -> None:
+    base = _unsure_doc()
+    moved = "- **tooling/editor**: Vim"
+    trimmed = "* **identity/role**:   engineer"
+    edited = _without(base, ROWS["editor"], ROWS["role"])
+    edited = edited.replace("- **lang**: rust\n", f"- **lang**: rust\n{moved}\n{trimmed}\n")
+    settled = settle(base, edited, UNSURE)
+    assert settled.promoted == (ROLE, EDITOR) and settled.removed == ()
+    assert apply_edit(base, edited, settled.lines).ignored == ()
+    assert apply_edit(base, edited).ignored == ("tooling", NOT_YET_SURE)
+
+
+def test_settle_the_value_is_the_facets_not_its_text() -> None:
+    settled = settle(_unsure_doc(), _without(_unsure_doc(), ROWS["language"]), UNSURE)
+    assert settled.removed == (SettledFacet("style", "language", "de"),)
+
+
+def test_settle_nothing_changed_or_only_other_edits() -> None:
+    base = _unsure_doc()
+    assert settle(base, base, UNSURE) == Settlement()
+    edited = base.replace("My notes.", "Other notes.").replace("- **name**: Alice", "- Bob")
+    assert settle(base, edited, UNSURE) == Settlement()
+    reordered = base.replace(ROWS["language"] + "\n" + ROWS["role"],
+                             ROWS["role"] + "\n" + ROWS["language"])
+    assert settle(base, reordered, UNSURE) == Settlement()
+    assert apply_edit(base, reordered).ignored == (NOT_YET_SURE,)
+
+
+def test_settle_an_edited_line_is_neither_confirmed_nor_forgotten() -> None:
+    base = _unsure_doc()
+    in_place = base.replace("**identity/role**: engineer", "**identity/role**: manager")
+    assert settle(base, in_place, UNSURE) == Settlement()
+    assert apply_edit(base, in_place).ignored == (NOT_YET_SURE,)
+    extended = base.replace("**identity/role**: engineer", "**identity/role**: engineering")
+    assert settle(base, extended, UNSURE) == Settlement()
+    # moved and rewritten on the way: the user gave another value, which is no yes
+    rewritten = _without(base, ROWS["role"]).replace(
+        "My notes.", "My notes.\n- **identity/role**: staff engineer")
+    assert settle(base, rewritten, UNSURE) == Settlement()
+
+
+def test_settle_duplicate_lines() -> None:
+    base = _unsure_doc()
+    # copied into the notes, still in the block: a copy, not a move
+    copied = base.replace("My notes.", "My notes.\n" + ROWS["role"])
+    assert settle(base, copied, UNSURE) == Settlement()
+    # duplicated inside the block, then one copy deleted: still in the block
+    doubled = base.replace(ROWS["role"] + "\n", ROWS["role"] + "\n" + ROWS["role"] + "\n")
+    assert settle(base, doubled, UNSURE) == Settlement()
+    # moved into the notes twice: confirmed once
+    twice = _without(base, ROWS["role"]).replace(
+        "My notes.", f"My notes.\n{ROWS['role']}\n\n{ROWS['role']}")
+    assert settle(base, twice, UNSURE).promoted == (ROLE,)
+    # already in the notes before the edit, now deleted from the block: the line is still
+    # there, so it is not forgotten, and no new copy was made, so it is not confirmed
+    noted = _unsure_doc("My notes.\n" + ROWS["role"])
+    cut = noted.index(start_marker(NOT_YET_SURE))
+    from_block = noted[:cut] + _without(noted[cut:], ROWS["role"])
+    assert settle(noted, from_block, UNSURE) == Settlement()
+
+
+def test_settle_a_missing_broken_or_duplicated_block_settles_nothing() -> None:
+    base = _unsure_doc()
+    whole = block(NOT_YET_SURE, UNSURE_BODY)
+    deleted = base.replace(whole + "\n\n", "")
+    broken = base.replace(end_marker(NOT_YET_SURE) + "\n", "")  # every row is loose text now
+    duplicated = base.replace(whole, whole + "\n\n" + block(NOT_YET_SURE, "## Not yet sure\n"))
+    emptied_twice = base.replace(whole, block(NOT_YET_SURE, "## Not yet sure\n") + "\n\n"
+                                 + whole)
+    for edited in (deleted, broken, duplicated, emptied_twice):
+        assert settle(base, edited, UNSURE) == Settlement()
+        assert NOT_YET_SURE in apply_edit(base, edited).ignored
+    assert settle(render(None, facet_bodies(FACETS)).text, base, UNSURE) == Settlement()
+
+
+def test_settle_reads_the_edit_against_the_document_the_user_saw() -> None:
+    seen = render(None, {**facet_bodies(FACETS), NOT_YET_SURE: not_yet_sure_body(UNSURE[:2])})
+    newer = [*UNSURE, ProvisionalFacet("identity", "team", "billing", 0.35, ("2 chat turns",))]
+    edited = _without(seen.text, ROWS["role"])
+    # a render since added identity/team and tooling/editor, which the user never saw: their
+    # absence from the edit is no deletion; only the line the user deleted is forgotten
+    settled = settle(seen.text, edited, newer)
+    assert settled == Settlement((), (ROLE,), frozenset({ROWS["role"]}))
+    # a facet that stopped being not yet sure since (it became active, or was forgotten) is
+    # no one's to settle any more
+    assert settle(seen.text, edited, [UNSURE[0]]) == Settlement()
+
+
+_ACTIONS = st.sampled_from(["keep", "delete", "to_notes", "to_block", "copy", "rewrite"])
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.lists(_ACTIONS, min_size=3, max_size=3), st.booleans())
+def test_settle_outcome_follows_what_was_done_to_each_line(actions: list[str],
+                                                           evidence_kept: bool) -> None:
+    base = _unsure_doc()
+    edited = base
+    notes_extra: list[str] = []
+    block_extra: list[str] = []
+    expected_promoted: list[SettledFacet] = []
+    expected_removed: list[SettledFacet] = []
+    for row, settled, action in zip(ROWS.values(), (LANGUAGE, ROLE, EDITOR), actions,
+                                    strict=True):
+        moved = row if evidence_kept else row.split(" \u2014 ")[0]
+        if action in ("delete", "to_notes", "to_block", "rewrite"):
+            edited = _without(edited, row)
+        if action == "delete":
+            expected_removed.append(settled)
+        elif action in ("to_notes", "to_block"):
+            (notes_extra if action == "to_notes" else block_extra).append(moved)
+            expected_promoted.append(settled)
+        elif action == "copy":
+            notes_extra.append(moved)
+        elif action == "rewrite":
+            notes_extra.append(f"- **{settled.facet_class}/{settled.key}**: something else")
+    edited = edited.replace("My notes.", "\n".join(["My notes.", *notes_extra]))
+    edited = edited.replace("- **lang**: rust\n", "\n".join(["- **lang**: rust", *block_extra])
+                            + "\n")
+    settled = settle(base, edited, UNSURE)
+    order = list(ROWS)
+    assert sorted(settled.promoted, key=lambda f: order.index(f.key)) == expected_promoted
+    assert sorted(settled.removed, key=lambda f: order.index(f.key)) == expected_removed
+    merged = apply_edit(base, edited, settled.lines)
+    # a rewritten line was taken out of the block and settled nothing: that edit is ignored
+    assert merged.ignored == ((NOT_YET_SURE,) if "rewrite" in actions else ())
+    for line in notes_extra:  # whatever was put in the notes stays there
+        assert line in merged.text
+
+
 # -- properties --------------------------------------------------------------------------------
 
 _TEXT_LINE = st.one_of(
@@ -538,3 +778,19 @@ def test_apply_edit_never_loses_user_text(doc: tuple[str, list[str]],
     settled = apply_edit(current, result.text)
     assert settled.text == result.text and settled.ignored == ()
     assert render(result.text, {}).repairs == ()
+
+
+@hsettings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(documents())
+def test_settle_any_saved_document_settles_each_shown_facet_at_most_once(
+        doc: tuple[str, list[str]]) -> None:
+    current = render(None, full_bodies()).text
+    edited, _ = doc
+    settled = settle(current, edited, UNSURE)
+    shown = {LANGUAGE, ROLE, EDITOR}
+    assert set(settled.promoted) <= shown and set(settled.removed) <= shown
+    assert not set(settled.promoted) & set(settled.removed)
+    assert len(settled.promoted) + len(settled.removed) == len(
+        {*settled.promoted, *settled.removed})
+    if settled.promoted or settled.removed:  # only ever through a well-formed block
+        assert edited.count(start_marker(NOT_YET_SURE)) >= 1

@@ -878,7 +878,21 @@ def test_non_pinned_active_rows_are_bounded_by_budgets_and_overflow(
             assert (r.state, r.stability) == (DROPPED, 0.0)
         else:
             assert r.state != DROPPED
-            assert r.state in (state_for(r.stability, SETTINGS), PROVISIONAL)
+            assert r.state in _allowed_states(r)
+
+
+def _allowed_states(row: Any) -> set[str]:
+    """What the score allows (or Provisional, over budget), plus what the statement and
+    identity rules add: a held statement is Active, and an identity value with structural
+    sources moves up one state."""
+    scored = state_for(row.stability, SETTINGS)
+    allowed = {scored, PROVISIONAL}
+    if row.origin != "learned":
+        allowed.add(ACTIVE)
+    if row.facet_class == "identity":
+        ladder = [DROPPED, CANDIDATE, PROVISIONAL, ACTIVE]
+        allowed.add(ladder[min(ladder.index(scored) + 1, 3)])
+    return allowed
 
 
 @PROPS

@@ -84,7 +84,9 @@ def test_every_confirmation_question_reads_back_as_its_facet() -> None:
     facets = [("style", "verbosity", "terse"), ("style", "language", "de"),
               ("style", "format", "tables"), ("style", "emoji", "none"),
               ("identity", "location", "Berlin"), ("identity", "employer", "Northwind"),
-              ("tooling", "database", "postgres")]
+              ("tooling", "database", "postgres"), ("tooling", "package_manager", "bun"),
+              ("tooling", "runtime", "bun"), ("identity", "timezone", "Asia/Kolkata"),
+              ("identity", "preferred_name", "Sam"), ("style", "code", "code-first")]
     clauses = [first_person(describe(*f)) + "." for f in facets]
     for facet, statements in zip(facets, reader.read(clauses), strict=True):
         assert [(s.facet_class, s.key, s.value) for s in statements] == [facet]

@@ -26,8 +26,11 @@ class GetProfile(_Params):
 
 class SaveNotes(_Params):
     markdown: str = Field(max_length=1_000_000,
-                          description="The whole PROFILE.md as edited: only the notes outside "
-                                      "the managed blocks are taken.")
+                          description="The whole PROFILE.md as edited: the notes outside the "
+                                      "managed blocks are taken, and the \"Not yet sure\" "
+                                      "lines moved out of their block are confirmed, those "
+                                      "deleted forgotten; other edits of managed blocks are "
+                                      "ignored.")
     base_version: int = Field(ge=0, description="The version the edit was made on; a save on a "
                                                 "stale version is a conflict (409).")
 
@@ -46,6 +49,12 @@ class PromptContextParams(_Params):
     context: list[Annotated[str, StringConstraints(max_length=20_000)]] = Field(
         default_factory=list, max_length=16,
         description="Earlier turns, oldest first, that may resolve a reference in `request`.")
+    unconfirmed: bool = Field(
+        default=False,
+        description="Add an `unconfirmed` section: the facets the evidence points to but not "
+                    "yet surely, each with the question that would confirm it, and the "
+                    "instruction not to act on them. For agents that can ask the user; off: "
+                    "the context holds only what is known.")
 
 
 class _Result(BaseModel):
@@ -60,11 +69,26 @@ class Profile(_Result):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the markdown.")
 
 
+class SettledFacet(_Result):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    class_: str = Field(alias="class", description="The facet class.")
+    key: str = Field(description="The facet key.")
+    value: str = Field(description="The value it held as not yet sure.")
+
+
 class NotesSaved(_Result):
     user_id: str = Field(description=_USER)
     version: int = Field(ge=0, description="The version holding the saved notes.")
     ignored_blocks: list[str] = Field(description="Managed blocks the edit changed; Habitus "
                                                   "owns them, so those changes were dropped.")
+    confirmed: list[SettledFacet] = Field(
+        default_factory=list,
+        description="\"Not yet sure\" facets whose line the edit moved out of the block: "
+                    "set to that value, as `learning.update_facet` would.")
+    forgotten: list[SettledFacet] = Field(
+        default_factory=list,
+        description="\"Not yet sure\" facets whose line the edit deleted: forgotten, as "
+                    "`learning.forget_facet` would.")
 
 
 class Section(_Result):

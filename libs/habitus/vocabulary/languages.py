@@ -33,12 +33,13 @@ def canonical_language(text: str) -> str | None:
         return None
     if name in _ALIASES:
         return _ALIASES[name]
+    if len(name) <= 8 and langcodes.tag_is_valid(name) and is_language_tag(
+            langcodes.standardize_tag(name)):
+        return langcodes.standardize_tag(name)  # a tag first: "en" is English, not "En"
     try:
         found = langcodes.find(name)
     except LookupError:
-        if len(name) > 8 or not langcodes.tag_is_valid(name):
-            return None
-        found = langcodes.Language.get(name)
+        return None
     tag = langcodes.standardize_tag(found.to_tag())
     base = langcodes.Language.get(tag)
     if base.speaking_population() < MIN_SPEAKERS:
@@ -54,6 +55,20 @@ def is_language_tag(value: str) -> bool:
         return False
     return tag == value and langcodes.tag_is_valid(value) and (
         langcodes.Language.get(value).speaking_population() >= MIN_SPEAKERS)
+
+
+@lru_cache(maxsize=4096)
+def is_written_name(word: str) -> bool:
+    """Whether `word` is how English, German, French or Spanish write a major language's name
+    ("inglés", "anglais", "Englisch"): lower-case words are read as languages only then, so
+    "more" (Mossi) or "short" (Shor) never are."""
+    tag = canonical_language(word)
+    if tag is None:
+        return False
+    language = langcodes.Language.get(tag)
+    folded = word.lower()
+    return any(str(language.display_name(lang)).lower() == folded
+               for lang in ("en", "de", "fr", "es"))
 
 
 def language_name(tag: str) -> str:

@@ -11,13 +11,14 @@ agent's question back into the facet it proposes, and the user's answer settles 
 from __future__ import annotations
 
 from habitus.vocabulary.languages import language_name
+from habitus.vocabulary.tools import categories
 
 _STYLE: dict[tuple[str, str], str] = {
     ("verbosity", "terse"): "you prefer short answers",
     ("verbosity", "detailed"): "you prefer detailed answers",
     ("preamble", "skip"): "you want answers without an introduction",
-    ("format", "tables"): "you prefer answers as tables",
-    ("format", "bullets"): "you prefer answers as bullet points",
+    ("format", "tables"): "you prefer tables",
+    ("format", "bullets"): "you prefer bullet points",
     ("format", "prose"): "you prefer answers in prose, without bullet points",
     ("code", "code-first"): "you prefer code before explanations",
     ("code", "diff"): "you prefer changes shown as diffs",
@@ -73,8 +74,9 @@ def describe(facet_class: str, key: str, value: str) -> str:
         article = "an" if value[:1].lower() in "aeiou" else "a"
         return template.format(v=value, a=article)
     if facet_class == "tooling":
-        what = key.replace("_", " ")
-        return f"you use {tool_name(value)} as your {what}"
+        if len(categories(value)) > 1:  # "Bun as your package manager", not as the runtime
+            return f"you use {tool_name(value)} as your {key.replace('_', ' ')}"
+        return f"you use {tool_name(value)}"
     if facet_class == "veto":
         _, _, thing = key.partition("=")
         return f"you never want {tool_name(thing) if '-' not in thing else thing} suggested"

@@ -23,11 +23,11 @@ import re
 _I = re.IGNORECASE
 
 _POLITE_RE = re.compile(
-    r"^(?:(?:please|so|ok|okay|hey|hi|also|and|but|bitte|s'il te plaît|por favor)[\s,]+)*"
+    r"^¿?(?:(?:please|so|ok|okay|hey|hi|also|and|but|bitte|s'il te plaît|por favor)[\s,]+)*"
     r"(?:(?:can|could|would|will)\s+you|would\s+you\s+mind|"
     r"(?:kannst|könntest|würdest)\s+du|(?:können|könnten|würden)\s+sie|"
-    r"(?:peux|pourrais)[- ]tu|(?:pouvez|pourriez)[- ]vous|"
-    r"(?:puedes|podrías|podrias|podría|podria)(?:\s+usted)?)\s+"
+    r"(?:peux|pourrais)[- ]tu|(?:pouvez|pourriez)[- ]vous|tu\s+peux|vous\s+pouvez|"
+    r"(?:puedes|podrías|podrias|podría|podria)(?:\s+usted)?|can\s+u|could\s+u)\s+"
     r"(?:(?:please|kindly|just|also|bitte|mal)\s+)*",
     _I)
 _QUESTION_START_RE = re.compile(
@@ -39,18 +39,21 @@ _QUESTION_START_RE = re.compile(
     _I)
 
 _SOMEONE_RE = re.compile(
-    r"\b(?:he|she|he's|she's|they|they're|his|her|their|er|sie|sein|seine|ihr|ihre|il|elle|"
+    r"\b(?:he|she|he's|she's|they|they're|his|her|their|er|(?-i:sie)|sein|seine|il|elle|"
     r"ils|elles|lui|leur|él|ella|ellos|ellas|su|sus)\b"
-    r"|\b(?:my|our|mein(?:e|em|en|er)?|unser(?:e|em|en|er)?|mon|ma|mes|notre|nos|mi|mis|"
-    r"nuestro|nuestra)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
+    r"|\b(?:my|our|the|his|her|their|mein(?:e|em|en|er)?|unser(?:e|em|en|er)?|der|die|mon|ma|"
+    r"mes|notre|nos|le|la|mi|mis|nuestro|nuestra|el)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
     r"client|clients|customer|customers|wife|husband|partner|friend|friends|brother|sister|"
-    r"mom|mum|dad|mother|father|son|daughter|kid|kids|cto|ceo|lead|team\s+lead|"
+    r"mom|mum|dad|mother|father|son|daughter|kid|kids|cto|ceo|lead|team\s+lead|cofounder|"
+    r"co-founder|founder|mitgründer|associé|socio|"
     r"chef|chefin|kollege|kollegin|kollegen|kunde|kunden|frau|mann|freund|freundin|"
     r"collègue|collègues|patron|patronne|client|cliente|clientes|femme|mari|ami|amie|"
     r"jefe|jefa|compañero|compañera|compañeros|esposa|esposo|amigo|amiga)\b"
-    r"|(?<!\bi\s)(?<!\bwe\s)(?<!\bich\s)(?<!\bwir\s)(?<!\bje\s)(?<!\bj')(?<!\byo\s)"
-    r"\b(?:says|said|told|tells|asked|wants|insists|thinks|believes|prefers|likes|hates|"
-    r"sagt|sagte|meint|bevorzugt|dit|a\s+dit|veut|préfère|dice|dijo|quiere|prefiere)\b",
+    , _I)
+#: reported speech: somebody else's words, whatever clause they are in
+_REPORTING_RE = re.compile(
+    r"(?<!\bi\s)(?<!\bwe\s)(?<!\bich\s)(?<!\bwir\s)(?<!\bje\s)(?<!\bj')(?<!\byo\s)"
+    r"\b(?:says|said|told|tells|asked|sagt|sagte|gesagt|meint|meinte|dit|a\s+dit|dice|dijo)\b",
     _I)
 #: "our team/company uses ..." is the user's own; "my colleague Sam prefers" is not
 _OWN_GROUP_RE = re.compile(
@@ -66,7 +69,8 @@ _NOT_NAMES = frozenset(
     ich es das bitte je ce c'est il yo eso esto por también""".split())
 
 _HYPOTHETICAL_RE = re.compile(
-    r"\b(?:if|suppose|supposing|imagine|assuming|hypothetically|in\s+case|what\s+if|maybe|"
+    r"(?:^if\b|\bif\s+(?:i|we|i'd|we'd|i\s+were|you\s+were)\b)|"
+    r"\b(?:suppose|supposing|imagine|assuming|hypothetically|in\s+case|what\s+if|maybe|"
     r"perhaps|possibly|probably|might|considering|thinking\s+(?:about|of)|wondering|whether|"
     r"(?:i|we)\s+(?:may|could|plan|intend|hope|wish)|"
     r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:going|planning|about|hoping|tempted)\s+to|"
@@ -77,7 +81,8 @@ _HYPOTHETICAL_RE = re.compile(
     r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
     r"estoy\s+pensando)\b", _I)
 _PAST_RE = re.compile(
-    r"\b(?:used\s+to|back\s+then|years\s+ago|in\s+(?:19|20)\d\d|had|früher|damals|"
+    r"\b(?:used\s+to|back\s+then|back\s+in\s+the\s+day|years\s+ago|in\s+(?:19|20)\d\d|had|"
+    r"i\s+was|we\s+were|i\s+worked|we\s+used|früher|damals|j'étais|era|trabajé|"
     r"avant|autrefois|utilisait|utilisais|antes|trabajaba|usaba|vivía|solía|no\s+longer\s+at|"
     r"ya\s+no\s+trabajo)\b", _I)
 #: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
@@ -94,7 +99,8 @@ _DECLARED_RE = re.compile(
     r"a\s+partir\s+de\s+ahora|de\s+ahora\s+en\s+adelante|siempre|en\s+adelante)\b", _I)
 #: one-off: a request about this answer, not about answers in general
 _ONE_OFF_RE = re.compile(
-    r"\b(?:this|that|these|those|it|the\s+(?:last|previous)\s+\w+|step\s+\d+|above|here|"
+    r"\b(?:this|that|these|those|(?:make|do|put|rewrite|redo|turn|say)\s+it|"
+    r"the\s+(?:last|previous)\s+\w+|step\s+\d+|above|here|"
     r"this\s+time|for\s+now|just\s+this|tl;?dr|"
     r"dies(?:e[nrs]?)?|das|hier|diesmal|oben|ça|cela|ce\s+(?:texte|message|code)|ceci|"
     r"cette\s+fois|ci-dessus|esto|eso|esta\s+vez|aquí|arriba|este\s+(?:texto|código))\b", _I)
@@ -124,7 +130,10 @@ ANCHOR_WORDS = frozenset(
     courtes détaillé détaillées tableau tableaux exemples toujours jamais pas appelle
     yo mi mis me llamo nosotros nuestro nuestra responde respuestas corto corta cortas breve
     detallado detalladas tabla tablas ejemplos siempre nunca llámame prefiero uso usamos
-    sin emoji emojis""".split())
+    sin emoji emojis on nous j'habite j'utilise je j'ai soy estoy vivo trabajo uso usamos
+    programo wohne arbeite nutze nutzen bin sind est sommes somos détailler détaille detalla
+    detallar tldr let's lets direkt förmlich formell freundlich locker direct formel amical
+    décontracté directo amable informal sei sois sé""".split())
 _WORD_RE = re.compile(r"[\w']+")
 
 
@@ -151,16 +160,42 @@ def is_question(sentence: str) -> bool:
     return core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
 
 
+def someone_else_in(clause: str) -> bool:
+    """Whether the clause is about someone else ("my manager prefers tables", "she speaks
+    Spanish"): that clause states nothing of the user's, the others of its sentence may."""
+    return _SOMEONE_RE.search(_OWN_GROUP_RE.sub(" ", clause)) is not None
+
+
 def about_someone_else(sentence: str) -> bool:
-    """Whether the sentence states someone else's preference or reports their words."""
-    text = _OWN_GROUP_RE.sub(" ", sentence)
-    if _SOMEONE_RE.search(text):
+    """Whether the sentence reports someone's words ("he said to keep it short", "Sarah
+    says ...") or has a named person as its subject ("Sarah lives in Berlin"): then none of
+    its clauses is the user's own."""
+    if _REPORTING_RE.search(_OWN_GROUP_RE.sub(" ", sentence)):
         return True
     for m in _NAMED_SUBJECT_RE.finditer(sentence):
-        first = m.group().lstrip(",; ").split()[0].lower()
-        if first not in _NOT_NAMES:
+        first = m.group().lstrip(",; ").split()[0]
+        if first.lower() not in _NOT_NAMES and not _known_thing(first):
             return True
     return False
+
+
+def _known_thing(word: str) -> bool:
+    """A capitalised tool, channel or language ("Slack is the best way") is no person."""
+    from habitus.vocabulary import canonical_language, canonical_tool
+
+    return (canonical_tool(word.lower()) is not None or canonical_language(word) is not None
+            or word.lower() in {"slack", "email", "telegram", "whatsapp", "signal", "discord",
+                                "teams", "sms"})
+
+
+_FIRST_PERSON = frozenset(
+    """i i'm i'd i've im my me we we're our us ich mich mir mein meine wir uns unser unsere je
+    j'ai j'aime moi mon ma mes nous notre on yo me mi mis nosotros nuestro nuestra""".split())
+
+
+def first_person(clause: str) -> bool:
+    """Whether the clause has the user as a speaker ("I", "my", "we", "ich", "je", "yo")."""
+    return not _FIRST_PERSON.isdisjoint(words(clause))
 
 
 def hypothetical(sentence: str) -> bool:

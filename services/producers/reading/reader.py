@@ -19,19 +19,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from habitus.events.domain import Stance
-from habitus.vocabulary import check, tools
+from habitus.vocabulary import check, places, tools
 from services.producers.reading import gates, slots, text
 from services.producers.reading.intents import NONE, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone")
+_ANCHORING_KINDS = frozenset({*_IDENTITY_KINDS, "language", "channel"})
+#: a fragment's label, from the kind of value it holds ("..., in French": `language`)
+_FRAGMENT_LABELS = {**dict.fromkeys(_IDENTITY_KINDS, "identity"), "language": "language",
+                    "tool": "tooling", "channel": "channel"}
 #: the stand-in each kind of value is replaced with before the clause is encoded
 _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "team": "sales",
               "role": "engineer", "location": "Paris", "timezone": "CET",
               "language": "English", "tool": "Docker", "channel": "Slack"}
 _NEGATED_RE = re.compile(
-    r"(?:\bnot|\bno|\bnever|\bnor|instead\s+of|rather\s+than|over|\bnicht|\bkein\w*|statt|"
+    r"(?:\bnot|\bno|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|over|\bnicht|"
+    r"\bkein\w*|statt|\bals|no\s+need\s+for|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
-    r"(?:\w+\s+)?$", re.IGNORECASE)
+    r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
+#: a ban: with a format or content thing in the clause, it is a veto whatever else it says
+_BAN_RE = re.compile(
+    r"\b(?:no|not|never|don't|dont|do\s+not|stop|avoid|drop|without|keine?n?|nie|nicht|"
+    r"ohne|pas|jamais|sans|arrête|arrêtez|sin|nada\s+de|nunca|deja\s+de|deje\s+de)\b",
+    re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +65,10 @@ class _Pending:
     clause: text.Clause
     found: tuple[slots.Slot, ...]
     stance: Stance
+    #: holds a word a preference is made of; without one a clause only continues another
+    anchored: bool = True
+    #: bans a format or content thing ("no nested bullets"): a veto
+    bans: bool = False
 
 
 _REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour)\s+\S",
@@ -96,12 +110,17 @@ def _sentence_gate(sentence: str) -> bool:
     return not (gates.about_someone_else(sentence) or gates.hypothetical(sentence))
 
 
-def _tool_key(tool: str, sentence_tools: set[str]) -> str | None:
-    """The category a tool fills: its usual one, or another of its categories that a tool
-    named beside it has ("scratch pnpm, we moved to bun": bun as the package manager)."""
+def _tool_key(tool: str, sentence_tools: set[str], sentence: str = "") -> str | None:
+    """The category a tool fills: the one the sentence names ("bun as my package manager"),
+    or another of its categories that a tool named beside it has ("scratch pnpm, we moved to
+    bun": bun as the package manager), or its usual one."""
     options = tools.categories(tool)
     if not options:
         return None
+    low = sentence.lower()
+    for category in options:
+        if category.replace("_", " ") in low:
+            return category
     for other in sentence_tools - {tool}:
         for category in options:
             if category in tools.categories(other):
@@ -112,8 +131,8 @@ def _tool_key(tool: str, sentence_tools: set[str]) -> str | None:
 _CONTRAST_RE = re.compile(r"^(?:not|nicht|pas|rather\s+than|instead\s+of|statt|plutôt\s+que|"
                           r"en\s+vez\s+de)\s+\S+$", re.IGNORECASE)
 _FILLER_WORDS = frozenset(
-    """mostly mainly also too and with plus on in en et y und mit avec con some a bit
-    the for""".split())
+    """mostly mainly also too and with plus on in en et y und mit avec con some a bit the for
+    at chez bei para en sur auf a à""".split())
 
 
 def _fragment(pending: _Pending) -> bool:
@@ -145,15 +164,18 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         out = []
         for s in usable:
             if s.kind == "tool":
-                category = _tool_key(s.value, sentence_tools)
+                category = _tool_key(s.value, sentence_tools, pending.clause.sentence)
                 if category is not None:
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
         if _CONTRAST_RE.match(clause):  # "pnpm, not npm": a contrast, not a ban
             return []
-        return [("veto", f"tool={s.value}" if s.kind == "tool" else s.value, "banned")
-                for s in pending.found if s.kind in ("tool", "veto")]
+        things = [s for s in pending.found if s.kind == "veto"]
+        if things:
+            return [("veto", s.value, "banned") for s in things]
+        return [("veto", f"tool={s.value}", "banned")
+                for s in pending.found if s.kind == "tool"]
     if label == "channel":
         return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][-1:]
     return []
@@ -165,6 +187,11 @@ class StatementReader:
     def __init__(self, classifier: IntentClassifier | None = None):
         self.classifier = classifier or IntentClassifier(prepare=_prepared)
 
+    def warm(self) -> None:
+        """Load the encoder, encode the bank and load the gazetteer now, not on a first turn."""
+        places.warm()
+        self.read(["I'm based in Berlin and I prefer short answers."])
+
     def pending(self, messages: Sequence[str]) -> list[_Pending]:
         """The clauses that pass every gate, with their values and stance."""
         out: list[_Pending] = []
@@ -172,6 +199,8 @@ class StatementReader:
             if not message or not message.strip():
                 continue
             allowed: dict[int, bool] = {}
+            others: set[int] = set()
+            speaking: set[tuple[int, int]] = set()
             for clause in text.split(message):
                 sentence = clause.sentence
                 if clause.index not in allowed:
@@ -180,15 +209,29 @@ class StatementReader:
                     continue
                 body = clause.text
                 body = gates.polite_request(body) or body
-                if gates.past(body) or gates.retraction(body):
-                    continue
                 found = tuple(slots.find(body, sentence))
-                if not found and not gates.has_anchor(body):
+                bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
+                if gates.someone_else_in(body):
+                    others.add(clause.index)
+                    continue
+                if clause.index in others and not gates.first_person(body):
+                    continue  # "the client is based in Lyon and prefers formal emails"
+                if gates.past(body) or (gates.retraction(body) and not bans):
+                    continue
+                # a value said in a first-person cue (a name, a city after "in") anchors its
+                # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
+                anchored = gates.has_anchor(body) or any(
+                    s.kind in _ANCHORING_KINDS for s in found) or (
+                    bool(found) and (n, clause.index) in speaking)
+                if anchored:
+                    speaking.add((n, clause.index))  # "we're on Postgres and deploy to AWS"
+                if not found and not anchored:
                     continue
                 stance = (Stance.DECLARED if gates.declared(sentence)
                           else Stance.ONE_OFF if gates.one_off(body) else Stance.STANDING)
                 out.append(_Pending(n, text.Clause(body, sentence, clause.original,
-                                                   clause.index), found, stance))
+                                                   clause.index), found, stance,
+                                    anchored, bool(bans)))
         return out
 
     def read(self, messages: Sequence[str]) -> list[list[Statement]]:
@@ -202,11 +245,16 @@ class StatementReader:
             [delexicalise(p.clause.text, p.found) for p in todo])
         previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
-            label = decision.label
+            label = decision.label if pending.anchored else NONE
+            if pending.bans and (label == NONE or label.startswith("format=")):
+                label = "veto"
             here = (pending.message, pending.clause.index)
             if label == NONE and previous is not None and previous[:2] == here and (
                     _fragment(pending)):
-                label = previous[2]  # "we use React and TypeScript with pnpm"
+                # "we use React and TypeScript with pnpm", "detailed answers, in French"
+                kinds = {_FRAGMENT_LABELS[s.kind] for s in pending.found
+                         if s.kind in _FRAGMENT_LABELS}
+                label = kinds.pop() if len(kinds) == 1 else NONE
             if label == NONE:
                 continue
             previous = (*here, label)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from habitus.vocabulary import canonical_language, canonical_timezone, tools
+from habitus.vocabulary.languages import is_written_name
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
 
@@ -30,8 +31,10 @@ class Slot:
 
 _CAP = r"(?-i:[A-ZÀ-ÖØ-Þ][\w'&.-]*)"
 _NAME = rf"{_CAP}(?:\s+(?:(?:de|da|van|von|del|la|le|der)\s+)?{_CAP}){{0,3}}"
+_NAME_HERE = re.compile(rf"(?:^|[,;!]\s*)(?P<v>{_CAP})\s+here\b")
 _NAME_CUES = re.compile(
-    rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|i'm|i\s+am|im|this\s+is|"
+    rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|name's|i'm|i\s+am|im|"
+    rf"this\s+is|"
     rf"ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
     rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy)\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
@@ -41,18 +44,24 @@ _PREFERRED_CUES = re.compile(
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
     rf"my\s+(?:employer|company)\s+is|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
-    rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez)"
+    rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
+    rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
+    rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
+    rf"développeuse|ingénieure?|desarrollador(?:a)?|ingenier[oa])\s+(?:at|@|chez|bei|en|para))"
     rf"\s+(?P<v>{_NAME})", _I)
 _TEAM_CUES = re.compile(
     r"\b(?:the\s+)?(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
-    r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[\w-]+)-?team\b"
+    r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
     r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
     r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)", _I)
 _TEAM_NOT = frozenset("a an the my our your this that whole entire same new other".split())
 _ROLE_CUES = re.compile(
     r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|my\s+(?:role|job|title)\s+is|"
     r"ich\s+bin|ich\s+arbeite\s+als|je\s+suis|je\s+travaille\s+comme|soy|trabajo\s+como)"
-    r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?P<v>[\w-]+(?:\s+[\w-]+){0,3})", _I)
+    r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
+    r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
+    r"|^(?:an?\s+)?(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|designer|manager|scientist|"
+    r"analyst|architect|researcher|consultant|founder|intern))\s+(?:at|@|chez|bei|en|in)\s", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = frozenset(
     """engineer developer programmer designer manager scientist analyst architect researcher
@@ -83,8 +92,8 @@ _ZONE_RE = re.compile(
     r"|(?:pacific|eastern|central|mountain|uk|indian?)\s+(?:standard\s+|daylight\s+)?time)"
     r"(?![\w/])", _I)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
-_LOWER_NOT_LANGUAGES = frozenset({"polish", "swedish", "turkey", "china", "japan", "french",
-                                  "german"})
+#: a city counts only right after a word that places someone: "in Berlin", "à Nantes"
+_PLACE_BEFORE_RE = re.compile(r"\b(?:in|im|en|à|a|nach|near|around|outside)\s+$", _I)
 _CHANNELS = {
     "slack": "slack", "email": "email", "e-mail": "email", "mail": "email", "emails": "email",
     "telegram": "telegram", "sms": "sms", "text": "sms", "texts": "sms", "whatsapp": "whatsapp",
@@ -99,10 +108,11 @@ _VETO_THINGS = (
                 r"listas?\s+anidadas", _I), "format=nested-bullets"),
     (re.compile(r"\bheadings?\b|\bheaders?\b|überschriften|titres|encabezados", _I),
      "format=headings"),
-    (re.compile(r"\bnumbered\s+lists?\b", _I), "format=numbered-lists"),
+    (re.compile(r"\bnumbered\s+lists?\b|nummerierte\w*\s+listen|listes?\s+numérotées|"
+                r"listas?\s+numeradas", _I), "format=numbered-lists"),
     (re.compile(r"\bdisclaimers?\b|haftungsausschl|avertissements|descargos", _I),
      "content=disclaimers"),
-    (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuses|disculpas|perdón", _I),
+    (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
      "content=apologies"),
     (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
     (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|jerga", _I), "content=jargon"),
@@ -120,9 +130,8 @@ def _name(text: str) -> str:
 def _is_other_value(text: str) -> bool:
     """A capitalised word that is a language, a city, a tool or a role is no person's name."""
     low = text.lower()
-    return (canonical_language(low) is not None or find_city(text) is not None
-            or tools.canonical_tool(low) is not None or low in _ROLE_WORDS
-            or low.split()[-1] in ROLE_HEADS)
+    return (canonical_language(low) is not None or tools.canonical_tool(low) is not None
+            or low in _ROLE_WORDS or low.split()[-1] in ROLE_HEADS or "team" in low)
 
 
 def find(clause: str, sentence: str) -> list[Slot]:
@@ -145,9 +154,13 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and value not in {"team", "my", "our"}:
             slots.append(Slot("team", value, m.start(group), m.end(group)))
     for m in _ROLE_CUES.finditer(clause):
-        role = _role(m.group("v"))
+        group = "v" if m.group("v") else "bare"
+        role = _role(m.group(group))
         if role:
-            slots.append(Slot("role", role, m.start("v"), m.end("v")))
+            slots.append(Slot("role", role, m.start(group), m.end(group)))
+    for m in _NAME_HERE.finditer(clause):
+        if not _is_other_value(m.group("v")):
+            slots.append(Slot("name", m.group("v"), m.start("v"), m.end("v")))
     zones = list(_ZONE_RE.finditer(clause))
     cities = _cities(clause)
     near = None
@@ -160,13 +173,15 @@ def find(clause: str, sentence: str) -> list[Slot]:
         zone = canonical_timezone(m.group(), near=near)
         if zone is not None:
             slots.append(Slot("timezone", zone, m.start(), m.end()))
-    taken = [(s.start, s.end) for s in slots if s.kind in {"name", "preferred_name", "employer"}]
+    taken = [(s.start, s.end) for s in slots
+             if s.kind in {"name", "preferred_name", "employer", "timezone"}]
     for start, end, city in cities:
-        if not any(a <= start < b for a, b in taken):
+        if not any(a <= start < b for a, b in taken) and _PLACE_BEFORE_RE.search(
+                clause[max(0, start - 12):start]):
             slots.append(Slot("location", city.name, start, end))
     for m in _WORD_RE.finditer(clause):
         word = m.group()
-        if len(word) < 4 or (word.islower() and word in _LOWER_NOT_LANGUAGES):
+        if len(word) < 4 or (word.islower() and not is_written_name(word)):
             continue
         tag = canonical_language(word)
         if tag is not None and tools.canonical_tool(word.lower()) is None:
@@ -194,8 +209,9 @@ def _cities(text: str) -> list[tuple[int, int, City]]:
                 continue
             start, end = words[i].start(), words[i + n - 1].end()
             span = text[start:end]
-            if n > 1 and not all(w.group()[0].isupper() for w in words[i:i + n]):
-                continue
+            if n > 1 and not (words[i].group()[0].isupper()
+                              and words[i + n - 1].group()[0].isupper()):
+                continue  # "Mexico City", "Ciudad de México": capitalised at both ends
             city = find_city(span)
             if city is not None and (span[0].isupper() or n == 1):
                 found = (start, end, city, n)
@@ -220,8 +236,10 @@ def _role(text: str) -> str:
 
 
 _TOOL_CONTEXT_RE = re.compile(
-    r"\b(?:use|uses|using|used|with|in|on|switch(?:ed)?\s+to|moved\s+to|prefer|write|code|"
-    r"deploy|run|runs|stack|nutzen|nutze|benutzen|mit|utilise|utilisons|avec|en|usamos|uso|"
+    r"\b(?:use|uses|using|used|with|code\s+in|written\s+in|write\s+in|switch(?:ed)?\s+to|"
+    r"moved\s+to|prefer|write|code|deploy|run|runs|stack|nutzen|nutze|benutzen|mit|utilise|"
+    r"(?:'re|are|'m|am|run|runs|built|build|deploy)\s+on|"
+    r"utilisons|avec|usamos|uso|"
     r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
 
 

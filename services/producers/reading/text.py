@@ -42,7 +42,10 @@ _ABBREVIATIONS = frozenset(
 _CLAUSE_RE = re.compile(
     r"\s*[;:,\u2013\u2014]\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
     r"|\s+(?:and|but|so|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
-    r"entonces|then)\s+(?=\S)",
+    r"entonces|then)\s+(?=\S)"
+    # "detailed answers with examples": a second style request, read on its own
+    r"|\s+(?=(?:with|mit|avec|con)\s+(?:some\s+|a\s+few\s+|des\s+|vielen\s+)?"
+    r"(?:examples?|beispielen?|exemples?|ejemplos?|emojis?|tables?|tabellen)\b)",
     re.IGNORECASE)
 
 
@@ -62,9 +65,13 @@ def _blank(match: re.Match[str]) -> str:
     return "\x00" * len(match.group())
 
 
+_TLDR_RE = re.compile(r"\btl;\s?dr\b", re.IGNORECASE)
+
+
 def normalise(text: str) -> str:
-    """Typographic apostrophes folded to "'" (the readers' word lists use that one)."""
-    return text.translate(_APOSTROPHES)
+    """Typographic apostrophes folded to "'" (the readers' word lists use that one), and
+    "tl;dr" kept as one word rather than split at its semicolon."""
+    return _TLDR_RE.sub("tldr", text.translate(_APOSTROPHES))
 
 
 def mask(text: str) -> str:
