@@ -21,6 +21,7 @@ _ABBREVIATIONS: dict[str, tuple[str, ...]] = {
     "IST": ("Asia/Kolkata", "Europe/Dublin", "Asia/Jerusalem"),
     "CET": ("Europe/Berlin", "Europe/Paris", "Europe/Madrid", "Europe/Rome"),
     "CEST": ("Europe/Berlin", "Europe/Paris", "Europe/Madrid", "Europe/Rome"),
+    "MEZ": ("Europe/Berlin",), "MESZ": ("Europe/Berlin",),  # German for CET and CEST
     "EET": ("Europe/Athens", "Europe/Helsinki", "Europe/Bucharest"),
     "EEST": ("Europe/Athens", "Europe/Helsinki", "Europe/Bucharest"),
     "WET": ("Europe/Lisbon",), "WEST": ("Europe/Lisbon",),

@@ -27,8 +27,9 @@ _POLITE_RE = re.compile(
     r"(?:(?:can|could|would|will)\s+you|would\s+you\s+mind|"
     r"(?:kannst|könntest|würdest)\s+du|(?:können|könnten|würden)\s+sie|"
     r"(?:peux|pourrais)[- ]tu|(?:pouvez|pourriez)[- ]vous|tu\s+peux|vous\s+pouvez|"
-    r"(?:puedes|podrías|podrias|podría|podria)(?:\s+usted)?|can\s+u|could\s+u)\s+"
-    r"(?:(?:please|kindly|just|also|bitte|mal)\s+)*",
+    r"(?:puedes|podrías|podrias|podría|podria)(?:\s+usted)?|me\s+(?:lo\s+)?(?:pones|puedes)|"
+    r"can\s+u|could\s+u)\s+"
+    r"(?:(?:please|kindly|just|also|maybe|perhaps|bitte|mal|vielleicht|peut-être)\s+)*",
     _I)
 _QUESTION_START_RE = re.compile(
     r"^(?:should|shall|do|does|did|is|are|am|was|were|can|could|would|will|may|might|have|has|"
@@ -39,7 +40,7 @@ _QUESTION_START_RE = re.compile(
     _I)
 
 _SOMEONE_RE = re.compile(
-    r"\b(?:he|she|he's|she's|they|they're|his|her|their|er|(?-i:sie)|sein|seine|il|elle|"
+    r"(?<!s')\b(?:he|she|he's|she's|they|they're|his|her|their|er|(?-i:sie)|sein|seine|il|elle|"
     r"ils|elles|lui|leur|él|ella|ellos|ellas|su|sus)\b"
     r"|\b(?:my|our|the|his|her|their|mein(?:e|em|en|er)?|unser(?:e|em|en|er)?|der|die|mon|ma|"
     r"mes|notre|nos|le|la|mi|mis|nuestro|nuestra|el)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
@@ -62,21 +63,25 @@ _OWN_GROUP_RE = re.compile(
     r"firma|projekt|projet|proyecto)\b", _I)
 #: a proper name followed by a stating verb: "Sarah lives in Berlin", "Paul uses vim"
 _NAMED_SUBJECT_RE = re.compile(
-    r"(?:^|[,;]\s*)(?-i:[A-Z][a-zà-ÿ]+)\s+(?:lives|works|uses|is|prefers|likes|wants|speaks|"
+    r"(?:^|[,;]\s*|\n\s*[-*]?\s*)(?-i:[A-Z][a-zà-ÿ]+):?\s+(?:lives|works|uses|is|prefers|likes|"
+    r"wants|speaks|"
     r"wohnt|arbeitet|nutzt|benutzt|ist|habite|travaille|utilise|est|vive|trabaja|usa|es)\b")
 _NOT_NAMES = frozenset(
     """i i'm it this that there here please also just and but so we my our the ok okay yes no
-    ich es das bitte je ce c'est il yo eso esto por también""".split())
+    ich es das bitte je ce c'est il yo eso esto por también on nous wir du tu we they hier
+    dort aquí ici""".split())
 
 _HYPOTHETICAL_RE = re.compile(
-    r"(?:^if\b|\bif\s+(?:i|we|i'd|we'd|i\s+were|you\s+were)\b)|"
+    r"(?:^if\b(?!\s+(?:it|that)(?:'s|\s+is)?\s+(?:matters?|relevant|helps?))|"
+    r"\bif\s+(?:i|we|i'd|we'd|i\s+were|you\s+were)\b)|"
     r"\b(?:suppose|supposing|imagine|assuming|hypothetically|in\s+case|what\s+if|maybe|"
     r"perhaps|possibly|probably|might|considering|thinking\s+(?:about|of)|wondering|whether|"
     r"(?:i|we)\s+(?:may|could|plan|intend|hope|wish)|"
     r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:going|planning|about|hoping|tempted)\s+to|"
     r"(?:i|we)\s+(?:'ll|will)\s+(?:probably|maybe|try|see|think|consider)|"
     r"(?:want|wanna|plan|planning)\s+to\s+(?:try|switch|migrate|move|start|learn|look)|"
-    r"falls|wenn\s+ich|wenn\s+wir|vielleicht|eventuell|wahrscheinlich|überlege|würde\s+gern\s+mal|"
+    r"falls|wenn\s+ich|wenn\s+wir|vielleicht|eventuell|wahrscheinlich|überlege\w*|"
+    r"würde\s+gern\s+mal|"
     r"si\s+(?:je|j'|on|nous)|peut-être|peut\s+être|probablement|envisage|je\s+pense\s+à|"
     r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
     r"estoy\s+pensando)\b", _I)
@@ -100,7 +105,9 @@ _DECLARED_RE = re.compile(
 #: one-off: a request about this answer, not about answers in general
 _ONE_OFF_RE = re.compile(
     r"\b(?:this|that|these|those|(?:make|do|put|rewrite|redo|turn|say)\s+it|"
-    r"the\s+(?:last|previous)\s+\w+|step\s+\d+|above|here|"
+    r"the\s+(?:last|previous)\s+\w+|step\s+\d+|schritt\s+\d+|étape\s+\d+|paso\s+\d+|above|here|"
+    r"again|nochmal|noch\s+einmal|encore|otra\s+vez|de\s+nuevo|this\s+one|celle-ci|"
+    r"celui-ci|esta\s+parte|me\s+lo|"
     r"this\s+time|for\s+now|just\s+this|tl;?dr|"
     r"dies(?:e[nrs]?)?|das|hier|diesmal|oben|ça|cela|ce\s+(?:texte|message|code)|ceci|"
     r"cette\s+fois|ci-dessus|esto|eso|esta\s+vez|aquí|arriba|este\s+(?:texto|código))\b", _I)
@@ -114,8 +121,13 @@ _BARE_COMPARATIVE_RE = re.compile(
     r"^(?:(?:please|pls|plz|bitte|s'il te plaît|por favor|a\s+bit|way|much|even|etwas|un\s+peu|"
     r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|less\s+\w+|"
     r"kürzer|länger|ausführlicher|plus\s+court|plus\s+long|plus\s+de\s+détails|"
-    r"más\s+corto|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|por\s+favor|"
-    r"s'il\s+te\s+plaît))?$", _I)
+    r"más\s+corto|más\s+cortito|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|"
+    r"por\s+favor|porfa|stp|svp|s'il\s+te\s+plaît))?$", _I)
+#: a task in the sentence ("explain X but keep it short"): its style words are for this answer
+_TASK_RE = re.compile(
+    r"\b(?:explain|tell\s+me|show\s+me|walk\s+me|write|fix|help|summari[sz]e|describe|"
+    r"translate|erklär\w*|zeig\w*|schreib\w*|hilf|fass\w*\s+zusammen|expli\w*|montre\w*|"
+    r"écri\w*|aide|résume\w*|explica\w*|muestra\w*|escrib\w*|ayúda\w*|resume\w*)\b", _I)
 
 #: a clause reaches the encoder only with one of these words (or a gazetteer value)
 ANCHOR_WORDS = frozenset(
@@ -142,7 +154,9 @@ def words(text: str) -> frozenset[str]:
 
 
 def has_anchor(text: str) -> bool:
-    return not ANCHOR_WORDS.isdisjoint(words(text))
+    """A speaker's word, a ban, or a word some style key is stated with."""
+    return not ANCHOR_WORDS.isdisjoint(words(text)) or any(
+        cue.search(text) for cue in STYLE_CUES.values())
 
 
 def polite_request(sentence: str) -> str | None:
@@ -202,9 +216,14 @@ def hypothetical(sentence: str) -> bool:
     return _HYPOTHETICAL_RE.search(sentence) is not None
 
 
+_NOW_RE = re.compile(r"\b(?:moved|switched|migrated|now|nowadays|jetzt|maintenant|ahora|"
+                     r"umgezogen|umgestiegen)\b", _I)
+
+
 def past(clause: str) -> bool:
-    """A clause about how things were ("I used to work at Acme", "we had Heroku in 2019")."""
-    return _PAST_RE.search(clause) is not None
+    """A clause about how things were ("I used to work at Acme", "we had Heroku in 2019");
+    "we moved to Denver in 2022" is about now."""
+    return _PAST_RE.search(clause) is not None and _NOW_RE.search(clause) is None
 
 
 def retraction(clause: str) -> bool:
@@ -217,10 +236,92 @@ def declared(text: str) -> bool:
     return _DECLARED_RE.search(text) is not None
 
 
-def one_off(clause: str) -> bool:
-    """About this answer only: a bare "shorter", or a deictic "this/that/step 2" without any
-    sign of answers in general."""
+def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
+    """About this answer only: a bare "shorter"; a deictic "this/that/step 2"; a style asked
+    for beside a task ("explain X but keep it short"); or a polite request ("can you put that
+    in a table?") — each unless it speaks of answers in general."""
     core = clause.strip(" .!?\x00")
     if _BARE_COMPARATIVE_RE.match(core):
         return True
-    return _ONE_OFF_RE.search(core) is not None and _GENERAL_RE.search(core) is None
+    if _GENERAL_RE.search(core) is not None or _GENERAL_RE.search(sentence) is not None:
+        return False
+    return (_ONE_OFF_RE.search(core) is not None or polite
+            or _TASK_RE.search(sentence) is not None)
+
+
+#: the words a style key is stated with, in the four languages: a style label stands only
+#: when its clause holds one (the encoder chooses among keys; it does not invent one)
+STYLE_CUES: dict[str, re.Pattern[str]] = {
+    key: re.compile(pattern, _I) for key, pattern in {
+        "verbosity": r"\b(?:short\w*|brief\w*|concise\w*|terse|succinct|long\w*|length\w*|"
+                     r"detail\w*|verbose|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
+                     r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
+                     r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|lang\w*|détail\w*|court\w*|"
+                     r"bref|brève|long\w*|corto\w*|cortit\w*|breve\w*|detall\w*|larg\w*|resum\w*|"
+                     r"resumid\w*|en\s+dos\s+líneas|al\s+grano)",
+        "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
+                    r"straight|directly|get\s+to\s+it|restat\w*|certainly|great\s+question|"
+                    r"einleitung\w*|vorrede|sache|floskeln|introduc\w*|droit\s+au\s+but|"
+                    r"préambule|grano|rodeos|preámbulo)",
+        "format": r"\b(?:tables?|tabular|bullet\w*|lists?|prose|paragraphs?|sentences|"
+                  r"tabelle\w*|stichpunkt\w*|aufzählung\w*|fließtext|tableau\w*|puces?|"
+                  r"listes?|texte\s+suivi|phrases|tablas?|viñetas?|listas?|párrafos?|"
+                  r"prosa)",
+        "code": r"\b(?:code\s+(?:first|only|over|before|please|zuerst|d'abord)|"
+                r"(?:just|only|show|give|lead\s+with|start\s+with)\s+(?:me\s+)?(?:the\s+)?"
+                r"code|diffs?|patch\w*|nur\s+(?:den\s+)?code|(?:juste|seulement)\s+le\s+code|"
+                r"(?:solo|sólo|primero)\s+el\s+código|el\s+código\s+primero|den\s+code\s+zuerst)",
+        "examples": r"\b(?:examples?|beispiel\w*|exemples?|ejemplos?)",
+        "emoji": r"(?:emoj\w*|émoj\w*|emoticons?|smileys?)",
+        "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
+                r"blunt\w*|sugar\w*|straightforward|polite|duz\w*|siez\w*|förmlich\w*|"
+                r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
+                r"décontract\w*|tute\w*|usted|formal|amable|direct[oa])",
+    }.items()
+}
+#: asking for something to be written: its style words describe that text, not the answers
+_ARTEFACT_RE = re.compile(
+    r"^(?:(?:please|can\s+you|could\s+you|bitte|kannst\s+du)\s+)?(?:write|draft|compose|"
+    r"translate|rewrite|schreib\w*|übersetz\w*|verfass\w*|écri\w*|rédige\w*|traduis|"
+    r"escrib\w*|redact\w*|traduc\w*)\b.{0,40}?\b(?:e-?mail|mail|letter|message|post|essay|"
+    r"reply|note|brief|absage|nachricht|lettre|courriel|correo|carta|mensaje|respuesta|"
+    r"slack\s+message|text)\b", _I)
+
+
+#: what a channel preference is said with: reaching, writing, answering, "my main channel"
+_CHANNEL_CUE_RE = re.compile(
+    r"\b(?:reach|contact|ping|text\s+me|message\s+me|dm|\w+\s+me\s+there|slack\s+me|"
+    r"email\s+me|write\s+(?:to\s+)?me|call\s+me|"
+    r"best\s+way|works\s+best|channel|main|respond|reply|prefer|rather|instead|use|get\s+hold|"
+    r"hauptkanal|principal|"
+    r"erreich\w*|kontaktier\w*|schreib\w*\s+mir|meld\w*\s+dich|lieber|joindre|contacte\w*|"
+    r"écri\w*-moi|canal|plutôt|escríbe\w*|contácta\w*|llám\w*|mánda\w*|prefier\w*|mejor)\b",
+    _I)
+#: a ban said right before a tool: "no moment.js", "stopped using lodash", "ya no usamos Redux"
+TOOL_BAN_RE = re.compile(
+    r"(?:\bno|\bnever|don't\s+(?:use|suggest|recommend)|do\s+not\s+(?:use|suggest|recommend)|"
+    r"stop(?:ped)?\s+(?:using|suggesting)|quit\s+using|avoid(?:\s+using)?|ban|"
+    r"keine?n?|nie(?:\s+wieder)?|nicht\s+mehr|ya\s+no\s+us\w+|dejamos\s+de\s+usar|"
+    r"dej[éo]\s+de\s+usar|nunca(?:\s+uses)?|sin|arrêt\w*\s+d'utiliser|n'utilise\s+(?:jamais|plus)|"
+    r"plus\s+de|pas\s+de|jamais)\s+(?:[\w.']+\s+){0,2}$", _I)
+
+
+def states_channel(clause: str) -> bool:
+    """Whether the clause says how to reach the user, not merely names a channel."""
+    return _CHANNEL_CUE_RE.search(clause) is not None
+
+
+def states_style(key: str, clause: str) -> bool:
+    """Whether the clause holds a word the style key is stated with."""
+    cue = STYLE_CUES.get(key)
+    return cue is None or cue.search(clause) is not None
+
+
+_RATHER_RE = re.compile(r"\b(?:rather|instead|prefer\w*|lieber|statt|plutôt|mejor|en\s+vez)\b",
+                        _I)
+
+
+def asks_for_writing(clause: str) -> bool:
+    """A request to write some text ("write a formal email to my landlord"); "write me an SMS
+    rather than an email" is a preference between channels, not such a request."""
+    return _ARTEFACT_RE.search(clause.strip()) is not None and not _RATHER_RE.search(clause)

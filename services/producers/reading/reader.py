@@ -34,13 +34,15 @@ _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "tea
               "language": "English", "tool": "Docker", "channel": "Slack"}
 _NEGATED_RE = re.compile(
     r"(?:\bnot|\bno|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|over|\bnicht|"
-    r"\bkein\w*|statt|\bals|no\s+need\s+for|"
+    r"\bkein\w*|statt|\bals|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
     r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
 #: a ban: with a format or content thing in the clause, it is a veto whatever else it says
 _BAN_RE = re.compile(
-    r"\b(?:no|not|never|don't|dont|do\s+not|stop|avoid|drop|without|keine?n?|nie|nicht|"
-    r"ohne|pas|jamais|sans|arrête|arrêtez|sin|nada\s+de|nunca|deja\s+de|deje\s+de)\b",
+    r"\b(?:no|not|never|don't|dont|do\s+not|stop|stopped|quit|avoid|drop|cut|skip|lose|spare|"
+    r"without|anymore|no\s+longer|keine?n?|nie|nicht|ohne|mehr|hör\w*\s+auf|vermeide\w*|"
+    r"lass\w*|pas|plus|jamais|sans|arrête\w*|évite\w*|sin|nada\s+de|nunca|deja\s+de|"
+    r"deje\s+de|dejamos|evita\w*|ya\s+no)\b",
     re.IGNORECASE)
 
 
@@ -69,9 +71,11 @@ class _Pending:
     anchored: bool = True
     #: bans a format or content thing ("no nested bullets"): a veto
     bans: bool = False
+    #: every tool the message names: a tool of two categories takes a neighbour's
+    message_tools: frozenset[str] = frozenset()
 
 
-_REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour)\s+\S",
+_REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour|vers|nach)\s+\S",
                           re.IGNORECASE)
 _FROM_RE = re.compile(r"\b(?:from|von|de|desde)\s+$", re.IGNORECASE)
 
@@ -107,7 +111,8 @@ def _sentence_gate(sentence: str) -> bool:
     """Whether a sentence may state the user's own preference at all."""
     if gates.is_question(sentence):
         return False
-    return not (gates.about_someone_else(sentence) or gates.hypothetical(sentence))
+    core = gates.polite_request(sentence) or sentence  # "could you maybe ..." is polite
+    return not (gates.about_someone_else(sentence) or gates.hypothetical(core))
 
 
 def _tool_key(tool: str, sentence_tools: set[str], sentence: str = "") -> str | None:
@@ -135,14 +140,24 @@ _FILLER_WORDS = frozenset(
     at chez bei para en sur auf a à""".split())
 
 
+def _tool_banned(pending: _Pending) -> bool:
+    clause = pending.clause.text
+    return any(s.kind == "tool" and gates.TOOL_BAN_RE.search(clause[max(0, s.start - 40):s.start])
+               for s in pending.found)
+
+
+_PURPOSE_RE = re.compile(r"\b(?:for|für|pour|para)\s+[\w\s'-]{0,40}$", re.IGNORECASE)
+
+
 def _fragment(pending: _Pending) -> bool:
-    """A clause that is little more than values ("TypeScript with pnpm", "mostly C#"): it
-    continues the clause before it rather than stating anything of its own."""
+    """A clause that is little more than values ("TypeScript with pnpm", "mostly C#", "redis
+    for caching"): it continues the clause before it rather than stating anything itself."""
     if not pending.found:
         return False
     rest = delexicalise(pending.clause.text, pending.found)
     for stand_in in _STAND_INS.values():
         rest = rest.replace(stand_in, " ")
+    rest = _PURPOSE_RE.sub(" ", rest)
     return all(w in _FILLER_WORDS for w in rest.lower().split())
 
 
@@ -151,16 +166,14 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
-        return [("style", key, value)]
+        return [("style", key, value)] if gates.states_style(key, clause) else []
     if label == "language":
         langs = [s for s in usable if s.kind == "language"]
         return [("style", "language", langs[-1].value)] if langs else []
     if label == "identity":
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS]
     if label == "tooling":
-        sentence_tools = {s.value for s in slots.find(pending.clause.sentence,
-                                                      pending.clause.sentence)
-                          if s.kind == "tool"}
+        sentence_tools = set(pending.message_tools)
         out = []
         for s in usable:
             if s.kind == "tool":
@@ -169,14 +182,16 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
-        if _CONTRAST_RE.match(clause):  # "pnpm, not npm": a contrast, not a ban
-            return []
+        if _CONTRAST_RE.match(clause) or not _BAN_RE.search(clause):
+            return []  # "pnpm, not npm" is a contrast; without a ban word nothing is banned
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
             return [("veto", s.value, "banned") for s in things]
         return [("veto", f"tool={s.value}", "banned")
                 for s in pending.found if s.kind == "tool"]
     if label == "channel":
+        if not gates.states_channel(clause):
+            return []
         return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][-1:]
     return []
 
@@ -200,6 +215,7 @@ class StatementReader:
                 continue
             allowed: dict[int, bool] = {}
             others: set[int] = set()
+            message_tools = frozenset(name for _, _, _, name in tools.mentions(message))
             speaking: set[tuple[int, int]] = set()
             for clause in text.split(message):
                 sentence = clause.sentence
@@ -208,7 +224,8 @@ class StatementReader:
                 if not allowed[clause.index]:
                     continue
                 body = clause.text
-                body = gates.polite_request(body) or body
+                stripped = gates.polite_request(body)
+                body = stripped or body
                 found = tuple(slots.find(body, sentence))
                 bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
                 if gates.someone_else_in(body):
@@ -216,7 +233,8 @@ class StatementReader:
                     continue
                 if clause.index in others and not gates.first_person(body):
                     continue  # "the client is based in Lyon and prefers formal emails"
-                if gates.past(body) or (gates.retraction(body) and not bans):
+                if gates.past(body) or (gates.retraction(body) and not bans) or (
+                        gates.asks_for_writing(body)):
                     continue
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
@@ -228,10 +246,13 @@ class StatementReader:
                 if not found and not anchored:
                     continue
                 stance = (Stance.DECLARED if gates.declared(sentence)
-                          else Stance.ONE_OFF if gates.one_off(body) else Stance.STANDING)
+                          else Stance.ONE_OFF if gates.one_off(
+                              body, sentence, polite=stripped is not None
+                              or gates.polite_request(sentence) is not None)
+                          else Stance.STANDING)
                 out.append(_Pending(n, text.Clause(body, sentence, clause.original,
                                                    clause.index), found, stance,
-                                    anchored, bool(bans)))
+                                    anchored, bool(bans), message_tools))
         return out
 
     def read(self, messages: Sequence[str]) -> list[list[Statement]]:
@@ -248,6 +269,8 @@ class StatementReader:
             label = decision.label if pending.anchored else NONE
             if pending.bans and (label == NONE or label.startswith("format=")):
                 label = "veto"
+            if label in (NONE, "tooling") and _tool_banned(pending):
+                label = "veto"  # "no moment.js please", "ya no usamos Redux"
             here = (pending.message, pending.clause.index)
             if label == NONE and previous is not None and previous[:2] == here and (
                     _fragment(pending)):

@@ -15,6 +15,7 @@ from habitus.vocabulary import canonical_language, canonical_timezone, tools
 from habitus.vocabulary.languages import is_written_name
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
+from services.producers.reading.gates import TOOL_BAN_RE
 
 _I = re.IGNORECASE
 
@@ -31,6 +32,8 @@ class Slot:
 
 _CAP = r"(?-i:[A-ZÀ-ÖØ-Þ][\w'&.-]*)"
 _NAME = rf"{_CAP}(?:\s+(?:(?:de|da|van|von|del|la|le|der)\s+)?{_CAP}){{0,3}}"
+_NOT_A_NAME = frozenset("ok okay new right back out over just still here hi hello hey yes so"
+                        .split())
 _NAME_HERE = re.compile(rf"(?:^|[,;!]\s*)(?P<v>{_CAP})\s+here\b")
 _NAME_CUES = re.compile(
     rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|name's|i'm|i\s+am|im|"
@@ -38,9 +41,9 @@ _NAME_CUES = re.compile(
     rf"ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
     rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy)\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
-    rf"\b(?:call\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
+    rf"\b(?:calls?\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
     rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
-    rf"dime)\s+(?P<v>{_NAME})", _I)
+    rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?(?P<v>{_NAME})", _I)
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
     rf"my\s+(?:employer|company)\s+is|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
@@ -50,24 +53,28 @@ _EMPLOYER_CUES = re.compile(
     rf"développeuse|ingénieure?|desarrollador(?:a)?|ingenier[oa])\s+(?:at|@|chez|bei|en|para))"
     rf"\s+(?P<v>{_NAME})", _I)
 _TEAM_CUES = re.compile(
-    r"\b(?:the\s+)?(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
+    r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
     r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
     r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)", _I)
 _TEAM_NOT = frozenset("a an the my our your this that whole entire same new other".split())
 _ROLE_CUES = re.compile(
-    r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|my\s+(?:role|job|title)\s+is|"
-    r"ich\s+bin|ich\s+arbeite\s+als|je\s+suis|je\s+travaille\s+comme|soy|trabajo\s+como)"
+    r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|as|my\s+(?:role|job|title)\s+is|"
+    r"ich\s+bin|bin|arbeite\s+als|als|je\s+suis|je\s+travaille\s+comme|comme|soy|"
+    r"trabajo\s+como|como)"
     r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
-    r"|^(?:an?\s+)?(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|designer|manager|scientist|"
-    r"analyst|architect|researcher|consultant|founder|intern))\s+(?:at|@|chez|bei|en|in)\s", _I)
+    r"|^(?:an?\s+)?(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|designer|manager|"
+    r"scientist|analyst|architect|researcher|consultant|founder|intern|translator|student))"
+    r"(?:\s+(?:at|@|chez|bei|en|in)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = frozenset(
     """engineer developer programmer designer manager scientist analyst architect researcher
     student teacher professor lawyer doctor nurse writer editor journalist consultant founder
     cto ceo cfo director lead intern freelancer contractor sre admin administrator accountant
-    marketer recruiter entrepreneur maintainer""".split())
+    marketer recruiter entrepreneur maintainer translator""".split())
+#: short forms of role words
+_ROLE_SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager"}
 _ROLE_WORDS = {
     "entwickler": "developer", "entwicklerin": "developer",
     "softwareentwickler": "software developer", "softwareentwicklerin": "software developer",
@@ -85,6 +92,9 @@ _ROLE_WORDS = {
     "abogado": "lawyer", "abogada": "lawyer", "jefe de producto": "product manager",
     "analista de datos": "data analyst", "ingeniero de datos": "data engineer",
     "ingeniera de datos": "data engineer", "data engineer": "data engineer",
+    "studentin": "student", "student": "student", "übersetzer": "translator",
+    "übersetzerin": "translator", "traducteur": "translator", "traductrice": "translator",
+    "traductor": "translator", "traductora": "translator",
 }
 _ZONE_RE = re.compile(
     rf"(?<![\w/])(?:(?-i:{ABBREVIATION_PATTERN})|(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?"
@@ -93,7 +103,10 @@ _ZONE_RE = re.compile(
     r"(?![\w/])", _I)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
 #: a city counts only right after a word that places someone: "in Berlin", "à Nantes"
-_PLACE_BEFORE_RE = re.compile(r"\b(?:in|im|en|à|a|nach|near|around|outside)\s+$", _I)
+_PLACE_BEFORE_RE = re.compile(
+    r"(?<!airport\s)(?<!station\s)(?<!hotel\s)(?<!flughafen\s)(?<!bahnhof\s)"
+    r"\b(?:in|im|en|à|a|nach|near|around|outside|(?:moved|moving|relocated|relocating)\s+to)"
+    r"\s+$", _I)
 _CHANNELS = {
     "slack": "slack", "email": "email", "e-mail": "email", "mail": "email", "emails": "email",
     "telegram": "telegram", "sms": "sms", "text": "sms", "texts": "sms", "whatsapp": "whatsapp",
@@ -141,7 +154,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
         slots.append(Slot("preferred_name", _name(m.group("v")), m.start("v"), m.end("v")))
     for m in _NAME_CUES.finditer(clause):
         value = _name(m.group("v"))
-        if value and not _is_other_value(value.split()[0]) and not any(
+        if value and value.lower() not in _NOT_A_NAME and not _is_other_value(
+                value.split()[0]) and not any(
                 s.start <= m.start("v") < s.end for s in slots):
             slots.append(Slot("name", value, m.start("v"), m.end("v")))
     for m in _EMPLOYER_CUES.finditer(clause):
@@ -159,7 +173,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if role:
             slots.append(Slot("role", role, m.start(group), m.end(group)))
     for m in _NAME_HERE.finditer(clause):
-        if not _is_other_value(m.group("v")):
+        if not _is_other_value(m.group("v")) and m.group("v").lower() not in _NOT_A_NAME:
             slots.append(Slot("name", m.group("v"), m.start("v"), m.end("v")))
     zones = list(_ZONE_RE.finditer(clause))
     cities = _cities(clause)
@@ -181,13 +195,13 @@ def find(clause: str, sentence: str) -> list[Slot]:
             slots.append(Slot("location", city.name, start, end))
     for m in _WORD_RE.finditer(clause):
         word = m.group()
-        if len(word) < 4 or (word.islower() and not is_written_name(word)):
-            continue
+        if len(word) < 4 or not is_written_name(word):
+            continue  # "Bengaluru" is no Bengali, "more" no Mossi
         tag = canonical_language(word)
         if tag is not None and tools.canonical_tool(word.lower()) is None:
             slots.append(Slot("language", tag, m.start(), m.end()))
     for start, end, written, name in tools.mentions(clause):
-        if name in tools.AMBIGUOUS and written.islower() and not _tool_context(clause, start):
+        if name in tools.AMBIGUOUS and written == name and not _tool_context(clause, start):
             continue
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
@@ -225,7 +239,14 @@ def _cities(text: str) -> list[tuple[int, int, City]]:
 
 
 def _role(text: str) -> str:
-    words = text.lower().split()
+    """A role in the vocabulary's English ("Backend-Entwickler" -> "backend developer")."""
+    words = []
+    for word in text.lower().split():
+        head, dash, rest = word.partition("-")
+        if dash and rest in _ROLE_WORDS:  # German compounds: "backend-entwickler"
+            words += [head, *_ROLE_WORDS[rest].split()]
+        else:
+            words.append(_ROLE_SHORT.get(word, word))
     for n in range(min(len(words), 4), 0, -1):
         phrase = " ".join(words[:n])
         if phrase in _ROLE_WORDS:
@@ -245,4 +266,5 @@ _TOOL_CONTEXT_RE = re.compile(
 
 def _tool_context(clause: str, start: int) -> bool:
     """An everyday word ("go", "rust", "express") is a tool only after a tool-ish verb."""
-    return _TOOL_CONTEXT_RE.search(clause[max(0, start - 40):start]) is not None
+    before = clause[max(0, start - 40):start]
+    return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None

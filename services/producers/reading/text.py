@@ -29,6 +29,8 @@ _MASKS = tuple(
         "\u201c[^\u201d\n]*\u201d",
         "\u201e[^\u201c\u201d\n]*[\u201c\u201d]",
         "\u00ab[^\u00bb\n]*\u00bb",
+        # pasted mail or notes: everything after a separator line or a header is someone's
+        r"(?ms)^[ \t]*(?:-{3,}|_{3,}|(?:From|Von|De|Subject|Betreff|Objet|Asunto):[^\n]*)$.*\Z",
         # bounded: a line of unmatched quotes must not cost quadratic time
         r"(?<![\w'])'(?![\s,.;:!?]|s\b|t\b|m\b|d\b|ll\b|re\b|ve\b)[^\n']{1,200}'(?!\w)",
     )
