@@ -92,7 +92,7 @@ _ROLE_WORDS = {
     "abogado": "lawyer", "abogada": "lawyer", "jefe de producto": "product manager",
     "analista de datos": "data analyst", "ingeniero de datos": "data engineer",
     "ingeniera de datos": "data engineer", "data engineer": "data engineer",
-    "studentin": "student", "student": "student", "übersetzer": "translator",
+    "student": "student", "übersetzer": "translator",
     "übersetzerin": "translator", "traducteur": "translator", "traductrice": "translator",
     "traductor": "translator", "traductora": "translator",
 }
