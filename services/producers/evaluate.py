@@ -5,8 +5,9 @@
 prints precision and recall per class on (class, key, value), the same with the stance
 (standing or one-off) required to match, and every miss: what was expected and not found, and
 what was found and not expected. `--tune` searches the classifier's thresholds on the tuning
-part only (`split: tune`) and writes them to `services/producers/reading/thresholds.json`; the
-held-out part never informs them.
+data only (the corpus's `split: tune` part and `statements_tune_extra.jsonl`, a second set
+written apart from it) and writes them to `services/producers/reading/thresholds.json`; the
+held-out part never informs them. `--split tune` reports on the tuning data instead.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from services.producers.reading.intents import Thresholds
 from services.producers.reading.reader import StatementReader
 
 CORPUS = Path(__file__).parents[2] / "examples" / "eval" / "statements.jsonl"
+#: more tuning sentences, written apart from the corpus (never evaluated on)
+TUNE_EXTRA = CORPUS.with_name("statements_tune_extra.jsonl")
 Triple = tuple[str, str, str]
 
 
@@ -87,6 +90,12 @@ def evaluate(rows: Sequence[dict[str, object]], reader: StatementReader
     return plain, strict, misses
 
 
+def tuning_rows(corpus: Path = CORPUS) -> list[dict[str, object]]:
+    """Every sentence the reader may be tuned on: the corpus's tuning part and the extra set."""
+    extra = load(TUNE_EXTRA) if corpus == CORPUS and TUNE_EXTRA.exists() else []
+    return load(corpus, "tune") + extra
+
+
 def tune(rows: Sequence[dict[str, object]]) -> Thresholds:
     """The thresholds with the best F1 on `rows` among those with precision >= 0.97."""
     reader = StatementReader()
@@ -105,7 +114,7 @@ def tune(rows: Sequence[dict[str, object]]) -> Thresholds:
 
 
 def report(plain: Score, strict: Score, misses: Sequence[str], n: int) -> str:
-    lines = [f"held-out sentences: {n}", "",
+    lines = [f"sentences: {n}", "",
              f"{'class':10} {'precision':>9} {'recall':>7}   (class, key, value)"]
     classes = sorted(set(plain.tp) | set(plain.fp) | set(plain.fn))
     for cls in [*classes, None]:
@@ -121,15 +130,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--tune", action="store_true",
-                        help="search the thresholds on the tuning part and write them")
+                        help="search the thresholds on the tuning data and write them")
+    parser.add_argument("--split", choices=("test", "tune"), default="test",
+                        help="report on the held-out part (default) or the tuning data")
     args = parser.parse_args(argv)
     if args.tune:
-        chosen = tune(load(args.corpus, "tune"))
+        chosen = tune(tuning_rows(args.corpus))
         intents.THRESHOLDS.write_text(json.dumps(
             {"k": chosen.k, "min_similarity": chosen.min_similarity, "margin": chosen.margin},
             indent=2) + "\n")
         print(f"wrote {intents.THRESHOLDS}: {chosen}")
-    rows = load(args.corpus, "test")
+    rows = load(args.corpus, "test") if args.split == "test" else tuning_rows(args.corpus)
     plain, strict, misses = evaluate(rows, StatementReader())
     print(report(plain, strict, misses, len(rows)))
     return 0

@@ -47,6 +47,8 @@ def _latin(name: str) -> bool:
                for ch in name)
 
 
+#: cities of at least this many people are known by their alternate names too
+ALTERNATES_FROM = 100_000
 _lock = threading.Lock()
 _index: dict[str, City] | None = None
 
@@ -58,7 +60,10 @@ def _build() -> dict[str, City]:
     index: dict[str, City] = {}
     for row in cities.values():
         city = City(row["name"], row["countrycode"], row["timezone"], int(row["population"]))
-        names = [row["name"], *(n for n in row.get("alternatenames", ()) if len(n) >= 4)]
+        # other names only for cities people know by several (a small town's alternate names
+        # are mostly words or names of something else: "Rappi" is a company, not Rapperswil)
+        alternates = row.get("alternatenames", ()) if city.population >= ALTERNATES_FROM else ()
+        names = [row["name"], *(n for n in alternates if len(n) >= 4)]
         for name in names:
             if not name or len(name) < 3 or not _latin(name):
                 continue

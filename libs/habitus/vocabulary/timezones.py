@@ -47,6 +47,9 @@ _NAMED = {
     "central": "America/Chicago", "mountain": "America/Denver",
     "uk": "Europe/London", "british": "Europe/London", "india": "Asia/Kolkata",
     "indian": "Asia/Kolkata", "central european": "Europe/Berlin",
+    "hora del este": "America/New_York", "hora del pacífico": "America/Los_Angeles",
+    "hora central": "America/Chicago", "heure de l'est": "America/New_York",
+    "mitteleuropäische zeit": "Europe/Berlin",
 }
 _NAMED_RE = re.compile(
     r"^(?P<n>pacific|eastern|central european|central|mountain|uk|british|indian?)"
@@ -89,6 +92,8 @@ def canonical_timezone(text: str, *, near: str | None = None) -> str | None:
     named = _NAMED_RE.match(raw)
     if named is not None:
         return _NAMED[named.group("n").lower()]
+    if raw.lower() in _NAMED:
+        return _NAMED[raw.lower()]
     offset = _OFFSET_RE.match(raw)
     if offset is not None:
         hours = int(offset.group("h"))

@@ -84,16 +84,22 @@ _HYPOTHETICAL_RE = re.compile(
     r"würde\s+gern\s+mal|"
     r"si\s+(?:je|j'|on|nous)|peut-être|peut\s+être|probablement|envisage|je\s+pense\s+à|"
     r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
-    r"estoy\s+pensando)\b", _I)
+    r"estoy\s+pensando|no\s+tengo\s+claro|no\s+sé\s+si|je\s+ne\s+sais\s+pas\s+si|"
+    r"weiß\s+nicht,?\s+ob|not\s+sure\s+(?:if|whether))\b", _I)
 _PAST_RE = re.compile(
     r"\b(?:used\s+to|back\s+then|back\s+in\s+the\s+day|years\s+ago|in\s+(?:19|20)\d\d|had|"
-    r"i\s+was|we\s+were|i\s+worked|we\s+used|früher|damals|j'étais|era|trabajé|"
+    r"i\s+was|we\s+were|i\s+worked|we\s+used|früher|damals|gewohnt|gearbeitet|j'étais|"
+    r"habité|era|trabajé|viví|vivía|born|geboren|né|née|nací|nacida|nacido|"
     r"avant|autrefois|utilisait|utilisais|antes|trabajaba|usaba|vivía|solía|no\s+longer\s+at|"
     r"ya\s+no\s+trabajo)\b", _I)
 #: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
 _RETRACTION_RE = re.compile(
-    r"^(?:(?:ok|okay|so|and|actually|hmm|also)[\s,]+)*(?:forget|scratch|ignore|drop|disregard|"
-    r"never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate)\b", _I)
+    r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait)[\s,]+)*(?:forget|scratch|ignore|drop|"
+    r"disregard|never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate|"
+    r"earlier\s+i|before\s+i|i\s+(?:said|told\s+you)\b.*\b(?:earlier|before))\b"
+    # a condition or a concession states nothing of its own
+    r"|^(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
+    r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b", _I)
 
 _DECLARED_RE = re.compile(
     r"\b(?:from\s+now\s+on|from\s+here\s+on|going\s+forward|moving\s+forward|in\s+(?:the\s+)?"
@@ -159,11 +165,19 @@ def has_anchor(text: str) -> bool:
         cue.search(text) for cue in STYLE_CUES.values())
 
 
+_CAPABILITY_RE = re.compile(
+    r"^(?:speak|understand|read|see|hear|know|access|sprechen|sprichst|verstehen|verstehst|"
+    r"parler|parles|comprendre|hablar|hablas|entender)\b", _I)
+
+
 def polite_request(sentence: str) -> str | None:
     """The instruction inside a polite question ("can you keep it short?" -> "keep it
-    short"), or None when the sentence is no such request."""
+    short"), or None when the sentence is no such request ("can you speak Japanese?" asks
+    what the assistant can do)."""
     m = _POLITE_RE.match(sentence)
-    return None if m is None else sentence[m.end():]
+    if m is None or _CAPABILITY_RE.match(sentence[m.end():]):
+        return None
+    return sentence[m.end():]
 
 
 def is_question(sentence: str) -> bool:
@@ -171,13 +185,19 @@ def is_question(sentence: str) -> bool:
     core = sentence.strip(" \x00")
     if polite_request(core) is not None:
         return False
-    return core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
+    return (core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
+            or _POLITE_RE.match(core) is not None)  # a capability question
+
+
+_PRONOUNS_RE = re.compile(r"\b(?:he/him|she/her|they/them|he/they|she/they)\b", _I)
 
 
 def someone_else_in(clause: str) -> bool:
     """Whether the clause is about someone else ("my manager prefers tables", "she speaks
-    Spanish"): that clause states nothing of the user's, the others of its sentence may."""
-    return _SOMEONE_RE.search(_OWN_GROUP_RE.sub(" ", clause)) is not None
+    Spanish"): that clause states nothing of the user's, the others of its sentence may.
+    The user's own pronouns ("(he/him)") are no other person."""
+    text = _PRONOUNS_RE.sub(" ", _OWN_GROUP_RE.sub(" ", clause))
+    return _SOMEONE_RE.search(text) is not None
 
 
 def about_someone_else(sentence: str) -> bool:
@@ -311,10 +331,22 @@ def states_channel(clause: str) -> bool:
     return _CHANNEL_CUE_RE.search(clause) is not None
 
 
-def states_style(key: str, clause: str) -> bool:
-    """Whether the clause holds a word the style key is stated with."""
+#: a value of a key that has its own words, narrower than the key's
+VALUE_CUES: dict[str, re.Pattern[str]] = {
+    "code=diff": re.compile(r"\b(?:diffs?|patch\w*)\b", _I),
+    "code=code-first": re.compile(r"(?<!\bthe\s)(?<!\bden\s)(?<!\ble\s)(?<!\bel\s)\bcode\b|"
+                                  r"código", _I),
+}
+
+
+def states_style(key: str, clause: str, value: str | None = None) -> bool:
+    """Whether the clause holds a word the style key (and, where it has its own, the value)
+    is stated with."""
     cue = STYLE_CUES.get(key)
-    return cue is None or cue.search(clause) is not None
+    if cue is not None and cue.search(clause) is None:
+        return False
+    narrow = VALUE_CUES.get(f"{key}={value}")
+    return narrow is None or narrow.search(clause) is not None
 
 
 _RATHER_RE = re.compile(r"\b(?:rather|instead|prefer\w*|lieber|statt|plutôt|mejor|en\s+vez)\b",
@@ -325,3 +357,15 @@ def asks_for_writing(clause: str) -> bool:
     """A request to write some text ("write a formal email to my landlord"); "write me an SMS
     rather than an email" is a preference between channels, not such a request."""
     return _ARTEFACT_RE.search(clause.strip()) is not None and not _RATHER_RE.search(clause)
+
+
+_IMPERATIVE_RE = re.compile(
+    r"^(?:please\s+|bitte\s+)?(?:set\s+up|create|build|make|write|generate|fix|add|deploy|"
+    r"explain|show|give|implement|refactor|convert|port|draft|erstell\w*|schreib\w*|bau\w*|"
+    r"écri\w*|crée\w*|génère\w*|escrib\w*|crea\w*|genera\w*|haz)\b", _I)
+
+
+def imperative(clause: str) -> bool:
+    """A task for the assistant ("write a function in Go"): the tools it names are the
+    task's, not the user's."""
+    return _IMPERATIVE_RE.match(clause.strip()) is not None and not first_person(clause)

@@ -34,7 +34,7 @@ _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "tea
               "language": "English", "tool": "Docker", "channel": "Slack"}
 _NEGATED_RE = re.compile(
     r"(?:\bnot|\bno|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|over|\bnicht|"
-    r"\bkein\w*|statt|\bals|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
+    r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
     r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
 #: a ban: with a format or content thing in the clause, it is a veto whatever else it says
@@ -80,10 +80,15 @@ _REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour|ve
 _FROM_RE = re.compile(r"\b(?:from|von|de|desde)\s+$", re.IGNORECASE)
 
 
+_COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm]?\s+)?$",
+                          re.IGNORECASE)
+
+
 def _negated(clause: str, slot: slots.Slot) -> bool:
-    """Negated ("not npm", "instead of yarn") or replaced ("from npm to pnpm")."""
+    """Negated ("not npm", "instead of yarn"), the loser of a comparison ("lieber eine SMS
+    als eine Mail") or replaced ("from npm to pnpm")."""
     before = clause[max(0, slot.start - 30):slot.start]
-    if _NEGATED_RE.search(before) is not None:
+    if _NEGATED_RE.search(before) is not None or _COMPARED_RE.search(clause[:slot.start]):
         return True
     return _FROM_RE.search(before) is not None and _REPLACED_RE.match(clause[slot.end:]) is not None
 
@@ -161,18 +166,35 @@ def _fragment(pending: _Pending) -> bool:
     return all(w in _FILLER_WORDS for w in rest.lower().split())
 
 
+_LANGUAGE_FRAME_RE = re.compile(
+    r"(?:\b(?:in|into|auf|en|to|speak|talk|write|answer|reply|respond|sprich\w*|antwort\w*|"
+    r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
+    r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain)\s+)?|^)$", re.IGNORECASE)
+_LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|nur|por\s+fa)",
+                                re.IGNORECASE)
+
+
+def _answer_language(clause: str, slot: slots.Slot) -> bool:
+    """A language named as the one to answer in ("in German", "auf Deutsch", "English
+    please"), not as something the user is or learns ("I'm Dutch", "still learning German")."""
+    return (_LANGUAGE_FRAME_RE.search(clause[max(0, slot.start - 30):slot.start]) is not None
+            or _LANGUAGE_AFTER_RE.match(clause[slot.end:]) is not None)
+
+
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
-        return [("style", key, value)] if gates.states_style(key, clause) else []
+        return [("style", key, value)] if gates.states_style(key, clause, value) else []
     if label == "language":
-        langs = [s for s in usable if s.kind == "language"]
+        langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
         return [("style", "language", langs[-1].value)] if langs else []
     if label == "identity":
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS]
     if label == "tooling":
+        if gates.imperative(clause):
+            return []
         sentence_tools = set(pending.message_tools)
         out = []
         for s in usable:
@@ -192,7 +214,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "channel":
         if not gates.states_channel(clause):
             return []
-        return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][-1:]
+        return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][:1]
     return []
 
 
@@ -271,6 +293,9 @@ class StatementReader:
                 label = "veto"
             if label in (NONE, "tooling") and _tool_banned(pending):
                 label = "veto"  # "no moment.js please", "ya no usamos Redux"
+            elif label == "veto" and not _BAN_RE.search(pending.clause.text) and any(
+                    s.kind == "tool" for s in pending.found):
+                label = "tooling"  # "i use zed now": a tool said without any ban is used
             here = (pending.message, pending.clause.index)
             if label == NONE and previous is not None and previous[:2] == here and (
                     _fragment(pending)):

@@ -50,7 +50,8 @@ _EMPLOYER_CUES = re.compile(
     rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
     rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
     rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
-    rf"développeuse|ingénieure?|desarrollador(?:a)?|ingenier[oa])\s+(?:at|@|chez|bei|en|para))"
+    rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
+    rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para))"
     rf"\s+(?P<v>{_NAME})", _I)
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
@@ -64,9 +65,12 @@ _ROLE_CUES = re.compile(
     r"trabajo\s+como|como)"
     r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
-    r"|^(?:an?\s+)?(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|designer|manager|"
-    r"scientist|analyst|architect|researcher|consultant|founder|intern|translator|student))"
-    r"(?:\s+(?:at|@|chez|bei|en|in)\s|$)", _I)
+    r"|^(?!not\b|no\b|nicht\b|pas\b|kein)(?:an?\s+|une?\s+|una?\s+)?"
+    r"(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|"
+    r"designer|manager|scientist|analyst|architect|researcher|consultant|founder|intern|"
+    r"translator|student|entwickler\w*|ingenieur\w*|développeu\w+|ingénieur\w*|"
+    r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
+    r"(?:\s+(?:at|@|chez|bei|en|in|para)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = frozenset(
     """engineer developer programmer designer manager scientist analyst architect researcher
@@ -74,7 +78,8 @@ ROLE_HEADS = frozenset(
     cto ceo cfo director lead intern freelancer contractor sre admin administrator accountant
     marketer recruiter entrepreneur maintainer translator""".split())
 #: short forms of role words
-_ROLE_SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager"}
+_ROLE_SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager",
+               "prof": "teacher", "profe": "teacher"}
 _ROLE_WORDS = {
     "entwickler": "developer", "entwicklerin": "developer",
     "softwareentwickler": "software developer", "softwareentwicklerin": "software developer",
@@ -99,14 +104,21 @@ _ROLE_WORDS = {
 _ZONE_RE = re.compile(
     rf"(?<![\w/])(?:(?-i:{ABBREVIATION_PATTERN})|(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?"
     r"|(?-i:[A-Z][a-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)"
-    r"|(?:pacific|eastern|central|mountain|uk|indian?)\s+(?:standard\s+|daylight\s+)?time)"
+    r"|(?:pacific|eastern|central|mountain|uk|indian?)\s+(?:standard\s+|daylight\s+)?time"
+    r"|hora\s+del\s+(?:este|pacífico)|hora\s+central|heure\s+de\s+l'est|"
+    r"mitteleuropäische\s+zeit)"
     r"(?![\w/])", _I)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
 #: a city counts only right after a word that places someone: "in Berlin", "à Nantes"
 _PLACE_BEFORE_RE = re.compile(
     r"(?<!airport\s)(?<!station\s)(?<!hotel\s)(?<!flughafen\s)(?<!bahnhof\s)"
-    r"\b(?:in|im|en|à|a|nach|near|around|outside|(?:moved|moving|relocated|relocating)\s+to)"
-    r"\s+$", _I)
+    r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
+    r"\b(?:in|im|en|à|a|near|around|outside|(?:moved|moving|relocated|relocating)\s+to|"
+    r"(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
+#: a city in lower case ("j'habite à lyon") counts after a word of living there
+_LIVE_BEFORE_RE = re.compile(
+    r"\b(?:live|living|based|wohne|lebe|habite|vis|vivo|resido|moved\s+to)\s+(?:in|à|en|a)?\s*$",
+    _I)
 _CHANNELS = {
     "slack": "slack", "email": "email", "e-mail": "email", "mail": "email", "emails": "email",
     "telegram": "telegram", "sms": "sms", "text": "sms", "texts": "sms", "whatsapp": "whatsapp",
@@ -191,7 +203,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
              if s.kind in {"name", "preferred_name", "employer", "timezone"}]
     for start, end, city in cities:
         if not any(a <= start < b for a, b in taken) and _PLACE_BEFORE_RE.search(
-                clause[max(0, start - 12):start]):
+                clause[max(0, start - 30):start]):
             slots.append(Slot("location", city.name, start, end))
     for m in _WORD_RE.finditer(clause):
         word = m.group()
@@ -203,6 +215,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for start, end, written, name in tools.mentions(clause):
         if name in tools.AMBIGUOUS and written == name and not _tool_context(clause, start):
             continue
+        if _NOT_THE_TOOL_RE.match(clause[end:]):
+            continue  # "the vim extension", "jest is outdated"
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
         slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
@@ -226,7 +240,9 @@ def _cities(text: str) -> list[tuple[int, int, City]]:
             if n > 1 and not (words[i].group()[0].isupper()
                               and words[i + n - 1].group()[0].isupper()):
                 continue  # "Mexico City", "Ciudad de México": capitalised at both ends
-            city = find_city(span)
+            city = find_city(span) or (
+                find_city(span.title()) if _LIVE_BEFORE_RE.search(text[max(0, start - 30):start])
+                else None)
             if city is not None and (span[0].isupper() or n == 1):
                 found = (start, end, city, n)
                 break
@@ -262,6 +278,11 @@ _TOOL_CONTEXT_RE = re.compile(
     r"(?:'re|are|'m|am|run|runs|built|build|deploy)\s+on|"
     r"utilisons|avec|usamos|uso|"
     r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
+
+
+_NOT_THE_TOOL_RE = re.compile(
+    r"^[\s-]*(?:extension|plugin|mode|keybindings?|bindings|emulation|stuff\s+is\s+(?:outdated|"
+    r"old|obsolete|gone)|(?:is|are)\s+(?:outdated|obsolete|deprecated|gone|dead))\b", _I)
 
 
 def _tool_context(clause: str, start: int) -> bool:

@@ -45,6 +45,9 @@ _CLAUSE_RE = re.compile(
     r"\s*[;:,\u2013\u2014]\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
     r"|\s+(?:and|but|so|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
     r"entonces|then)\s+(?=\S)"
+    # a condition or concession is a clause of its own ("..., even if I write in English")
+    r"|\s+(?=(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
+    r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b)"
     # "detailed answers with examples": a second style request, read on its own
     r"|\s+(?=(?:with|mit|avec|con)\s+(?:some\s+|a\s+few\s+|des\s+|vielen\s+)?"
     r"(?:examples?|beispielen?|exemples?|ejemplos?|emojis?|tables?|tabellen)\b)",
