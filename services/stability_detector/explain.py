@@ -21,6 +21,7 @@ from services.stability_detector.scoring import (
     ValueScore,
     compute_cache,
     fold_commands,
+    in_window,
     next_crossing,
     score_keys,
     state_for,
@@ -85,8 +86,9 @@ def explain(facet: FacetKey, evidence: Iterable[Evidence], commands: Iterable[Co
     row = cache.get(facet)
     half_life = settings.half_life(facet[0])
     winner = keys.winner if keys else None
+    held = row is not None and row.origin != "learned"
     change_at = (next_crossing(winner.stability, as_of, half_life, settings)
-                 if winner and user_state == AUTO else None)
+                 if winner and user_state == AUTO and not held else None)
     return {
         "class": facet[0], "key": facet[1], "as_of": as_of, "user_state": user_state,
         "user_multiplier": multiplier,
@@ -103,4 +105,30 @@ def explain(facet: FacetKey, evidence: Iterable[Evidence], commands: Iterable[Co
         "next_state": (state_after(winner.stability, settings)
                        if winner and change_at else None),
         "evidence": list(row.evidence_refs) if row else [],
+        "origin": row.origin if row else "learned",
+        **statements_doc(evidence, facet, as_of, window_start),
     }
+
+
+def _statement(item: Evidence) -> dict[str, Any]:
+    return {"value": item.value, "stance": item.stance, "sentence": item.sentence,
+            "observed_at": item.observed_at, "evidence": list(item.refs)}
+
+
+def statements_doc(evidence: Iterable[Evidence], facet: FacetKey, as_of: float,
+                   window_start: float | None) -> dict[str, Any]:
+    """The user's latest statement about the key and the statements of other values it
+    replaced: what explains "why does it say English now?"."""
+    said = sorted((e for e in evidence
+                   if (e.facet_class, e.key) == facet and e.stance not in (None, "one_off")
+                   and in_window(e, as_of, window_start)),
+                  key=lambda e: e.seq, reverse=True)
+    if not said:
+        return {"statement": None, "replaced": []}
+    latest = said[0]
+    replaced, seen = [], {latest.value}
+    for item in said[1:]:
+        if item.value not in seen:
+            seen.add(item.value)
+            replaced.append(_statement(item))
+    return {"statement": _statement(latest), "replaced": replaced}

@@ -111,3 +111,14 @@ def test_identity_and_vetoes_are_never_active_from_weak_cues_alone() -> None:
     # the one-signature floor lifts a Candidate only: once decay drops it, it is gone
     assert ("identity", "name") not in cache([seen("Priya", 1, "structural")],
                                              as_of=T0 + 400 * DAY)
+
+
+def test_explain_names_the_statement_that_replaced_a_value() -> None:
+    from services.stability_detector.explain import explain
+
+    evidence = [said("de", 1, "declared"), said("de", 2), said("en", 3)]
+    doc = explain(("style", "language"), evidence, [], T0 + 100, T0 + 100, SETTINGS)
+    assert doc is not None
+    assert (doc["value"], doc["origin"], doc["next_change_at"]) == ("en", STATED, None)
+    assert (doc["statement"]["value"], doc["statement"]["sentence"]) == ("en", "sentence 3")
+    assert [(r["value"], r["stance"]) for r in doc["replaced"]] == [("de", "standing")]

@@ -147,6 +147,15 @@ class ValueExplanation(_Result):
     state: FacetState = Field(description="The state this stability alone would give.")
 
 
+class StatementExplanation(_Result):
+    value: str = Field(description="The value the statement gave.")
+    stance: str = Field(description="How it was meant: `standing`, `declared`, `confirmed`, "
+                                    "`one_off` or `denied`.")
+    sentence: str | None = Field(description="What the user said.")
+    observed_at: float = Field(description="When it was said (epoch seconds).")
+    evidence: list[EvidenceRef] = Field(description="Where it was said (the turn).")
+
+
 class Explanation(_Result):
     class_: FacetClass = Field(alias="class", description=_CLASS)
     key: str = Field(description=_KEY)
@@ -165,3 +174,14 @@ class Explanation(_Result):
     next_change_at: float | None = Field(description="When decay changes the state next.")
     next_state: FacetState | None = Field(description="The state it then falls to.")
     evidence: list[EvidenceRef] = Field(description="The newest evidence it came from.")
+    origin: FacetOrigin = Field(
+        default=FacetOrigin.LEARNED,
+        description="Why it holds its value (as in `Facet.origin`).")
+    statement: StatementExplanation | None = Field(
+        default=None,
+        description="The user's latest statement about this key, which holds (or once held) "
+                    "its value; null when the user never stated one.")
+    replaced: list[StatementExplanation] = Field(
+        default_factory=list,
+        description="Earlier statements of other values that the latest one replaced, newest "
+                    "first.")
