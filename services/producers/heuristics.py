@@ -36,9 +36,7 @@ MAX_TURNS = 100
 RATIO_WINDOW = 15
 COMPRESSED_RECENT_BELOW = 0.3
 COMPRESSED_EARLIER_ABOVE = 0.5
-BALANCED_RECENT_ABOVE = 0.8
 COMPRESSED_CONFIDENCE = 0.65
-BALANCED_CONFIDENCE = 0.60
 
 # EditWindow
 EDIT_WINDOW_SECONDS = 30.0
@@ -97,9 +95,9 @@ _CORRECTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"\bmake\s+it\s+longer\b", "verbosity", "detailed"),
         # just code: "just code", "just the code", "just give me the code", "code only",
         # "only the code"
-        (r"\bjust\s+(?:give\s+me\s+|show\s+me\s+)?(?:the\s+)?code\b", "format", "code-only"),
-        (r"\bcode\s+only\b", "format", "code-only"),
-        (r"\bonly\s+(?:the\s+)?code\b", "format", "code-only"),
+        (r"\bjust\s+(?:give\s+me\s+|show\s+me\s+)?(?:the\s+)?code\b", "code", "code-first"),
+        (r"\bcode\s+only\b", "code", "code-first"),
+        (r"\bonly\s+(?:the\s+)?code\b", "code", "code-first"),
         # not bullets: "not bullets", "no bullets", "no bullet points", "without bullets",
         # "stop using bullets", "fewer bullets", "in prose", "as a paragraph"
         (
@@ -121,7 +119,6 @@ _VETOES: dict[tuple[str, str], tuple[str, str, float]] = {
     ("format", "prose"): ("format=nested-bullets", "banned", 0.75),
     ("verbosity", "terse"): ("style=long-replies", "banned", 0.70),
 }
-_OTHER_VETO_CONFIDENCE = 0.65
 
 
 @dataclass
@@ -130,7 +127,7 @@ class SessionState:
 
     #: (turn_id, user_len, assistant_len), oldest first, at most MAX_TURNS
     turns: list[tuple[str, int, int]] = field(default_factory=list)
-    #: once-per-session emissions already made ("length_ratio:verbosity=compressed", ...)
+    #: once-per-session emissions already made ("length_ratio:verbosity=terse", ...)
     fired: set[str] = field(default_factory=set)
     #: "key=value" -> event time (user_at) of the last EditWindow emission of that value
     cooldowns: dict[str, float] = field(default_factory=dict)
@@ -214,10 +211,11 @@ def _length_ratio(state: SessionState, p: TurnRecorded) -> list[Candidate]:
     window = state.turns[-2 * RATIO_WINDOW :]
     earlier = _mean_ratio(window[:RATIO_WINDOW])
     recent = _mean_ratio(window[RATIO_WINDOW:])
+    # The vocabulary's verbosity is terse or detailed: messages that shrank against the
+    # replies lean terse; messages as long as the replies say nothing about answer length
+    # (they used to be emitted as `balanced`, a value no prompt could act on).
     if recent < COMPRESSED_RECENT_BELOW and earlier > COMPRESSED_EARLIER_ABOVE:
-        value, confidence = "compressed", COMPRESSED_CONFIDENCE
-    elif recent > BALANCED_RECENT_ABOVE:
-        value, confidence = "balanced", BALANCED_CONFIDENCE
+        value, confidence = "terse", COMPRESSED_CONFIDENCE
     else:
         return []
     token = f"{LENGTH_RATIO}:verbosity={value}"
@@ -299,10 +297,9 @@ def _edit_window(state: SessionState, p: TurnRecorded) -> list[Candidate]:
                 )
             )
 
-        if count >= REPEATS_FOR_VETO:
-            veto_key, veto_value, confidence = _VETOES.get(
-                (key, value), (f"{key}={value}", "banned", _OTHER_VETO_CONFIDENCE)
-            )
+        if count >= REPEATS_FOR_VETO and (key, value) in _VETOES:
+            # only corrections whose opposite the vocabulary can name become a veto
+            veto_key, veto_value, confidence = _VETOES[(key, value)]
             token = f"veto:{veto_key}={veto_value}"
             if token not in state.fired:
                 state.fired.add(token)

@@ -18,6 +18,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from habitus.events.ingest import TurnRecorded
+from habitus.vocabulary import check
 from services.producers.candidates import Candidate
 from services.producers.heuristics import (
     EDIT_CONFIDENCE,
@@ -115,9 +116,9 @@ def test_just_inside_the_window() -> None:
         ("be brief", [("verbosity", "terse")]),
         ("less", [("verbosity", "terse")]),
         ("less text please", [("verbosity", "terse")]),
-        ("just code", [("format", "code-only")]),
-        ("just give me the code", [("format", "code-only")]),
-        ("code only", [("format", "code-only")]),
+        ("just code", [("code", "code-first")]),
+        ("just give me the code", [("code", "code-first")]),
+        ("code only", [("code", "code-first")]),
         ("not bullets please", [("format", "prose")]),
         ("no bullet points", [("format", "prose")]),
         ("please don't use bullets", [("format", "prose")]),
@@ -167,7 +168,7 @@ def test_cooldown_is_per_value() -> None:
     s, out = observe_turn(s, _turn(2, "more detail", at=T0 + 20, gap=5))
     assert facets(out) == [("style", "verbosity", "detailed")]
     s, out = observe_turn(s, _turn(3, "just code", at=T0 + 40, gap=5))
-    assert facets(out) == [("style", "format", "code-only")]
+    assert facets(out) == [("style", "code", "code-first")]
 
 
 def test_a_late_older_turn_is_inside_the_cooldown_too() -> None:
@@ -208,18 +209,21 @@ def test_three_not_bullets_give_one_veto() -> None:
 
 
 @pytest.mark.parametrize(
-    ("message", "veto", "confidence"),
+    ("message", "veto"),
     [
-        ("shorter please", ("style=long-replies", "banned"), 0.70),
-        ("more detail", ("verbosity=detailed", "banned"), 0.65),
-        ("just code", ("format=code-only", "banned"), 0.65),
+        ("shorter please", [("style=long-replies", "banned", 0.70)]),
+        ("not bullets please", [("format=nested-bullets", "banned", 0.75)]),
+        # a veto the vocabulary cannot name is not made up from the correction's own words
+        ("more detail", []),
+        ("just code", []),
     ],
 )
-def test_veto_mapping(message: str, veto: tuple[str, str], confidence: float) -> None:
+def test_veto_mapping(message: str, veto: list[tuple[str, str, float]]) -> None:
     turns = [_turn(i, message, at=T0 + 10 * i, gap=5) for i in range(1, 4)]
     _, emitted = _feed(turns)
     vetoes = [c for c in _flat(emitted) if c.facet_class == "veto"]
-    assert [(c.key, c.value, c.confidence) for c in vetoes] == [(*veto, confidence)]
+    assert [(c.key, c.value, c.confidence) for c in vetoes] == veto
+    assert all(check("veto", c.key, c.value) is None for c in vetoes)
 
 
 def test_corrections_outside_the_window_do_not_count() -> None:
@@ -251,12 +255,12 @@ def _ratio_turns(pairs: Sequence[tuple[int, int]], start: int = 0) -> list[TurnR
     return [_turn(start + i, "u" * u, "a" * a) for i, (u, a) in enumerate(pairs)]
 
 
-def test_shrinking_user_messages_give_compressed_once() -> None:
+def test_shrinking_user_messages_give_terse_once() -> None:
     turns = _ratio_turns([(200, 100)] * 15 + [(5, 100)] * 15 + [(5, 100)] * 10)
     state, emitted = _feed(turns)
     assert all(out == [] for out in emitted[:29])
     [c] = emitted[29]
-    assert (c.facet_class, c.key, c.value) == ("style", "verbosity", "compressed")
+    assert (c.facet_class, c.key, c.value) == ("style", "verbosity", "terse")
     assert c.cue_family == "behavioral"
     assert c.confidence == 0.65
     assert c.producer == "length_ratio"
@@ -264,7 +268,7 @@ def test_shrinking_user_messages_give_compressed_once() -> None:
         {"type": "turn_window", "session_id": "s1", "from_turn_id": "t0", "to_turn_id": "t29"},
     )
     assert all(out == [] for out in emitted[30:])
-    assert "length_ratio:verbosity=compressed" in state.fired
+    assert "length_ratio:verbosity=terse" in state.fired
 
 
 def test_fewer_than_30_turns_nothing() -> None:
@@ -272,11 +276,9 @@ def test_fewer_than_30_turns_nothing() -> None:
     assert _flat(emitted) == []
 
 
-def test_long_user_messages_give_balanced_once() -> None:
+def test_long_user_messages_say_nothing_about_answer_length() -> None:
     _, emitted = _feed(_ratio_turns([(90, 100)] * 45))
-    out = _flat(emitted)
-    assert [(c.key, c.value, c.confidence) for c in out] == [("verbosity", "balanced", 0.60)]
-    assert emitted[29] == out
+    assert _flat(emitted) == []
 
 
 def test_compressed_needs_a_long_earlier_window() -> None:
@@ -287,13 +289,13 @@ def test_compressed_needs_a_long_earlier_window() -> None:
 def test_zero_length_assistant_counts_zero() -> None:
     # earlier: 15 turns at 2.0 (> 0.5); recent: no assistant reply at all -> ratio 0
     _, emitted = _feed(_ratio_turns([(200, 100)] * 15 + [(50, 0)] * 15))
-    assert [c.value for c in _flat(emitted)] == ["compressed"]
+    assert [c.value for c in _flat(emitted)] == ["terse"]
 
 
-def test_compressed_then_balanced_both_fire_once() -> None:
-    pairs = [(200, 100)] * 15 + [(5, 100)] * 15 + [(100, 100)] * 30
+def test_shrinking_fires_once_however_long_the_session() -> None:
+    pairs = [(200, 100)] * 15 + [(5, 100)] * 15 + [(100, 100)] * 30 + [(5, 100)] * 30
     _, emitted = _feed(_ratio_turns(pairs))
-    assert [c.value for c in _flat(emitted)] == ["compressed", "balanced"]
+    assert [c.value for c in _flat(emitted)] == ["terse"]
 
 
 # --------------------------------------------------------------------------- state

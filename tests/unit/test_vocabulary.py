@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from habitus.events.ingest import EmailObserved, ProviderProfileSynced
+from habitus.events.ingest import EmailObserved, ProviderProfileSynced, TurnRecorded
 from habitus.vocabulary import (
     canonical_city,
     canonical_language,
@@ -19,6 +19,7 @@ from habitus.vocabulary import (
     first_person,
     open_key_problem,
 )
+from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
 from services.producers.reading.reader import StatementReader
 from services.producers.reflection import reflection_candidates
@@ -118,6 +119,34 @@ def test_no_deterministic_producer_emits_outside_the_vocabulary() -> None:
         "fields": {"name": "Priya Raman", "email": "Priya@Globex.com", "timezone": "IST",
                    "role": "Staff Data Engineer", "employer": "Globex"}})
     out += [(c.facet_class, c.key, c.value) for c in provider_candidates(sync, 1.0)]
+    # the heuristics over a long session of quick corrections and shrinking messages
+    state = SessionState()
+    for n, text in enumerate([*texts, *["shorter please", "no bullets", "just code"] * 4]):
+        turn = TurnRecorded.model_validate({
+            "session_id": "s", "turn_id": f"t{n}", "channel": "web", "user_message": text,
+            "assistant_message": "x" * (300 if n > 40 else 50), "user_at": 1000.0 + 20 * n,
+            "assistant_at": 1005.0 + 20 * n, "previous_assistant_at": 990.0 + 20 * n})
+        state, found = observe_turn(state, turn)
+        out += [(c.facet_class, c.key, c.value) for c in found]
+    assert {"length_ratio", "edit_window", "correction_repeat"} <= {
+        c.producer for c in _all_heuristics()}
     assert len(out) > 300
     outside = [(t, check(*t)) for t in out if check(*t) is not None]
     assert outside == []
+
+
+def _all_heuristics() -> list[object]:
+    """Every heuristic fired at least once: a shrinking session and repeated corrections."""
+    state, found = SessionState(), []
+    for n in range(60):
+        text = "shorter please" if n % 3 == 0 else "please explain how the cache works " * 14
+        turn = TurnRecorded.model_validate({
+            "session_id": "h", "turn_id": f"h{n}", "channel": "web",
+            "user_message": text if n < 20 else "ok", "assistant_message": "y" * 400,
+            "user_at": 5000.0 + 20 * n, "assistant_at": 5003.0 + 20 * n,
+            "previous_assistant_at": 4995.0 + 20 * n})
+        state, more = observe_turn(state, turn)
+        found += more
+    for c in found:
+        assert check(c.facet_class, c.key, c.value) is None, (c.facet_class, c.key, c.value)
+    return found

@@ -149,7 +149,8 @@ ANCHOR_WORDS = frozenset(
     yo mi mis me llamo nosotros nuestro nuestra responde respuestas corto corta cortas breve
     detallado detalladas tabla tablas ejemplos siempre nunca llámame prefiero uso usamos
     sin emoji emojis on nous j'habite j'utilise je j'ai soy estoy vivo trabajo uso usamos
-    programo wohne arbeite nutze nutzen bin sind est sommes somos détailler détaille detalla
+    programo wohne arbeite nutze nutzen bin sind est sommes somos tenemos tengo haben avons
+    détailler détaille detalla
     detallar tldr let's lets direkt förmlich formell freundlich locker direct formel amical
     décontracté directo amable informal sei sois sé""".split())
 _WORD_RE = re.compile(r"[\w']+")
@@ -185,8 +186,9 @@ def is_question(sentence: str) -> bool:
     core = sentence.strip(" \x00")
     if polite_request(core) is not None:
         return False
-    return (core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
-            or _POLITE_RE.match(core) is not None)  # a capability question
+    if _POLITE_RE.match(core):
+        return True  # polite_request() was None: a capability question ("can you speak ...?")
+    return core.endswith("?") or core.startswith("¿") or _QUESTION_START_RE.match(core) is not None
 
 
 _PRONOUNS_RE = re.compile(r"\b(?:he/him|she/her|they/them|he/they|she/they)\b", _I)
@@ -334,8 +336,10 @@ def states_channel(clause: str) -> bool:
 #: a value of a key that has its own words, narrower than the key's
 VALUE_CUES: dict[str, re.Pattern[str]] = {
     "code=diff": re.compile(r"\b(?:diffs?|patch\w*)\b", _I),
-    "code=code-first": re.compile(r"(?<!\bthe\s)(?<!\bden\s)(?<!\ble\s)(?<!\bel\s)\bcode\b|"
-                                  r"código", _I),
+    # the answer's code, not the user's own ("my code crashes")
+    "code=code-first": re.compile(
+        r"(?<!\bmy\s)(?<!\bour\s)(?<!\bmein\s)(?<!\bmeinen\s)(?<!\bmon\s)(?<!\bmi\s)"
+        r"(?<!\bnotre\s)(?<!\bunser\s)\b(?:code|código)\b", _I),
 }
 
 

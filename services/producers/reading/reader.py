@@ -142,7 +142,8 @@ _CONTRAST_RE = re.compile(r"^(?:not|nicht|pas|rather\s+than|instead\s+of|statt|p
                           r"en\s+vez\s+de)\s+\S+$", re.IGNORECASE)
 _FILLER_WORDS = frozenset(
     """mostly mainly also too and with plus on in en et y und mit avec con some a bit the for
-    at chez bei para en sur auf a à""".split())
+    at chez bei para en sur auf a à el la le der die das backend frontend api server site app
+    apps""".split())
 
 
 def _tool_banned(pending: _Pending) -> bool:
@@ -151,6 +152,8 @@ def _tool_banned(pending: _Pending) -> bool:
                for s in pending.found)
 
 
+#: "deno for scripts", "astro for the marketing site": a tool and what it is used for
+_TOOL_FOR_RE = re.compile(r"^[\w.#+-]+(?:\s+[\w.#+-]+)?\s+(?:for|für|pour|para)\s", re.IGNORECASE)
 _PURPOSE_RE = re.compile(r"\b(?:for|für|pour|para)\s+[\w\s'-]{0,40}$", re.IGNORECASE)
 
 
@@ -262,7 +265,9 @@ class StatementReader:
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
                 anchored = gates.has_anchor(body) or any(
                     s.kind in _ANCHORING_KINDS for s in found) or (
-                    bool(found) and (n, clause.index) in speaking)
+                    bool(found) and (n, clause.index) in speaking) or (
+                    _TOOL_FOR_RE.match(body) is not None and any(
+                        s.kind == "tool" and s.start == 0 for s in found))
                 if anchored:
                     speaking.add((n, clause.index))  # "we're on Postgres and deploy to AWS"
                 if not found and not anchored:

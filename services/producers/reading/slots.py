@@ -285,7 +285,12 @@ _NOT_THE_TOOL_RE = re.compile(
     r"old|obsolete|gone)|(?:is|are)\s+(?:outdated|obsolete|deprecated|gone|dead))\b", _I)
 
 
+_FOR_AFTER_RE = re.compile(r"\s+(?:for|für|pour|para)\s", _I)
+
+
 def _tool_context(clause: str, start: int) -> bool:
     """An everyday word ("go", "rust", "express") is a tool only after a tool-ish verb."""
     before = clause[max(0, start - 40):start]
+    if start == 0 and _FOR_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
+        return True  # "redis for caching"
     return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None
