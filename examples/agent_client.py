@@ -44,8 +44,8 @@ SCRIPT = [
     # (what the user says, the tools the agent "calls" while answering, the score it gets)
     ("Write a python function that parses 'key=value' lines into a dict.",
      [("python", True)], 0.7),
-    # right after the answer: read as a correction of it, strong evidence of a preference
-    ("Shorter please, no bullet points.", [], 0.9),
+    # said once, about answers in general: a preference from this one message
+    ("Shorter answers please, and no bullet points.", [], 0.9),
     ("Never email Sarah at sarah@example.com.", [("send_email", True)], 1.0),
     ("What's the weather in Lisbon tomorrow?", [("web_search", False), ("web_search", True)],
      0.4),

@@ -43,8 +43,9 @@ class FacetExpectation:
     value: str
     #: active or provisional
     state: str
-    #: set by the user (a standing declaration)
-    pinned: bool = False
+    #: set by the user (a standing declaration, a confirmation, an update or a pin); a facet the
+    #: user stated once is not, nor is one a provider reports
+    set_by_user: bool = False
     #: learned from the model's answer (the extractor)
     llm: bool = False
     why: str = ""
@@ -353,14 +354,15 @@ def _sam(c: _Clock, user: str = "sam") -> UserStory:
                 FacetExpectation("style", "verbosity", "terse", "active",
                                  why="three corrections (days 20, 12, 2), each an explicit "
                                      "statement and a quick edit: 4.3 >= 1.5"),
-                FacetExpectation("style", "preamble", "skip", "active", pinned=True,
+                FacetExpectation("style", "preamble", "skip", "active", set_by_user=True,
                                  why="'From now on, no preamble.' is a standing declaration"),
-                FacetExpectation("style", "format", "code-only", "provisional",
-                                 why="said once, 20 days ago: 2^(-20/14) leaves 0.87"),
+                FacetExpectation("style", "code", "code-first", "active",
+                                 why="'just code', said once 20 days ago: remembered until "
+                                     "he says otherwise"),
                 FacetExpectation("tooling", "package_manager", "pnpm", "active",
                                  why="'I use pnpm' on days 20 and 2: 2.1"),
-                FacetExpectation("tooling", "database", "postgres", "provisional",
-                                 why="'We use Postgres' once, 12 days ago: 1.05"),
+                FacetExpectation("tooling", "database", "postgres", "active",
+                                 why="'We use Postgres', said once: remembered"),
                 FacetExpectation("identity", "name", "Sam Okafor", "active",
                                  why="the GitHub account (authoritative)"),
                 FacetExpectation("identity", "timezone", "America/Chicago", "active",
@@ -471,10 +473,11 @@ def _priya(c: _Clock, user: str = "priya") -> UserStory:
                 FacetExpectation("style", "verbosity", "detailed", "active",
                                  why="four requests for more (days 19, 9, 3), two of them "
                                      "quick corrections"),
-                FacetExpectation("style", "format", "tables", "active", pinned=True,
+                FacetExpectation("style", "format", "tables", "active", set_by_user=True,
                                  why="'Always use tables.' is a standing declaration"),
-                FacetExpectation("identity", "role", "Senior Data Analyst", "active",
-                                 why="six signed emails: 0.9 x ln 7 = 1.75"),
+                FacetExpectation("identity", "role", "data analyst", "active",
+                                 why="six signed emails agree (the title in canonical form: "
+                                     "seniority is not kept)"),
                 FacetExpectation("identity", "employer", "Acme Corp", "active",
                                  why="six signed emails"),
                 FacetExpectation("identity", "name", "Priya Raman", "active",
@@ -486,7 +489,7 @@ def _priya(c: _Clock, user: str = "priya") -> UserStory:
             ],
             absent=[("identity", "role", "VP Finance"), ("identity", "name", "Sarah Lee")],
             profile=["**verbosity**: detailed", "**format**: tables *(set by the user)*",
-                     "**role**: Senior Data Analyst", "gmail (priya@acme.example)"],
+                     "**role**: data analyst", "gmail (priya@acme.example)"],
             rules=[RuleExpectation("send_email", "critical", "Never email Sarah",
                                    "user-edict")],
             habits=[HabitExpectation("I ask for the weekly metrics summary", "Include a table "
@@ -573,23 +576,23 @@ def _marco(c: _Clock, user: str = "marco") -> UserStory:
         private=("Marco Rossi", "marco@globex.example", "Munich", "meetings before 9am"),
         expected=Expected(
             facets=[
-                FacetExpectation("style", "language", "german", "active",
-                                 why="asked on days 18 and 4, once as a quick correction"),
-                FacetExpectation("style", "emoji", "none", "active", pinned=True,
+                FacetExpectation("style", "language", "de", "active",
+                                 why="'Answer in German.', said on days 18 and 4"),
+                FacetExpectation("style", "emoji", "none", "active", set_by_user=True,
                                  why="'From now on, no emoji.' is a standing declaration"),
                 FacetExpectation("style", "tone", "formal", "provisional",
                                  why="asked once, 4 days ago: 2^(-4/14) x ln 2 x 2 = 1.14"),
-                FacetExpectation("identity", "location", "Munich", "provisional",
-                                 why="said once: explicit, 1.2"),
+                FacetExpectation("identity", "location", "Munich", "active",
+                                 why="'I'm based in Munich.', said once: remembered"),
                 FacetExpectation("identity", "name", "Marco Rossi", "active",
                                  why="the Outlook account (authoritative)"),
                 FacetExpectation("identity", "timezone", "Europe/Berlin", "active",
                                  why="the Outlook account (authoritative)"),
-                FacetExpectation("identity", "role", "Sales Director", "provisional",
-                                 why="the Outlook account and one signature: structural"),
+                FacetExpectation("identity", "role", "sales director", "active",
+                                 why="the Outlook account and a signature agree"),
             ],
             absent=[],
-            profile=["**language**: german", "**emoji**: none *(set by the user)*",
+            profile=["**language**: de", "**emoji**: none *(set by the user)*",
                      "**name**: Marco Rossi", "outlook (marco@globex.example)"],
             rules=[RuleExpectation("create_event", "critical", "before 9am", "user-edict"),
                    RuleExpectation("crm_lookup", "normal", "rate limited",
@@ -604,8 +607,7 @@ def _marco(c: _Clock, user: str = "marco") -> UserStory:
 
 
 def _lena(c: _Clock, user: str = "lena") -> UserStory:
-    """A newcomer on her first day: everything she said once is provisional, nothing yet in
-    PROFILE.md's style block, no habits, no rules."""
+    """A newcomer on her first day: what she said once is remembered, no habits, no rules."""
     items = _session(user, "lena-1", c.at(0, -90), [
         Turn("Hi! I work on the support team.", "Welcome!"),
         Turn("Keep it casual.", "Sure thing."),
@@ -618,19 +620,19 @@ def _lena(c: _Clock, user: str = "lena") -> UserStory:
     return UserStory(
         user_id=user, name="Lena", persona="a newcomer on the support team",
         story="Her first morning: says once that she is on the support team, wants it casual "
-              "and wants to learn SQL. Once is not enough to be sure.",
+              "and wants to learn SQL. Said once is enough: the next answer knows.",
         items=items,
         sample_request="How do I export the ticket list?",
         explain=("identity", "team"),
         private=("support team", "learn SQL"),
         expected=Expected(
             facets=[
-                FacetExpectation("identity", "team", "support", "provisional",
-                                 why="said once: explicit, 1.39 < 1.5"),
-                FacetExpectation("style", "tone", "casual", "provisional",
-                                 why="said once"),
+                FacetExpectation("identity", "team", "support", "active",
+                                 why="'I work on the support team.', said once: remembered"),
+                FacetExpectation("style", "tone", "casual", "active",
+                                 why="'Keep it casual.', said once: remembered"),
             ],
-            profile=["*(no entries yet)*"],
+            profile=["**team**: support", "**tone**: casual"],
             traces=1,
         ),
     )

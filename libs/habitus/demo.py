@@ -322,6 +322,10 @@ def route_count(stats: dict[str, Any]) -> int:
     return sum(int(row.get("count", row.get("traces", 0))) for row in stats.get("routes", []))
 
 
+def _set_by_user(facet: dict[str, Any]) -> bool:
+    return bool(facet.get("pinned")) or facet.get("origin") == "set_by_user"
+
+
 def problems(scenario: Scenario, found: dict[str, Any], *, scripted: bool = True) -> list[str]:
     """What differs from the scenario's expectations (with a real model, the expectations that
     rest on the model's answers are not checked)."""
@@ -337,10 +341,11 @@ def problems(scenario: Scenario, found: dict[str, Any], *, scripted: bool = True
                 bad.append(f"{who}: no facet {e.class_}/{e.key} (expected {e.value}, "
                            f"{e.state})")
             elif (f["value"].casefold(), f["state"]) != (e.value.casefold(), e.state) or \
-                    (e.pinned and not f["pinned"]):
+                    (e.set_by_user != _set_by_user(f)):
+                mark = ", set by the user"
                 bad.append(f"{who}: {e.class_}/{e.key} is {f['value']} ({f['state']}"
-                           f"{', pinned' if f['pinned'] else ''}), expected {e.value} "
-                           f"({e.state}{', pinned' if e.pinned else ''})")
+                           f"{mark if _set_by_user(f) else ''}), expected {e.value} "
+                           f"({e.state}{mark if e.set_by_user else ''})")
         for cls, key, value in exp.absent:
             f = facets.get((cls, key))
             if f is not None and f["value"].casefold() == value.casefold():
@@ -412,8 +417,10 @@ def show_user(out: Console, tenant: Any, user: Any, got: dict[str, Any]) -> None
     facets = Table("class", "key", "value", "state", "stability", "set by",
                    title="Active and provisional facets", title_justify="left")
     for f in got["facets"]:
-        set_by = "the user" if f["pinned"] else (
-            "their account" if f["stability"] is None else "learned")
+        set_by = {"set_by_user": "the user", "provider": "their account",
+                  "stated": "said once"}.get(f.get("origin", ""), "learned")
+        if f["pinned"]:
+            set_by = "the user"
         stability = "" if f["stability"] is None else f"{f['stability']:.2f}"
         facets.add_row(f["class"], f["key"], f["value"], f["state"], stability, set_by)
     out.print(facets)

@@ -15,6 +15,7 @@ from typing import Any
 
 from habitus.ids import derived_event_id
 from habitus.vocabulary import canonical_city, canonical_timezone, check, find_city
+from habitus.vocabulary.roles import canonical_role
 
 PROVIDER_PROFILE = "provider_profile"
 EMAIL_SIGNATURE = "email_signature"
@@ -110,7 +111,7 @@ def canonical_identity(facts: list[tuple[str, str, float]]) -> list[tuple[str, s
     for key, value, confidence in facts:
         canonical: str | None = squash_spaces(value)
         if key == "role":
-            canonical = canonical.lower() if canonical else None
+            canonical = canonical_role(value)
         elif key == "location":
             canonical = canonical_city(value.split(",")[0].strip())
         elif key == "timezone":

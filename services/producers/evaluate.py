@@ -5,7 +5,7 @@
 prints precision and recall per class on (class, key, value), the same with the stance
 (standing or one-off) required to match, and every miss: what was expected and not found, and
 what was found and not expected. `--tune` searches the classifier's thresholds on the tuning
-data only (the corpus's `split: tune` part and `statements_tune_extra.jsonl`, a second set
+data only (the corpus's `split: tune` part and `statements_tune_extra*.jsonl`, two more sets
 written apart from it) and writes them to `services/producers/reading/thresholds.json`; the
 held-out part never informs them. `--split tune` reports on the tuning data instead.
 """
@@ -27,7 +27,8 @@ from services.producers.reading.reader import StatementReader
 
 CORPUS = Path(__file__).parents[2] / "examples" / "eval" / "statements.jsonl"
 #: more tuning sentences, written apart from the corpus (never evaluated on)
-TUNE_EXTRA = CORPUS.with_name("statements_tune_extra.jsonl")
+TUNE_EXTRA = (CORPUS.with_name("statements_tune_extra.jsonl"),
+              CORPUS.with_name("statements_tune_extra2.jsonl"))
 Triple = tuple[str, str, str]
 
 
@@ -92,7 +93,8 @@ def evaluate(rows: Sequence[dict[str, object]], reader: StatementReader
 
 def tuning_rows(corpus: Path = CORPUS) -> list[dict[str, object]]:
     """Every sentence the reader may be tuned on: the corpus's tuning part and the extra set."""
-    extra = load(TUNE_EXTRA) if corpus == CORPUS and TUNE_EXTRA.exists() else []
+    extra = [row for path in TUNE_EXTRA if corpus == CORPUS and path.exists()
+             for row in load(path)]
     return load(corpus, "tune") + extra
 
 

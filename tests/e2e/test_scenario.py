@@ -127,7 +127,8 @@ async def test_the_scenario_teaches_every_user_what_its_story_says(
         await asyncio.to_thread(demo.send, api, demo.ordered_items(scenario))
         found = await settle_and_act(api, scenario, servers)
         RESULT.update(found=found, scenario=scenario, keys=keys, api=api)
-        assert demo.problems(scenario, found) == []
+        problems = demo.problems(scenario, found)
+        assert problems == [], "\n".join(problems)
 
 
 async def test_no_tenant_reads_another_tenants_users(system: System, servers: ServerUrls,

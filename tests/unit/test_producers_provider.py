@@ -34,7 +34,7 @@ def test_name_email_timezone_give_three_identity_candidates() -> None:
 def test_empty_and_blank_fields_are_skipped() -> None:
     p = _profile(name="  ", email="", timezone=None, role="Staff Engineer")
     out = assert_valid(provider_candidates(p, observed_at=1.0))
-    assert facets(out) == [("identity", "role", "staff engineer")]
+    assert facets(out) == [("identity", "role", "engineer")]
 
 
 def test_no_fields_no_candidates() -> None:

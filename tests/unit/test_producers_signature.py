@@ -56,7 +56,7 @@ def test_sent_email_gives_identity_candidates_with_their_confidences() -> None:
     out = by_key(assert_valid(signature_candidates(_email(ALICE))))
     assert {k: (c.value, c.confidence) for k, c in out.items()} == {
         "name": ("Alice Johnson", sig.NAME),
-        "role": ("senior software engineer", sig.ROLE),
+        "role": ("software engineer", sig.ROLE),  # canonical: seniority is not kept
         "timezone": ("America/Los_Angeles", sig.TIMEZONE),
         "employer": ("Acme Corp", sig.EMPLOYER),
         "location": ("San Francisco", sig.LOCATION),

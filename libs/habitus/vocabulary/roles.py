@@ -1,0 +1,89 @@
+"""Job titles in canonical form: lower-case, in plain English, without seniority.
+
+"Senior Data Analyst", "data analyst" and "Datenanalystin" are all `data analyst`: a
+profile says what someone does, and seniority or a word for "freelance" only splits one
+role into several that would compete for one key. Known abbreviations are spelled out
+("PM" is `product manager`, "dev" `developer`).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: words that say how senior or how employed, not what the job is
+SENIORITY = frozenset(
+    """senior junior sr sr. jr jr. principal staff freelance freelancing freelancer mid-level
+    midlevel entry-level lead-level graduate intern-level chief-of first-year second-year
+    phd ph.d master's masters undergrad undergraduate postdoc postdoctoral""".split())
+#: short forms spelled out
+SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager",
+         "em": "engineering manager", "ux": "ux", "prof": "teacher", "profe": "teacher",
+         "swe": "software engineer", "ds": "data scientist"}
+#: titles in German, French and Spanish, in English
+TRANSLATED = {
+    "entwickler": "developer", "entwicklerin": "developer",
+    "softwareentwickler": "software developer", "softwareentwicklerin": "software developer",
+    "ingenieur": "engineer", "ingenieurin": "engineer", "datenanalyst": "data analyst",
+    "datenanalystin": "data analyst", "produktmanager": "product manager",
+    "produktmanagerin": "product manager", "studentin": "student", "student": "student",
+    "lehrer": "teacher", "lehrerin": "teacher", "anwalt": "lawyer", "anwältin": "lawyer",
+    "designerin": "designer", "übersetzer": "translator", "übersetzerin": "translator",
+    "développeur": "developer", "développeuse": "developer", "ingénieur": "engineer",
+    "ingénieure": "engineer", "étudiant": "student", "étudiante": "student",
+    "professeur": "teacher", "professeure": "teacher", "avocat": "lawyer", "avocate": "lawyer",
+    "chef de produit": "product manager", "cheffe de produit": "product manager",
+    "traducteur": "translator", "traductrice": "translator",
+    "desarrollador": "developer", "desarrolladora": "developer", "ingeniero": "engineer",
+    "ingeniera": "engineer", "diseñador": "designer", "diseñadora": "designer",
+    "estudiante": "student", "profesor": "teacher", "profesora": "teacher",
+    "abogado": "lawyer", "abogada": "lawyer", "jefe de producto": "product manager",
+    "jefa de producto": "product manager", "analista de datos": "data analyst",
+    "ingeniero de datos": "data engineer", "ingeniera de datos": "data engineer",
+    "traductor": "translator", "traductora": "translator",
+    "krankenpfleger": "nurse", "krankenpflegerin": "nurse", "pflegekraft": "nurse",
+    "arzt": "doctor", "ärztin": "doctor", "apotheker": "pharmacist", "apothekerin": "pharmacist",
+    "elektriker": "electrician", "buchhalter": "accountant", "buchhalterin": "accountant",
+    "azubi": "apprentice", "infirmier": "nurse", "infirmière": "nurse", "médecin": "doctor",
+    "comptable": "accountant", "pharmacien": "pharmacist", "pharmacienne": "pharmacist",
+    "enfermero": "nurse", "enfermera": "nurse", "médico": "doctor", "médica": "doctor",
+    "contador": "accountant", "contadora": "accountant", "farmacéutico": "pharmacist",
+    "farmacéutica": "pharmacist",
+}
+#: the last word of a role: what makes "data engineer" a job and "big fan" none
+HEADS = frozenset(
+    """engineer developer programmer designer manager scientist analyst architect researcher
+    student teacher professor lawyer doctor nurse writer editor journalist consultant founder
+    cto ceo cfo coo cpo director lead intern freelancer contractor sre admin administrator
+    accountant marketer recruiter entrepreneur maintainer translator pharmacist electrician
+    copywriter plumber dentist therapist psychologist veterinarian vet chef cook pilot mechanic
+    carpenter photographer musician artist librarian technician apprentice advisor adviser
+    specialist coordinator officer assistant paralegal physician surgeon economist
+    statistician mathematician physicist chemist biologist owner tester paramedic""".split())
+_WORD_RE = re.compile(r"[\w+#./'-]+")
+
+
+def canonical_role(text: str) -> str | None:
+    """The role `text` names, in canonical form, or None when its last word is no job."""
+    words: list[str] = []
+    for raw in _WORD_RE.findall(text.lower()):
+        head, dash, rest = raw.partition("-")
+        if dash and rest in TRANSLATED:  # "backend-entwickler"
+            words += [head, *TRANSLATED[rest].split()]
+        elif raw in SENIORITY:
+            continue
+        else:
+            words += SHORT.get(raw, raw).split()
+    phrase = " ".join(words)
+    if phrase in TRANSLATED:
+        phrase = TRANSLATED[phrase]
+    for foreign, english in TRANSLATED.items():
+        if phrase.endswith(" " + foreign) and " " in foreign:
+            phrase = phrase[: -len(foreign)] + english
+    words = phrase.split()
+    if words and words[-1] in TRANSLATED:
+        words = [*words[:-1], *TRANSLATED[words[-1]].split()]
+    if words and words[-1] == "student":
+        words = ["student"]  # "nursing student", "engineering student": a student
+    if not words or words[-1] not in HEADS or len(words) > 4:
+        return None
+    return " ".join(words)
