@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from habitus.prompt import (
     SET_BY_USER_MARK,
@@ -93,6 +94,23 @@ def _strength(facet: ProfileFacet) -> float:
     return -math.inf if math.isnan(facet.stability) else facet.stability
 
 
+_Keyed = TypeVar("_Keyed", ProfileFacet, ProvisionalFacet)
+
+
+def _first_per_key(ordered: Sequence[_Keyed], limit: int) -> list[_Keyed]:
+    """The first facet of each (class, key) in `ordered` that has a value, at most `limit`."""
+    kept: list[_Keyed] = []
+    seen: set[tuple[str, str]] = set()
+    for facet in ordered:
+        if (facet.facet_class, facet.key) in seen or not single_line(facet.value):
+            continue
+        seen.add((facet.facet_class, facet.key))
+        kept.append(facet)
+        if len(kept) == limit:
+            break
+    return kept
+
+
 def ranked_facets(facets: Sequence[ProfileFacet]) -> list[ProfileFacet]:
     """The facets the profile shows, strongest first, one per (class, key), at most 25.
 
@@ -105,16 +123,7 @@ def ranked_facets(facets: Sequence[ProfileFacet]) -> list[ProfileFacet]:
         facets,
         key=lambda f: (not f.set_by_user, -_strength(f), f.facet_class, f.key, f.value),
     )
-    kept: list[ProfileFacet] = []
-    seen: set[tuple[str, str]] = set()
-    for facet in ordered:
-        if (facet.facet_class, facet.key) in seen or not single_line(facet.value):
-            continue
-        seen.add((facet.facet_class, facet.key))
-        kept.append(facet)
-        if len(kept) == MAX_PROFILE_ENTRIES:
-            break
-    return kept
+    return _first_per_key(ordered, MAX_PROFILE_ENTRIES)
 
 
 def _facet_line(facet: ProfileFacet) -> str:
@@ -150,16 +159,7 @@ def ranked_unconfirmed(facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFa
     put to the user; a long list of them is a questionnaire, not a conversation)."""
     ordered = sorted(
         facets, key=lambda f: (-_unsure_strength(f), f.facet_class, f.key, f.value))
-    kept: list[ProvisionalFacet] = []
-    seen: set[tuple[str, str]] = set()
-    for facet in ordered:
-        if (facet.facet_class, facet.key) in seen or not single_line(facet.value):
-            continue
-        seen.add((facet.facet_class, facet.key))
-        kept.append(facet)
-        if len(kept) == MAX_UNCONFIRMED_ENTRIES:
-            break
-    return kept
+    return _first_per_key(ordered, MAX_UNCONFIRMED_ENTRIES)
 
 
 def _unconfirmed_line(facet: ProvisionalFacet) -> str:

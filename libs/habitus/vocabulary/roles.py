@@ -59,6 +59,10 @@ HEADS = frozenset(
     carpenter photographer musician artist librarian technician apprentice advisor adviser
     specialist coordinator officer assistant paralegal physician surgeon economist
     statistician mathematician physicist chemist biologist owner tester paramedic""".split())
+#: words that say which kind of a job, in any of the four languages' order
+QUALIFIERS = frozenset(
+    """backend frontend front-end back-end full-stack fullstack devops data web mobile ios android
+    cloud platform security ml software qa ux ui product""".split())
 _WORD_RE = re.compile(r"[\w+#./'-]+")
 
 
@@ -73,6 +77,10 @@ def canonical_role(text: str) -> str | None:
             continue
         else:
             words += SHORT.get(raw, raw).split()
+    # French and Spanish put the qualifier after the noun: "développeur backend" is a
+    # backend developer, "ingeniero DevOps" a devops engineer
+    if len(words) >= 2 and words[0] in TRANSLATED and all(w in QUALIFIERS for w in words[1:]):
+        words = [*words[1:], words[0]]
     phrase = " ".join(words)
     if phrase in TRANSLATED:
         phrase = TRANSLATED[phrase]

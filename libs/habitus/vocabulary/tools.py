@@ -88,7 +88,7 @@ _CATEGORIES_OF["bun"] = ("runtime", "package_manager")
 #: longest alias first, so "ruby on rails" wins over "ruby" and "vs code" over a bare "code"
 _ALIAS_RE = re.compile(
     r"(?<![\w.#+-])(" + "|".join(re.escape(a) for a in sorted(_ALIASES, key=len, reverse=True))
-    + r")(?![\w#+]|\.\w)", re.IGNORECASE)
+    + r")(?![\w#+']|\.\w)", re.IGNORECASE)
 
 
 def canonical_tool(text: str) -> str | None:

@@ -42,12 +42,15 @@ _QUESTION_START_RE = re.compile(
 _SOMEONE_RE = re.compile(
     r"(?<!s')\b(?:he|she|he's|she's|they|they're|his|her|their|er|(?-i:sie)|sein|seine|il|elle|"
     r"ils|elles|lui|leur|él|ella|ellos|ellas|su|sus)\b"
+    r"|\b(?:a|an|einen?|einem|einer|un|une|una?)\s+(?:client|customer|kunden?|kundin|colleague|"
+    r"kolleg\w*|friend|freund\w*|collègue|ami|amie|cliente|compañer[oa]|amig[oa])\b"
     r"|\b(?:my|our|the|his|her|their|mein(?:e|em|en|er)?|unser(?:e|em|en|er)?|der|die|mon|ma|"
     r"mes|notre|nos|le|la|mi|mis|nuestro|nuestra|el)\s+(?:manager|boss|colleague|colleagues|coworker|co-worker|teammate|"
     r"client|clients|customer|customers|wife|husband|partner|friend|friends|brother|sister|"
     r"mom|mum|dad|mother|father|son|daughter|kid|kids|cto|ceo|lead|team\s+lead|cofounder|"
     r"co-founder|founder|mitgründer|associé|socio|parents|mother-in-law|grandma|grandpa|"
-    r"family|eltern|padres|familia|famille|grandmother|grandfather|aunt|uncle|cousin|"
+    r"family|eltern|padres|familia|famille|grandmother|grandfather|aunt|uncle|cousin|sister|"
+    r"brother|schwester|bruder|sœur|frère|hermana|hermano|"
     r"neighbou?r|landlord|roommate|flatmate|oma|opa|tante|onkel|nachbar\w*|grand-mère|"
     r"grand-père|tante|oncle|voisin\w*|abuela|abuelo|tía|tío|vecin[oa]|"
     r"chef|chefin|kollege|kollegin|kollegen|kunde|kunden|frau|mann|freund|freundin|"
@@ -57,7 +60,8 @@ _SOMEONE_RE = re.compile(
 #: reported speech: somebody else's words, whatever clause they are in
 _REPORTING_RE = re.compile(
     r"(?<!\bi\s)(?<!\bwe\s)(?<!\bich\s)(?<!\bwir\s)(?<!\bje\s)(?<!\bj')(?<!\byo\s)"
-    r"\b(?:says|said|told|tells|asked|sagt|sagte|gesagt|meint|meinte|dit|a\s+dit|dice|dijo)\b",
+    r"\b(?:says|said|told|tells|asked|sagt|sagte|gesagt|meint|meinte|findet|dit|a\s+dit|trouve|"
+    r"dice|dijo|cree)\b",
     _I)
 #: "our team/company uses ..." is the user's own; "my colleague Sam prefers" is not
 _OWN_GROUP_RE = re.compile(
@@ -92,7 +96,9 @@ _HYPOTHETICAL_RE = re.compile(
 _PAST_RE = re.compile(
     r"\b(?:used\s+to|back\s+then|back\s+in\s+the\s+day|years\s+ago|in\s+(?:19|20)\d\d|had|"
     r"i\s+was|we\s+were|i\s+worked|we\s+used|früher|damals|gewohnt|gearbeitet|j'étais|"
-    r"habité|era|trabajé|viví|vivía|born|geboren|né|née|nací|nacida|nacido|"
+    r"habité|era|trabajé|viví|vivía|born|geboren|né|née|nací|nacida|nacido|back\s+in\s+uni|"
+    r"back\s+in\s+school|in\s+college|at\s+uni|ne\s+suis\s+plus|n'habite\s+plus|ya\s+no\s+estoy|"
+    r"ya\s+no\s+vivo|wohne\s+nicht\s+mehr|"
     r"avant|autrefois|utilisait|utilisais|antes|trabajaba|usaba|vivía|solía|no\s+longer\s+at|"
     r"ya\s+no\s+trabajo)\b", _I)
 #: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
@@ -155,7 +161,7 @@ ANCHOR_WORDS = frozenset(
     courtes détaillé détaillées tableau tableaux exemples toujours jamais pas appelle
     yo mi mis me llamo nosotros nuestro nuestra responde respuestas corto corta cortas breve
     detallado detalladas tabla tablas ejemplos siempre nunca llámame prefiero uso usamos
-    sin emoji emojis on nous j'habite j'utilise je j'ai soy estoy vivo trabajo uso usamos
+    sin emoji emojis nous j'habite j'utilise je j'ai soy estoy vivo trabajo uso usamos
     programo wohne arbeite nutze nutzen bin sind est sommes somos tenemos tengo haben avons
     détailler détaille detalla
     detallar tldr let's lets direkt förmlich formell freundlich locker direct formel amical
@@ -169,8 +175,8 @@ def words(text: str) -> frozenset[str]:
 
 def has_anchor(text: str) -> bool:
     """A speaker's word, a ban, or a word some style key is stated with."""
-    return not ANCHOR_WORDS.isdisjoint(words(text)) or any(
-        cue.search(text) for cue in STYLE_CUES.values())
+    return not ANCHOR_WORDS.isdisjoint(words(text)) or _ON_SUBJECT_RE.match(text) is not None \
+        or any(cue.search(text) for cue in STYLE_CUES.values())
 
 
 _CAPABILITY_RE = re.compile(
@@ -234,12 +240,14 @@ def _known_thing(word: str) -> bool:
 
 _FIRST_PERSON = frozenset(
     """i i'm i'd i've im my me we we're our us ich mich mir mein meine wir uns unser unsere je
-    j'ai j'aime moi mon ma mes nous notre on yo me mi mis nosotros nuestro nuestra""".split())
+    j'ai j'aime moi mon ma mes nous notre yo me mi mis nosotros nuestro nuestra""".split())
+#: French "on" is "we" only as a subject, at the start of its clause ("on utilise Vue")
+_ON_SUBJECT_RE = re.compile(r"^\W*on\s+(?!the\b|a\b|my\b|your\b|it\b|this\b)\w", _I)
 
 
 def first_person(clause: str) -> bool:
     """Whether the clause has the user as a speaker ("I", "my", "we", "ich", "je", "yo")."""
-    return not _FIRST_PERSON.isdisjoint(words(clause))
+    return not _FIRST_PERSON.isdisjoint(words(clause)) or _ON_SUBJECT_RE.match(clause) is not None
 
 
 def hypothetical(sentence: str) -> bool:
@@ -283,12 +291,17 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
 #: when its clause holds one (the encoder chooses among keys; it does not invent one)
 STYLE_CUES: dict[str, re.Pattern[str]] = {
     key: re.compile(pattern, _I) for key, pattern in {
-        "verbosity": r"\b(?:short\w*|brief\w*|concise\w*|terse|succinct|long\w*|length\w*|"
-                     r"elaborat\w*|expand\w*|more\s+on|"
+        "verbosity": r"\b(?:short|shorter|shortest|shorten|brief\w*|concise\w*|terse|succinct|"
+                     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|"
+                     r"longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|"
+                     r"ones|text)|length\w*|blabla|bla\s+bla|rollo|waffle|fluff|"
+                     r"elaborat\w*|expand\w*|more\s+on|go\s+into\s+detail|"
                      r"detail\w*|verbose|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
-                     r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|lang\w*|détail\w*|court\w*|"
-                     r"bref|brève|long\w*|corto\w*|cortit\w*|breve\w*|detall\w*|larg\w*|resum\w*|"
+                     r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|länger\w*|"
+                     r"lange\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
+                     r"bref|brève|plus\s+long\w*|corto\w*|cortit\w*|breve\w*|detall\w*|más\s+larg\w*|"
+                     r"resum\w*|"
                      r"resumid\w*|en\s+dos\s+líneas|al\s+grano)",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
                     r"straight|directly|get\s+to\s+it|restat\w*|certainly|great\s+question|"
@@ -316,7 +329,8 @@ _ARTEFACT_RE = re.compile(
     r"write|draft|compose|rewrite|schreib\w*|übersetz\w*|verfass\w*|écri\w*|rédige\w*|traduis|"
     r"escrib\w*|redact\w*|traduc\w*)\b.{0,40}?\b(?:e-?mail|mail|letter|message|post|essay|"
     r"reply|note|brief|absage|nachricht|lettre|courriel|correo|carta|mensaje|respuesta|"
-    r"slack\s+message|text)\b", _I)
+    r"slack\s+message|text|invitation|invitación|einladung|speech|discours|discurso|rede|card|"
+    r"tarjeta|karte|cover\s+letter|caption|faq|poem|story|bio|toast|summary|résumé)\b", _I)
 
 
 #: what a channel preference is said with: reaching, writing, answering, "my main channel"
@@ -344,6 +358,23 @@ def states_channel(clause: str) -> bool:
 
 #: a value of a key that has its own words, narrower than the key's
 VALUE_CUES: dict[str, re.Pattern[str]] = {
+    # a table or a bullet as a way to lay out answers, not a kitchen table or a bullet journal
+    "format=tables": re.compile(
+        r"\btables\b(?!\s+of\s+contents)|\b(?:in|as|into|use|a|one)\s+(?:a\s+)?table\b"
+        r"(?!\s+of\s+contents)|tabular|tabell\w*|tableaux?\b|\b(?:en|sous\s+forme\s+de)\s+"
+        r"(?:un\s+)?tableau|tablas?\b", _I),
+    "format=bullets": re.compile(
+        r"\bbullet(?:s|ed|\s+points?|\s+lists?)\b|stichpunkt\w*|aufzählung\w*|puces?\b|"
+        r"viñetas?\b", _I),
+    "tone=direct": re.compile(r"direct\w*|blunt\w*|straight\w*|sugar\w*|frank\w*|honest\w*|"
+                              r"direkt\w*|franc\w*|sin\s+rodeos", _I),
+    "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|freundlich\w*|herzlich\w*|"
+                                r"sympa\w*|chaleureu\w*|amable|cálid\w*|cercan\w*", _I),
+    "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|siez\w*|förmlich\w*|"
+                              r"vouvoy\w*|formel\w*|usted|formal", _I),
+    "tone=casual": re.compile(r"casual\w*|informal\w*|relax\w*|laid[- ]back|stiff|duz\w*|"
+                              r"locker\w*|tutoy\w*|décontract\w*|tute\w*|tutéa\w*|coworker|"
+                              r"friend\b", _I),
     "preamble=skip": re.compile(
         r"\b(?:skip\w*|no|without|straight|directly|get\s+to|cut|drop|lead\s+with|don't|"
         r"dont|stop|answer\s+first|pad\w*|ohne|keine?|direkt|sans|pas\s+d|droit\s+au\s+but|"
@@ -386,7 +417,16 @@ def asks_for_writing(clause: str) -> bool:
 _IMPERATIVE_RE = re.compile(
     r"^(?:please\s+|bitte\s+)?(?:set\s+up|create|build|make|write|generate|fix|add|deploy|"
     r"explain|show|give|implement|refactor|convert|port|draft|erstell\w*|schreib\w*|bau\w*|"
-    r"écri\w*|crée\w*|génère\w*|escrib\w*|crea\w*|genera\w*|haz)\b", _I)
+    r"erklär\w*|rechne\w*|écri\w*|crée\w*|génère\w*|explique\w*|escrib\w*|crea\w*|"
+    r"genera\w*|haz|explíca\w*|explica\w*|convierte)\b", _I)
+#: a task about times or places ("convert 2pm CET to Pacific"): its zones and cities are no
+#: facts about the user
+_CONVERT_RE = re.compile(r"^(?:please\s+|bitte\s+)?(?:convert|rechne\w*|calcul\w*|convierte|"
+                         r"book|schedule|plan|find|buche\w*|réserve\w*|reserva\w*)\b", _I)
+
+
+def converting(clause: str) -> bool:
+    return _CONVERT_RE.match(clause.strip()) is not None
 
 
 def imperative(clause: str) -> bool:
@@ -400,14 +440,30 @@ def imperative(clause: str) -> bool:
 _FLIP_RE = re.compile(
     r"\b(?:no|not|never|don't|dont|do\s+not|doesn't|without|hate|dislike|can't\s+stand|"
     r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
-    r"ohne|kein|nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|ni)\b"
-    r"(?:\s+[\w'-]+){0,3}\s*$", _I)
+    r"ohne|kein|nie|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
+    r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
+    r"en\s+lugar\s+de|don't\s+bother\s+with|forget)\b"
+    r"(?:\s+\S+){0,3}\s*$", _I)
+#: a dislike said after the thing: "emojis are distracting", "las viñetas me cansan",
+#: "die lange Version brauche ich nie"
+_FLIP_AFTER_RE = re.compile(
+    r"^\W*(?:\S+\s+){0,3}?(?:(?:is|are|feel|seem)\s+)?(?:distracting|annoying|unprofessional|"
+    r"childish|painful|useless|too\s+much|nerven|stören|kindisch|brauche\s+ich\s+(?:nie|nicht)|"
+    r"agaçant\w*|m'énervent|me\s+cansan|me\s+molestan|sobran|don't\s+need|not\s+needed|"
+    r"no\s+necesito|je\s+n'ai\s+pas\s+besoin)", _I)
 _TERSE_WORDS = re.compile(
-    r"\b(?:short\w*|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|kurz\w*|kürz\w*|"
-    r"knapp\w*|court\w*|bref|brève|corto\w*|cortit\w*|breve\w*|resum\w*)\b", _I)
+    r"\b(?:short|shorter|shortest|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|"
+    r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|corto\w*|cortit\w*|breve\w*|"
+    r"resum\w*)\b", _I)
+#: padding: "without the fluff", "sin tanto rollo", "ohne Blabla" ask for less
+_PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|chichi|"
+                            r"palabrería|geschwafel|remplissage)\b", _I)
 _DETAILED_WORDS = re.compile(
-    r"\b(?:long\w*|detail\w*|thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|"
-    r"ausführlich\w*|genauer|lang\w*|détail\w*|detall\w*|larg\w*|essays?)\b", _I)
+    r"\b(?:longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
+    r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
+    r"thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|ausführlich\w*|"
+    r"genauer|länger\w*|lange\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
+    r"plus\s+long\w*|más\s+larg\w*)\b", _I)
 _EMOJI_WORD = re.compile(r"emoj\w*|émoj\w*|emoticons?|smileys?", _I)
 _LIST_WORD = re.compile(r"\b(?:bullet\w*|lists?|stichpunkt\w*|aufzählung\w*|puces?|listes?|"
                         r"viñetas?|listas?)\b", _I)
@@ -417,7 +473,8 @@ _EXAMPLE_WORD = re.compile(r"\b(?:examples?|beispiel\w*|exemples?|ejemplos?)\b",
 
 
 def _flipped(clause: str, match: re.Match[str]) -> bool:
-    return _FLIP_RE.search(clause[max(0, match.start() - 40):match.start()]) is not None
+    return (_FLIP_RE.search(clause[max(0, match.start() - 40):match.start()]) is not None
+            or _FLIP_AFTER_RE.match(clause[match.end():match.end() + 60]) is not None)
 
 
 def polarity(key: str, value: str, clause: str) -> str | None:
@@ -426,6 +483,9 @@ def polarity(key: str, value: str, clause: str) -> str | None:
     giving another ("don't bother with examples")."""
     if key == "verbosity":
         readings = set()
+        for m in _PADDING_WORDS.finditer(clause):
+            if _flipped(clause, m):
+                readings.add("terse")
         for pattern, plain, turned in ((_TERSE_WORDS, "terse", "detailed"),
                                        (_DETAILED_WORDS, "detailed", "terse")):
             for m in pattern.finditer(clause):

@@ -34,6 +34,7 @@ _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "tea
               "language": "English", "tool": "Docker", "channel": "Slack"}
 _NEGATED_RE = re.compile(
     r"(?:\bnot|\bno|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|over|\bnicht|"
+    r"migrating(?:\s+away)?\s+from|migrating\s+(?:a|an|our|the)|moving\s+away\s+from|"
     r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
     r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
@@ -197,10 +198,13 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
         return [("style", "language", langs[-1].value)] if langs else []
     if label == "identity":
+        if gates.converting(clause):
+            return []
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS]
     if label == "tooling":
-        if gates.imperative(clause):
-            return []
+        opens = pending.clause.sentence.lstrip(" \x00").startswith(clause[:20])
+        if opens and gates.imperative(clause):
+            return []  # "write a function in Go"; not "we're on Postgres and deploy to AWS"
         sentence_tools = set(pending.message_tools)
         out = []
         for s in usable:
@@ -243,6 +247,7 @@ class StatementReader:
                 continue
             allowed: dict[int, bool] = {}
             others: set[int] = set()
+            tasks: set[int] = set()
             message_tools = frozenset(name for _, _, _, name in tools.mentions(message))
             speaking: set[tuple[int, int]] = set()
             for clause in text.split(message):
@@ -261,8 +266,12 @@ class StatementReader:
                     continue
                 if clause.index in others and not gates.first_person(body):
                     continue  # "the client is based in Lyon and prefers formal emails"
-                if gates.past(body) or (gates.retraction(body) and not bans) or (
-                        gates.asks_for_writing(body)):
+                if gates.asks_for_writing(body):
+                    tasks.add(clause.index)  # the rest of the sentence describes that text
+                    continue
+                if clause.index in tasks:
+                    continue
+                if gates.past(body) or (gates.retraction(body) and not bans):
                     continue
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not

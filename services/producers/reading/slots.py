@@ -43,10 +43,11 @@ _NAME_HERE = re.compile(
     rf"|(?:^|\n)\s*(?:[\u2014\u2013]|--?)\s*(?P<sig>{_CAP})\s*$")
 _ROLE_HERE = re.compile(r"^(?:an?\s+)?(?P<v>[\w-]+(?:\s+[\w-]+){0,3})\s+(?:here|speaking)\b", _I)
 _NAME_CUES = re.compile(
-    rf"\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|name's|i'm|i\s+am|im|"
-    rf"this\s+is|"
-    rf"ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
-    rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy)\s+(?P<v>{_NAME})", _I)
+    rf"(?:\b(?:my\s+(?:full\s+|first\s+|real\s+)?name(?:'s|\s+is)|name's|i'm|i\s+am)|"
+    rf"(?:^|(?:hi|hey|hello|yo),?\s+)im|"
+    rf"\bthis\s+is|"
+    rf"\b(?:ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
+    rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy))\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
     rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
@@ -59,7 +60,8 @@ _EMPLOYER_CUES = re.compile(
     rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
     rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
     rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para)|(?:i'm|i\s+am)\s+with|we\s+at|"
-    rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at)"
+    rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
+    rf"(?:l'équipe|el\s+equipo(?:\s+de)?|im)\s+[\w-]+\s+(?:de|del|bei|chez))"
     rf"\s+(?P<v>{_NAME})", _I)
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
@@ -69,6 +71,15 @@ _TEAM_CUES = re.compile(
 _MEMBER_BEFORE_RE = re.compile(
     r"\b(?:on|in|of|with|join|joined|joining|lead|leading|run|running|manage|managing|"
     r"part\s+of|member\s+of)\s+$", _I)
+_TEAM_STOP = frozenset("de del des du bei at von chez en".split())
+#: common team names, in English
+_TEAM_WORDS = {"paiements": "payments", "pagos": "payments", "zahlungen": "payments",
+               "infraestructura": "infrastructure", "infrastruktur": "infrastructure",
+               "plataforma": "platform", "plattform": "platform", "plateforme": "platform",
+               "données": "data", "datos": "data", "daten": "data", "sécurité": "security",
+               "seguridad": "security", "sicherheit": "security", "ventes": "sales",
+               "ventas": "sales", "vertrieb": "sales", "soporte": "support",
+               "kundenservice": "support", "produit": "product", "producto": "product"}
 _TEAM_NOT = frozenset("a an the my our your this that whole entire same new other".split())
 _ROLE_CUES = re.compile(
     r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|as|my\s+(?:role|job|title)\s+is|"
@@ -162,7 +173,13 @@ def find(clause: str, sentence: str) -> list[Slot]:
         group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
         if group == "v" and not _MEMBER_BEFORE_RE.search(clause[max(0, m.start() - 25):m.start()]):
             continue  # "the payments team keeps breaking staging" is no team of the user's
-        value = " ".join(w for w in m.group(group).lower().split() if w not in _TEAM_NOT)
+        words = []
+        for w in m.group(group).lower().split():
+            if w in _TEAM_STOP:
+                break  # "l'équipe paiements de Decathlon": the team ends at "de"
+            if w not in _TEAM_NOT:
+                words.append(_TEAM_WORDS.get(w, w))
+        value = " ".join(words)
         if value and value not in {"team", "my", "our"}:
             slots.append(Slot("team", value, m.start(group), m.end(group)))
     for m in _ROLE_CUES.finditer(clause):

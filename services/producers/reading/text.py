@@ -12,6 +12,7 @@ message's own characters.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -78,9 +79,10 @@ _TLDR_RE = re.compile(r"\btl;\s?dr\b", re.IGNORECASE)
 
 
 def normalise(text: str) -> str:
-    """Typographic apostrophes folded to "'" (the readers' word lists use that one), and
+    """Composed characters (NFC: a "ç" is one character, never "c" and a cedilla), typographic
+    apostrophes folded to "'" (the readers' word lists use that one), and
     "tl;dr" kept as one word rather than split at its semicolon."""
-    return _TLDR_RE.sub("tldr", text.translate(_APOSTROPHES))
+    return _TLDR_RE.sub("tldr", unicodedata.normalize("NFC", text).translate(_APOSTROPHES))
 
 
 def mask(text: str) -> str:
