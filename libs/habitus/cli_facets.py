@@ -34,7 +34,19 @@ def when(epoch: float | None) -> str:
 
 
 def _stability(value: float | None) -> str:
-    return "pinned" if value is None else f"{value:.2f}"
+    """A held value (pinned, or reported by the user's account) has no score that decays."""
+    return "held" if value is None else f"{value:.2f}"
+
+
+#: why a facet holds its value, in the words PROFILE.md and the prompt use
+_WHY = {"set_by_user": "set by the user", "stated": "said once", "provider": "their account",
+        "learned": "learned"}
+
+
+def _why(facet: dict[str, Any]) -> str:
+    if facet.get("user_state") == "pinned":
+        return "set by the user"
+    return _WHY.get(str(facet.get("origin", "learned")), "learned")
 
 
 def facet_line(facet: dict[str, Any]) -> str:
@@ -67,12 +79,12 @@ def list_facets(user: User,
     if not facets:
         console.print(f"no facets for {escape(user)}", highlight=False)
     else:
-        table = Table("class", "key", "value", "state", "user", "stability", "evidence",
-                      "last evidence")
+        table = Table("class", "key", "value", "state", "why", "user", "stability",
+                      "evidence", "last evidence")
         for f in facets:
-            table.add_row(f["class"], f["key"], f["value"], f["state"], f["user_state"],
-                          _stability(f["stability"]), str(f["evidence_count"]),
-                          when(f["last_evidence_at"]))
+            table.add_row(f["class"], f["key"], f["value"], f["state"], _why(f),
+                          f["user_state"], _stability(f["stability"]),
+                          str(f["evidence_count"]), when(f["last_evidence_at"]))
         console.print(table)
     if result.get("pending_since") is not None:
         console.print(f"evidence since {when(result['pending_since'])} is not in the cache "
