@@ -54,7 +54,9 @@ async def test_turns_processed_ratio(servers: ServerUrls, nc: Any, pool: Any, re
     subject = f"habitus.v1.ingest.turn.{tenant}.*"
     before = await raw_pull_ack(nc, subject, N)
 
-    projection = ProducersProjection()
+    reader = StatementReader()
+    reader.warm()  # as the service does before its first turn (services/producers/main.py)
+    projection = ProducersProjection(reader)
     projection.filter_subjects = [subject]  # this run's turns only (the shape of the service)
     config = build().runner_config
     runner = ProjectionRunner(projection, nc, pool, config=config)

@@ -14,14 +14,18 @@ vetoes and channels are never one-off: "I'm based in Berlin" is not about one an
 
 from __future__ import annotations
 
+import hashlib
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
 from services.producers.reading import gates, slots, text
-from services.producers.reading.intents import NONE, IntentClassifier
+from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone")
 _ANCHORING_KINDS = frozenset({*_IDENTITY_KINDS, "language", "channel"})
@@ -231,8 +235,36 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
 class StatementReader:
     """Reads statements from user messages; one encoder call per batch."""
 
-    def __init__(self, classifier: IntentClassifier | None = None):
+    def __init__(self, classifier: IntentClassifier | None = None, cache_size: int = 50_000):
         self.classifier = classifier or IntentClassifier(prepare=_prepared)
+        # Decisions by a digest of the (delexicalised) clause: chat repeats its short clauses
+        # ("shorter please", "thanks", "no emojis") all the time, and each is encoded once.
+        # Only a digest and a label are kept, never a person's words.
+        self._decisions: LRUCache[bytes, Decision] = LRUCache(cache_size)
+        #: digests of whole messages that stated nothing ("thanks", "ok", a task): the
+        #: commonest turns of a chat, skipped whole the next time
+        self._nothing: LRUCache[bytes, bool] = LRUCache(cache_size)
+        self._lock = threading.Lock()
+
+    def _key(self, clause: str) -> bytes:
+        """The cache key: the clause and the thresholds it was decided under."""
+        salt = repr(self.classifier.thresholds).encode()
+        return hashlib.blake2b(clause.encode(), digest_size=16, key=salt[:64]).digest()
+
+    def _decide(self, clauses: Sequence[str]) -> list[Decision]:
+        keys = [self._key(c) for c in clauses]
+        with self._lock:
+            known = {k: self._decisions[k] for k in keys if k in self._decisions}
+        missing = list(dict.fromkeys(c for c, k in zip(clauses, keys, strict=True)
+                                     if k not in known))
+        if missing:
+            fresh = dict(zip(missing, self.classifier.classify(missing), strict=True))
+            with self._lock:
+                for clause, decision in fresh.items():
+                    key = self._key(clause)
+                    self._decisions[key] = decision
+                    known[key] = decision
+        return [known[k] for k in keys]
 
     def warm(self) -> None:
         """Load the encoder, encode the bank and load the gazetteer now, not on a first turn."""
@@ -259,6 +291,9 @@ class StatementReader:
                 body = clause.text
                 stripped = gates.polite_request(body)
                 body = stripped or body
+                if not gates.has_anchor(body) and (n, clause.index) not in speaking and not (
+                        slots.could_hold(body)) and not _BAN_RE.search(body):
+                    continue  # most chat: no speaker's word and no value worth looking up
                 found = tuple(slots.find(body, sentence))
                 bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
                 if gates.someone_else_in(body):
@@ -297,12 +332,22 @@ class StatementReader:
     def read(self, messages: Sequence[str]) -> list[list[Statement]]:
         """The statements of each message, in order; never raises on any text (an encoder
         failure raises `habitus.encoder.EncoderUnavailable`)."""
-        todo = self.pending(messages)
+        digests = [self._key("\x01" + m) for m in messages]
+        with self._lock:
+            said_nothing = [d in self._nothing for d in digests]
+        todo = self.pending([("" if skip else m) for m, skip in zip(messages, said_nothing,
+                                                                    strict=True)])
         results: list[list[Statement]] = [[] for _ in messages]
-        if not todo:
-            return results
-        decisions = self.classifier.classify(
-            [delexicalise(p.clause.text, p.found) for p in todo])
+        if todo:
+            self._read(todo, results)
+        with self._lock:  # remembered as digests only: what stated nothing holds nothing
+            for digest, found, skip in zip(digests, results, said_nothing, strict=True):
+                if not found and not skip:
+                    self._nothing[digest] = True
+        return results
+
+    def _read(self, todo: Sequence[_Pending], results: list[list[Statement]]) -> None:
+        decisions = self._decide([delexicalise(p.clause.text, p.found) for p in todo])
         previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
             label = decision.label if pending.anchored else NONE
@@ -333,4 +378,3 @@ class StatementReader:
                 seen.add((facet_class, key, value))
                 results[pending.message].append(
                     Statement(facet_class, key, value, pending.clause.original[:500], stance))
-        return results

@@ -238,31 +238,34 @@ def find(clause: str, sentence: str) -> list[Slot]:
     return sorted(slots, key=lambda s: (s.start, s.kind))
 
 
+_PLACE_WORD_RE = re.compile(
+    r"\b(?:in|im|en|à|a|out\s+of|moved\s+to|moving\s+to|relocated\s+to|relocating\s+to|"
+    r"nach)\s+", _I)
+
+
 def _cities(text: str) -> list[tuple[int, int, City]]:
+    """Cities named right after a word that places someone ("in Berlin", "à Nantes"): a city
+    anywhere else is never a location facet, so only those places are looked up (one regex
+    over the clause, not a gazetteer lookup per word)."""
     out: list[tuple[int, int, City]] = []
-    words = list(_WORD_RE.finditer(text))
-    i = 0
-    while i < len(words):
-        found: tuple[int, int, City, int] | None = None
+    for place in _PLACE_WORD_RE.finditer(text):
+        words = list(_WORD_RE.finditer(text, place.end(), min(len(text), place.end() + 60)))
+        if not words or words[0].start() != place.end():
+            continue
         for n in (3, 2, 1):  # longest name first: "Mexico City", "New York"
-            if i + n > len(words):
+            if n > len(words):
                 continue
-            start, end = words[i].start(), words[i + n - 1].end()
+            start, end = words[0].start(), words[n - 1].end()
             span = text[start:end]
-            if n > 1 and not (words[i].group()[0].isupper()
-                              and words[i + n - 1].group()[0].isupper()):
+            if n > 1 and not (words[0].group()[0].isupper()
+                              and words[n - 1].group()[0].isupper()):
                 continue  # "Mexico City", "Ciudad de México": capitalised at both ends
             city = find_city(span) or (
                 find_city(span.title()) if _LIVE_BEFORE_RE.search(text[max(0, start - 30):start])
                 else None)
             if city is not None and (span[0].isupper() or n == 1):
-                found = (start, end, city, n)
+                out.append((start, end, city))
                 break
-        if found is not None:
-            out.append((found[0], found[1], found[2]))
-            i += found[3]
-        else:
-            i += 1
     return out
 
 
@@ -305,3 +308,21 @@ def _tool_context(clause: str, start: int) -> bool:
     if start == 0 and _OURS_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
         return True  # "Go is our main language"
     return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None
+
+
+def could_hold(clause: str) -> bool:
+    """Whether a clause without a speaker's word could still name a value that anchors it
+    (a capitalised name or place, a language, a channel): the cheap test that keeps `find`,
+    a dozen patterns, off most of the clauses of a chat."""
+    if any(ch.isupper() for ch in clause[1:]) or "@" in clause:
+        return True
+    for m in _WORD_RE.finditer(clause):
+        word = m.group().lower()
+        if word in _CHANNELS or (len(word) >= 4 and is_written_name(word)):
+            return True
+    if _TOOL_FOR_START_RE.match(clause) and tools.mentions(clause):
+        return True  # "redis for caching"
+    return _PLACE_WORD_RE.search(clause) is not None and _LIVE_BEFORE_RE.search(clause) is not None
+
+
+_TOOL_FOR_START_RE = re.compile(r"^[\w.#+-]+(?:\s+[\w.#+-]+)?\s+(?:for|für|pour|para)\s", _I)
