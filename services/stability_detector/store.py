@@ -77,8 +77,13 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
     latest: dict[tuple[str, str], tuple[float, int, float]] = {}
     for r in rows:
         user = (r.tenant_id, r.user_id)
-        at, seq, first = latest.get(user, (r.occurred_at, r.seq, r.occurred_at))
-        latest[user] = (max(at, r.occurred_at), max(seq, r.seq), min(first, r.occurred_at))
+        # the later of when it arrived and when it says it happened: a rebuild counts only
+        # evidence observed by its as_of, so evidence stamped a few seconds ahead (an agent's
+        # clock, a turn reported with its own times) must keep the user dirty until a rebuild
+        # at or after that time, or it would wait for the next periodic one
+        when = max(r.occurred_at, r.observed_at)
+        at, seq, first = latest.get(user, (when, r.seq, when))
+        latest[user] = (max(at, when), max(seq, r.seq), min(first, when))
     users = sorted(latest.items())
     await cur.execute(  # one statement for the whole batch's users (arrays, not N rows)
         f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,

@@ -466,3 +466,30 @@ async def test_pending_since_is_the_oldest_evidence_not_yet_rebuilt(user: User) 
     assert (await user.call("cache_stats"))["pending_since"] is None
     rebuilt = await user.call("rebuild_cache")
     assert rebuilt["pending_since"] is None
+
+
+async def test_evidence_stamped_ahead_of_its_arrival_is_rebuilt_once_its_time_passed(
+        user: User) -> None:
+    """A turn whose own time is a few seconds ahead of the gateway's (an agent's clock, a
+    batch reported with its turns' times): a rebuild before that time cannot count it, so the
+    user stays due, and the scheduler rebuilds once the time has passed the debounce."""
+    scheduler = scheduler_for(user, debounce_seconds=1.5, max_wait_seconds=600)
+    user.n += 1
+    await user._publish(CandidateEmitted.model_validate({
+        "class": "style", "key": "language", "value": "nl", "cue_family": "explicit",
+        "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{user.n}"}],
+        "initial_confidence": 0.9, "observed_at": T0 + 5, "producer": "tests",
+        "stance": "declared", "sentence": "Respond in Dutch from now on.",
+    }), T0)
+    await user.rebuild(T0 + 2)  # before the statement's own time: it cannot count yet
+    assert "style/language" not in await user.facets()
+    assert (await users_row(user))[0] is True  # still due
+    assert (await scheduler.tick(T0 + 4)).debounced == 0 or "style/language" not in (
+        await user.facets())
+    await scheduler.tick(T0 + 7)  # past the statement's time and the debounce
+
+    async def set_by_user() -> bool:
+        return (await user.facets()).get("style/language") == ("nl", "active")
+
+    await until(set_by_user)
+    await scheduler.stop()
