@@ -451,7 +451,7 @@ _FLIP_AFTER_RE = re.compile(
     r"childish|painful|useless|too\s+much|nerven|stören|kindisch|brauche\s+ich\s+(?:nie|nicht)|"
     r"agaçant\w*|m'énervent|me\s+cansan|me\s+molestan|sobran|don't\s+need|not\s+needed|"
     r"no\s+necesito|je\s+n'ai\s+pas\s+besoin)", _I)
-_TERSE_WORDS = re.compile(
+TERSE_WORDS = _TERSE_WORDS = re.compile(
     r"\b(?:short|shorter|shortest|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|"
     r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|corto\w*|cortit\w*|breve\w*|"
     r"resum\w*)\b", _I)
@@ -505,3 +505,8 @@ def polarity(key: str, value: str, clause: str) -> str | None:
         example = _EXAMPLE_WORD.search(clause)
         return None if example is not None and _flipped(clause, example) else value
     return value
+
+
+def negated_padding(clause: str) -> bool:
+    """"Without the fluff", "sin tanto rollo": padding said away, which asks for less."""
+    return any(_flipped(clause, m) for m in _PADDING_WORDS.finditer(clause))

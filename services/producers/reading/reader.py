@@ -189,6 +189,24 @@ def _answer_language(clause: str, slot: slots.Slot) -> bool:
             or _LANGUAGE_AFTER_RE.match(clause[slot.end:]) is not None)
 
 
+#: style keys whose words alone give the value ("kürzer", "no emojis")
+_WORDED_KEYS = {"verbosity": "terse", "emoji": "ok"}
+
+
+def _style_by_words(clause: str) -> list[tuple[str, str, str]]:
+    keys = [k for k in gates.STYLE_CUES if gates.states_style(k, clause)]
+    if len(keys) != 1 or keys[0] not in _WORDED_KEYS:
+        return []
+    key = keys[0]
+    value = gates.polarity(key, _WORDED_KEYS[key], clause)
+    if key == "verbosity" and value == "terse" and not gates.TERSE_WORDS.search(clause) and (
+            not gates.negated_padding(clause)):
+        return []  # the words decided nothing: no guess
+    if key == "emoji" and value == "ok":
+        return []  # only a ban on emoji is this sure
+    return [("style", key, value)] if value else []
+
+
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
@@ -196,7 +214,9 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         key, _, value = label.partition("=")
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         if turned is None or not gates.states_style(key, clause, turned):
-            return []
+            # the encoder read a style statement but named a key the words do not hold:
+            # the one key whose words are there, when they alone decide its value
+            return _style_by_words(clause)
         return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
