@@ -21,16 +21,10 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
 from habitus.demo import session_turns
-from services.gateway.main import service as gateway
-from services.producers.main import build as producers
-from services.profile_renderer.main import build as profile_renderer
-from services.stability_detector.main import build as learning
-from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
-from tests.support.services import running
+from tests.support.services import learning_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -54,14 +48,9 @@ EXPECTED_PROFILE = (
 
 @pytest_asyncio.fixture(scope="module")
 async def stack(servers: ServerUrls) -> AsyncIterator[str]:
-    migrate(servers.database)
-    settings = servers.settings()
-    # The learning service as deployed: its scheduler turns settled evidence into rebuilds.
-    async with running(producers(), settings), \
-            running(learning(LearningSettings()), settings), \
-            running(profile_renderer(), settings), \
-            running(gateway, settings) as host:
-        yield f"http://127.0.0.1:{host.bound_port}"
+    # the learning services as deployed: the scheduler turns settled evidence into rebuilds
+    async with learning_stack(servers.database, servers.settings()) as url:
+        yield url
 
 
 def conversation(user: str, now: float) -> list[dict[str, Any]]:

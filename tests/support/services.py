@@ -114,3 +114,22 @@ def isolated_database(database_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@asynccontextmanager
+async def learning_stack(database: str, settings: Settings) -> AsyncIterator[str]:
+    """What a statement goes through on its way to the prompt, as deployed (the scheduler on):
+    the producers, the learning cache, the renderer and the gateway; yields the gateway's URL."""
+    from habitus.db.migrate import migrate
+    from services.gateway.main import service as gateway
+    from services.producers.main import build as producers
+    from services.profile_renderer.main import build as profile_renderer
+    from services.stability_detector.main import build as learning
+    from services.stability_detector.settings import LearningSettings
+
+    migrate(database)
+    async with running(producers(), settings), \
+            running(learning(LearningSettings()), settings), \
+            running(profile_renderer(), settings), \
+            running(gateway, settings) as host:
+        yield f"http://127.0.0.1:{host.bound_port}"
