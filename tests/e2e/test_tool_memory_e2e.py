@@ -51,8 +51,15 @@ async def pinned(base: str, key: str, timeout: float = 30.0) -> str:
         await asyncio.sleep(0.2)
 
 
-async def rules(base: str, key: str) -> list[dict[str, Any]]:
-    return list((await rpc(base, key, "memory.tool_rule_list", user_id="alice"))["rules"])
+async def rules(base: str, key: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The user's rules as tool-memory lists them, once it lists any: the prompt is the
+    renderer's view and can show a rule a moment before tool-memory's own list answers it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = list((await rpc(base, key, "memory.tool_rule_list", user_id="alice"))["rules"])
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
 
 
 async def test_never_email_sarah_survives_restarts_and_replay(data_root: Path) -> None:
