@@ -17,7 +17,7 @@ SENIORITY = frozenset(
     phd ph.d master's masters undergrad undergraduate postdoc postdoctoral""".split())
 #: short forms spelled out
 SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager",
-         "em": "engineering manager", "ux": "ux", "prof": "teacher", "profe": "teacher",
+         "em": "engineering manager", "prof": "teacher", "profe": "teacher",
          "swe": "software engineer", "ds": "data scientist"}
 #: titles in German, French and Spanish, in English
 TRANSLATED = {

@@ -12,7 +12,6 @@ own; they are listed so that "never suggest lodash" is a veto the vocabulary kno
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 CATEGORIES: dict[str, dict[str, tuple[str, ...]]] = {
     "package_manager": {
@@ -114,7 +113,3 @@ def mentions(text: str) -> list[tuple[int, int, str, str]]:
     """(start, end, as written, canonical name) of every tool or library named in `text`."""
     return [(m.start(), m.end(), m.group(1), _ALIASES[m.group(1).lower()])
             for m in _ALIAS_RE.finditer(text)]
-
-
-def catalogue() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
-    return CATEGORIES
