@@ -22,8 +22,9 @@ from habitus.cli_ops import dlq_app, events_app, lag, live_settings
 from habitus.cli_profile import profile_app
 from habitus.cli_route import route
 from habitus.cli_rules import rules_app
+from habitus.cli_run import demo, up
 from habitus.cli_traces import traces_app
-from habitus.config import Settings, get_settings
+from habitus.config import Settings
 
 app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
 keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args_is_help=True)
@@ -37,6 +38,8 @@ app.add_typer(habits_app, name="habits")
 app.add_typer(events_app, name="events")
 app.add_typer(dlq_app, name="dlq")
 app.command("route")(route)
+app.command("up")(up)
+app.command("demo")(demo)
 app.command("lag")(lag)
 console = Console()
 
@@ -51,33 +54,6 @@ def _need(value: str | None, name: str) -> str:
         console.print(f"[red]HABITUS_{name} is not set and no `habitus up` is running here.[/]")
         raise typer.Exit(2)
     return value
-
-
-@app.command()
-def up(observe: Annotated[bool, typer.Option(
-        help="also run a local Prometheus scraping every process (data in var/prometheus)")
-       ] = False) -> None:
-    """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
-    services and the gateway; Ctrl-C stops it all."""
-    _run_up(demo=False, keep=True, observe=observe)
-
-
-@app.command()
-def demo(keep: Annotated[bool, typer.Option(help="leave the system running afterwards")
-                         ] = False) -> None:
-    """Start the system, replay three weeks of two tenants' agents (examples/scenarios) through
-    the gateway, and show per user what was learned (facets, PROFILE.md, tool rules, habits,
-    prompt.context, routing), checked against the scenario; then stop (unless --keep)."""
-    _run_up(demo=True, keep=keep)
-
-
-def _run_up(*, demo: bool, keep: bool, observe: bool = False) -> None:
-    from habitus.runtime.up import up as run_up
-    from habitus.telemetry.logging import configure_logging
-
-    settings = get_settings()
-    configure_logging("up", "WARNING", settings.log_json)
-    raise typer.Exit(asyncio.run(run_up(settings, demo=demo, keep=keep, observe=observe)))
 
 
 @app.command()
