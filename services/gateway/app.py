@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from habitus.service.context import ServiceContext
 from services.gateway.access import Access
@@ -30,11 +31,15 @@ log = logging.getLogger(__name__)
 def create_app(ctx: ServiceContext) -> FastAPI:
     settings = ctx.settings
     access = Access(ctx)
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI's and ReDoc's assets served from the installed package,
+    # not a CDN: the pages work on an air-gapped deployment. No validator badge either (Swagger
+    # UI would send the document to validator.swagger.io).
+    app = FastAPIOffline(
         title="Habitus gateway",
         version="1",
         description="Agents report what happened; Habitus learns, per user, what the next "
         "prompt should carry. Authenticate with `Authorization: Bearer <key>`.",
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.add_middleware(MetricsMiddleware)
     install_openapi(app, settings)

@@ -47,10 +47,12 @@ STATUS_TEXT = {
     429: "The key's rate limit is used up; retry after Retry-After seconds.",
     503: "A service Habitus needs is not answering; retrying later is safe.",
     504: "The answer did not come in time. A command is recorded and will apply.",
+    500: "A fault in Habitus itself: it was logged, and retrying will not help until it is "
+         "fixed.",
 }
-RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 503, 504)
-INGEST_ERRORS = (400, 401, 403, 409, 413, 415, 422, 429, 503, 504)
-PROFILE_ERRORS = (400, 401, 403, 404, 429, 503, 504)
+RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503, 504)
+INGEST_ERRORS = (400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 504)
+PROFILE_ERRORS = (400, 401, 403, 404, 429, 500, 503, 504)
 
 RETRYABLE = (429, 503, 504)
 RETRY_AFTER = {
@@ -70,20 +72,30 @@ def build_document(settings: Settings, *, title: str = "Habitus gateway", versio
         models += [(spec.params, "validation"), (spec.result, "serialization")]
     refs, defs = models_json_schema(models, ref_template=REF)
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    _check_model_names(schemas)
     own = _own_schemas(settings, [s.type for s in ingest])
     for spec in ingest:
         own[f"{spec.type}Item"] = _ingest_item(spec.type, spec.version, spec.description,
                                                refs[(spec.payload, "validation")])
+    answers: dict[str, str] = {}
+    for spec in table.values():
+        result = refs[(spec.result, "serialization")]["$ref"].rsplit("/", 1)[1]
+        answers[spec.name] = f"{result}Response"
+        own[answers[spec.name]] = _rpc_answer(result)
     clash = set(schemas) & set(own)
     if clash:
         raise ValueError(f"model names clash with the gateway's own schemas: {sorted(clash)}")
     schemas.update(own)
+    # Generators name their classes after a schema's title; pydantic titles a model by its class
+    # name, which two components may share. The component name is the one that is unique.
+    for name, schema in schemas.items():
+        schema["title"] = name
 
     paths: dict[str, Any] = {"/v1/events": {"post": _ingest_operation(settings, ingest)}}
     for name in sorted(table):
         spec = table[name]
         paths[f"/v1/rpc/{name}"] = {"post": _rpc_operation(
-            spec, refs[(spec.params, "validation")], refs[(spec.result, "serialization")])}
+            spec, refs[(spec.params, "validation")], answers[name])}
     paths["/v1/users/{user_id}/profile.md"] = {"get": _profile_operation()}
 
     return {
@@ -123,25 +135,51 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": REF.format(model=name)}
 
 
+def _check_model_names(schemas: dict[str, Any]) -> None:
+    """Refuse names pydantic had to invent: a client generator turns each component into a class
+    named after it, so `Foo-Input` / `Foo-Output` (one class described two ways, or two classes
+    of one name used on either side) and `module__Foo` (two classes of one name) leave it two
+    classes of one name, and it drops both. A model's class name is its public name: rename the
+    class, or give its request and response variants classes of their own."""
+    invented = sorted(n for n in schemas if n.endswith(("-Input", "-Output")) or "__" in n)
+    if invented:
+        raise ValueError("models without a unique name of their own (rename the classes): "
+                         + ", ".join(invented))
+
+
+def _rpc_answer(result: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["result"],
+        "additionalProperties": False,
+        "properties": {"result": _ref(result)},
+        "description": f"A successful answer: the method's `{result}`.",
+    }
+
+
 def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
+    detail = {
+        "type": "object",
+        "required": ["code", "message"],
+        "additionalProperties": False,
+        "description": "What went wrong.",
+        "properties": {
+            # Not an enum: the gateway adds codes of its own (415, 405), and a client must
+            # treat a code it does not know by its status.
+            "code": {"type": "string", "pattern": "^[a-z][a-z_]*$",
+                     "description": "Stable, for programs: "
+                                    + ", ".join(f"`{c}` ({HTTP_STATUS[c]})"
+                                                for c in ERROR_CODES) + "."},
+            "message": {"type": "string", "description": "For people: what was wrong."},
+        },
+    }
     error = {
         "type": "object",
         "required": ["error"],
-        "properties": {"error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "additionalProperties": False,
-            "properties": {
-                # Not an enum: the gateway adds codes of its own (415, 405), and a client
-                # must treat a code it does not know by its status.
-                "code": {"type": "string", "pattern": "^[a-z][a-z_]*$",
-                         "description": "Stable, for programs: "
-                                        + ", ".join(f"`{c}` ({HTTP_STATUS[c]})"
-                                                    for c in ERROR_CODES) + "."},
-                "message": {"type": "string", "description": "For people: what was wrong."},
-            },
-        }},
-        "description": "Every failure has this shape. Ingest failures add the per-item results.",
+        "additionalProperties": False,
+        "properties": {"error": _ref("ErrorDetail")},
+        "description": "Every failure has this shape. Ingest failures add the per-item results "
+                       "(IngestError).",
     }
     field_error = {
         "type": "object",
@@ -201,10 +239,13 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
             "additionalProperties": False,
             "properties": counts,
         },
+        "ErrorDetail": detail,
         "IngestError": {
-            "allOf": [_ref("Error")],
             "type": "object",
-            "properties": counts,
+            "required": ["error"],
+            "additionalProperties": False,
+            "properties": {"error": _ref("ErrorDetail"),
+                           **counts},
             "description": "An ingest failure; when items were looked at, the per-item "
                            "results and counts say which were at fault.",
         },
@@ -308,8 +349,7 @@ def _ingest_operation(settings: Settings, ingest: list[Any]) -> dict[str, Any]:
     }
 
 
-def _rpc_operation(spec: MethodSpec, params: dict[str, Any], result: dict[str, Any]
-                   ) -> dict[str, Any]:
+def _rpc_operation(spec: MethodSpec, params: dict[str, Any], answer: str) -> dict[str, Any]:
     kind = ("A command: it is recorded as an event and answered once applied, so the "
             "caller's next read sees it." if spec.changes_state else "A read; it changes "
                                                                      "nothing.")
@@ -328,10 +368,8 @@ def _rpc_operation(spec: MethodSpec, params: dict[str, Any], result: dict[str, A
         "requestBody": {"required": True,
                         "content": {"application/json": {"schema": params}}},
         "responses": {
-            "200": {"description": "The method's result.", "content": {"application/json": {
-                "schema": {"type": "object", "required": ["result"],
-                           "additionalProperties": False, "properties": {"result": result}},
-            }}},
+            "200": {"description": "The method's result.",
+                    "content": {"application/json": {"schema": _ref(answer)}}},
             **_errors(RPC_ERRORS),
         },
         "x-habitus-service": spec.service,

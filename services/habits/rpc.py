@@ -92,7 +92,7 @@ class HabitsRpc:
             {"event_type": a.event_type, "at": a.at, "actor": a.actor, "before": a.before,
              "after": a.after} for a in trail]}
 
-    async def list_review(self, p: h.UserOnly, rc: RpcContext) -> dict[str, Any]:
+    async def list_review(self, p: h.ListReview, rc: RpcContext) -> dict[str, Any]:
         habits = await self.reviewer.habits(rc.tenant_id, p.user_id)
         async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:
             pairs = [x for x in await store.pairs(cur, rc.tenant_id, p.user_id)

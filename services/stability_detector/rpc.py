@@ -13,7 +13,13 @@ from collections import Counter
 from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
-from habitus.contract.learning import ExplainFacet, FacetParams, ListFacets, UpdateFacet, UserOnly
+from habitus.contract.learning import (
+    CacheParams,
+    ExplainFacet,
+    FacetParams,
+    ListFacets,
+    UpdateFacet,
+)
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import (
     CacheResetRequested,
@@ -118,7 +124,7 @@ class LearningRpc:
     async def get_facet(self, p: FacetParams, rc: RpcContext) -> dict[str, Any]:
         return facet_doc(await self._existing(rc.tenant_id, p))
 
-    async def cache_stats(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+    async def cache_stats(self, p: CacheParams, rc: RpcContext) -> dict[str, Any]:
         current, pending = await self._current(rc.tenant_id, p.user_id)
         rows = current.values()
         by_state = Counter(r.state for r in rows if r.user_state != FORGOTTEN)
@@ -188,11 +194,11 @@ class LearningRpc:
         await self._command(rc, p.user_id, FacetForgotten.model_validate(self._ref(p)))
         return facet_doc(await self._existing(rc.tenant_id, p))
 
-    async def reset_cache(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+    async def reset_cache(self, p: CacheParams, rc: RpcContext) -> dict[str, Any]:
         await self._command(rc, p.user_id, CacheResetRequested(reason="learning.reset_cache"))
         return await self.cache_stats(p, rc)
 
-    async def rebuild_cache(self, p: UserOnly, rc: RpcContext) -> dict[str, Any]:
+    async def rebuild_cache(self, p: CacheParams, rc: RpcContext) -> dict[str, Any]:
         as_of = time.time()
         await self._command(rc, p.user_id, RebuildRequested(as_of=as_of, scope="manual",
                                                             reason="learning.rebuild_cache"))

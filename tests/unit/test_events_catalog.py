@@ -23,13 +23,13 @@ from habitus.events import (
     ingest,
 )
 from habitus.events.evidence import (
+    AgentTraceRef,
     DocumentChunkRef,
     EmailMessageRef,
     EvidenceRef,
     ProviderRef,
     SourceSummaryRef,
     ToolCallRef,
-    TraceRef,
     TurnRef,
     TurnWindowRef,
 )
@@ -745,7 +745,7 @@ EVIDENCE_SAMPLES = [
     (ProviderRef, {"type": "provider", "toolkit": "g", "connection_id": "c", "field": "email"}),
     (ToolCallRef, {"type": "tool_call", "tool_name": "x", "turn_id": "t"}),
     (SourceSummaryRef, {"type": "source_summary", "summary_id": "s"}),
-    (TraceRef, {"type": "trace", "trace_id": "tr"}),
+    (AgentTraceRef, {"type": "trace", "trace_id": "tr"}),
 ]
 
 _REF = TypeAdapter(EvidenceRef)

@@ -11,11 +11,11 @@ from pydantic import BaseModel
 
 from habitus.config import Settings
 from habitus.contract import METHODS, MethodSpec
-from habitus.contract.learning import UserOnly
+from habitus.contract.learning import CacheParams
 from habitus.events import CATALOG
 from services.gateway.openapi import build_document, install
 
-ERRORS = {"400", "401", "403", "404", "409", "413", "415", "422", "429", "503", "504"}
+ERRORS = {"400", "401", "403", "404", "409", "413", "415", "422", "429", "500", "503", "504"}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,10 @@ def test_every_method_of_the_table_is_its_own_path_with_its_schemas(doc: dict[st
         assert set(body["properties"]) == set(params["properties"]), name
         assert set(body.get("required", [])) == set(params.get("required", [])), name
         assert body["additionalProperties"] is False
-        ok = op["responses"]["200"]["content"]["application/json"]["schema"]
+        answer = op["responses"]["200"]["content"]["application/json"]["schema"]
+        # A named answer, so a generated client returns a class, not an inline dict
+        assert answer == {"$ref": f"#/components/schemas/{spec.result.__name__}Response"}
+        ok = resolve(doc, answer)
         assert ok["required"] == ["result"]
         assert ok["properties"]["result"] == {"$ref": f"#/components/schemas/"
                                                       f"{spec.result.__name__}"}
@@ -76,16 +79,18 @@ def test_learning_params_carry_their_aliases_and_constraints(doc: dict[str, Any]
 
 def test_every_error_is_the_one_error_shape_and_retryable_ones_say_when(doc: dict[str, Any]
                                                                         ) -> None:
-    error = doc["components"]["schemas"]["Error"]
-    assert error["required"] == ["error"]
-    assert set(error["properties"]["error"]["required"]) == {"code", "message"}
+    schemas = doc["components"]["schemas"]
+    error, ingest_error = schemas["Error"], schemas["IngestError"]
+    detail = {"$ref": "#/components/schemas/ErrorDetail"}
+    assert error["required"] == ingest_error["required"] == ["error"]
+    assert error["properties"]["error"] == ingest_error["properties"]["error"] == detail
+    assert set(schemas["ErrorDetail"]["required"]) == {"code", "message"}
     for path, _verb, op in operations(doc):
         for status, response in op["responses"].items():
             if int(status) < 400:
                 continue
             schema = resolve(doc, response["content"]["application/json"]["schema"])
-            assert schema is error or {"$ref": "#/components/schemas/Error"} in schema.get(
-                "allOf", []), (path, status)
+            assert schema is error or schema is ingest_error, (path, status)
             if status in ("429", "503"):
                 assert "Retry-After" in response["headers"], (path, status)
 
@@ -168,6 +173,29 @@ def test_a_model_named_like_a_gateway_schema_is_refused() -> None:
         detail: str
 
     for result, name in ((Error, "Error"), (TurnRecordedItem, "TurnRecordedItem")):
-        spec = MethodSpec("learning.broken", "stability_detector", UserOnly, result, "clashes")
+        spec = MethodSpec("learning.broken", "stability_detector", CacheParams, result, "clashes")
         with pytest.raises(ValueError, match=name):
             build_document(Settings(), methods={spec.name: spec})
+
+
+def test_every_component_is_titled_by_its_own_unique_name(doc: dict[str, Any]) -> None:
+    # Generators name classes by title: two components titled alike become one class, and
+    # the generator drops both (it did: `TraceRef`, `UserOnly`, `ErrorError`).
+    schemas = doc["components"]["schemas"]
+    assert {name: s.get("title") for name, s in schemas.items()} == {n: n for n in schemas}
+    assert not [n for n in schemas if "-" in n or "__" in n]
+
+
+def test_two_models_of_one_class_name_are_refused() -> None:
+    class Ref(BaseModel):
+        trace_id: str
+
+    first = Ref
+
+    class Ref(BaseModel):  # type: ignore[no-redef]
+        user_id: str
+
+    a = MethodSpec("learning.one", "stability_detector", CacheParams, first, "one")
+    b = MethodSpec("learning.two", "stability_detector", CacheParams, Ref, "two")
+    with pytest.raises(ValueError, match="rename the classes"):
+        build_document(Settings(), methods={a.name: a, b.name: b})

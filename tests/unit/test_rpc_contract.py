@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from habitus.bus.rpc import RpcContext, RpcRegistry
 from habitus.contract import METHODS, MethodSpec, conformance_problems
-from habitus.contract.learning import FacetParams, UserOnly
+from habitus.contract.learning import CacheParams, FacetParams
 from habitus.service import registry
 from habitus.service.descriptor import ServiceDescriptor, Wiring
 
@@ -53,7 +53,7 @@ def test_a_service_answering_outside_its_prefixes_or_the_table_does_not_start() 
     descriptor = ServiceDescriptor("stability_detector", "stability-detector",
                                    rpc_prefixes=("learning",))
     stray = _learning_wiring()
-    stray.rpc.method("learning.secret", UserOnly)(_noop)
+    stray.rpc.method("learning.secret", CacheParams)(_noop)
     with pytest.raises(RuntimeError, match=r"learning\.secret, which is not in the RPC table"):
         descriptor.check_wiring(stray)
     other = _learning_wiring()
@@ -92,8 +92,8 @@ def test_a_method_nobody_implements_is_reported() -> None:
 def test_a_method_implemented_twice_is_reported() -> None:
     table = {"learning.cache_stats": METHODS["learning.cache_stats"]}
     problems = conformance_problems(
-        {"stability_detector": {"learning.cache_stats": UserOnly},
-         "profile_renderer": {"learning.cache_stats": UserOnly}}, table)
+        {"stability_detector": {"learning.cache_stats": CacheParams},
+         "profile_renderer": {"learning.cache_stats": CacheParams}}, table)
     assert "learning.cache_stats is implemented by 2 services" in problems
     assert ("learning.cache_stats belongs to stability_detector but profile_renderer "
             "implements it") in problems
@@ -102,7 +102,8 @@ def test_a_method_implemented_twice_is_reported() -> None:
 def test_a_method_outside_the_table_is_reported() -> None:
     table = {"learning.cache_stats": METHODS["learning.cache_stats"]}
     problems = conformance_problems(
-        {"stability_detector": {"learning.cache_stats": UserOnly, "learning.secret": UserOnly}},
+        {"stability_detector": {"learning.cache_stats": CacheParams,
+                                "learning.secret": CacheParams}},
         table)
     assert problems == ["stability_detector registers learning.secret, which is not in the "
                         "RPC table"]
@@ -113,7 +114,7 @@ def test_other_params_than_the_tables_are_reported() -> None:
     problems = conformance_problems({"stability_detector": {"learning.cache_stats": FacetParams}},
                                     table)
     assert problems == ["stability_detector validates learning.cache_stats with FacetParams, "
-                        "not the table's UserOnly"]
+                        "not the table's CacheParams"]
 
 
 def test_implement_registers_the_tables_params() -> None:
@@ -128,4 +129,4 @@ def test_implement_registers_the_tables_params() -> None:
 
 def test_a_spec_with_an_unspellable_name_is_refused() -> None:
     with pytest.raises(ValueError):
-        MethodSpec("learning.*", "stability_detector", UserOnly, UserOnly, "bad")
+        MethodSpec("learning.*", "stability_detector", CacheParams, CacheParams, "bad")

@@ -45,7 +45,7 @@ class EmptyParams(_Params):
     pass
 
 
-class UserOnly(_Params):
+class ListReview(_Params):
     user_id: CallerUserId = Field(description=_USER)
 
 

@@ -52,8 +52,8 @@ class UpdateFacet(FacetParams):
                        description="The value to hold; the facet is pinned to it.")
 
 
-class UserOnly(_Params):
-    pass
+class CacheParams(_Params):
+    """The user whose facet cache is read, reset or rebuilt."""
 
 
 class _Result(BaseModel):

@@ -59,7 +59,7 @@ class SourceSummaryRef(Payload):
     summary_id: str = Field(description="The summary.")
 
 
-class TraceRef(Payload):
+class AgentTraceRef(Payload):
     type: Literal["trace"] = Field(default="trace", description="An agent run.")
     trace_id: str = Field(description="The trace.")
 
@@ -72,6 +72,6 @@ EvidenceRef = Annotated[
     | ProviderRef
     | ToolCallRef
     | SourceSummaryRef
-    | TraceRef,
+    | AgentTraceRef,
     Field(discriminator="type"),
 ]
