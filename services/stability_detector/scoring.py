@@ -505,6 +505,12 @@ def next_due(rows: Mapping[FacetKey, FacetRow]) -> float | None:
 
 @dataclass(frozen=True)
 class Diff:
+    """What a rebuild changed. The counts are about Active facets only, the ones prompts carry
+    (what `CacheRebuilt` promises its subscribers): `added` became Active, `evicted` stopped
+    being Active, `kept` were Active before and after (perhaps with another value, which
+    `changes` shows), so `added + kept` is the number Active now. `changes` lists every facet
+    whose visible value or state changed, Provisional ones included."""
+
     added: int
     evicted: int
     kept: int
@@ -520,11 +526,13 @@ def diff(old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow]) -> 
     added = evicted = kept = 0
     for fk in sorted(set(old) | set(new)):
         before, after = old.get(fk), new.get(fk)
-        if before is None:
+        was = before is not None and before.state == ACTIVE
+        now = after is not None and after.state == ACTIVE
+        if now and not was:
             added += 1
-        elif after is None:
+        elif was and not now:
             evicted += 1
-        else:
+        elif was and now:
             kept += 1
         if before is None or after is None or before.visible != after.visible:
             changes.append((before, after))

@@ -365,7 +365,8 @@ def test_over_budget_row_becomes_provisional_not_a_stale_active() -> None:
     moves = {(b.key if b else None, b.state if b else None, a.state if a else None)
              for b, a in d.changes}
     assert moves == {(None, None, ACTIVE), ("k8", ACTIVE, PROVISIONAL)}
-    assert (d.added, d.evicted, d.kept) == (1, 0, 9)
+    # counted among Active facets: "new" became Active, k8 stopped being Active
+    assert (d.added, d.evicted, d.kept) == (1, 1, 8)
 
 
 # ---------------------------------------------------------------------------- commands
@@ -566,7 +567,7 @@ def test_forgotten_tombstone_keeps_its_value_across_a_reset() -> None:
         "terse", FORGOTTEN, DROPPED)
     d = diff(before, after)
     assert not d.changed
-    assert (d.added, d.evicted, d.kept) == (0, 0, 1)
+    assert (d.added, d.evicted, d.kept) == (0, 0, 0)  # forgotten: never Active
     # nor does a competing value observed after the reset rename the tombstone
     more = items + many(5, value="verbose", at=T0 + 3)
     r = row(cache(more, commands, as_of=T0 + 4))
@@ -767,9 +768,13 @@ def test_diff_reports_added_evicted_and_changes() -> None:
     old = cache(many(5) + many(1, key="tone", value="warm"))
     new = cache(many(5) + many(5, key="lang", value="en"))
     d = diff(old, new)
-    assert (d.added, d.evicted, d.kept) == (1, 1, 1)
+    # "tone" (one cue) was only Provisional: it leaves the changes but is no eviction
+    assert row(old, "tone").state == PROVISIONAL
+    assert (d.added, d.evicted, d.kept) == (1, 0, 1)
     assert {(b.key if b else None, a.key if a else None) for b, a in d.changes} == {
         (None, "lang"), ("tone", None)}
+    stronger = cache(many(5) + many(5, key="tone", value="warm"))
+    assert (diff(stronger, new).added, diff(stronger, new).evicted) == (1, 1)
 
 
 def test_diff_ignores_stability_but_sees_value_state_and_user_state() -> None:
@@ -902,7 +907,8 @@ def test_diff_of_a_cache_with_itself_is_empty(
     rows = compute_cache(build_evidence(ev_t), build_commands(cmd_t), T0 + offset, SETTINGS)
     d = diff(rows, rows)
     assert not d.changed
-    assert (d.added, d.evicted, d.kept) == (0, 0, len(rows))
+    assert (d.added, d.evicted, d.kept) == (
+        0, 0, sum(r.state == ACTIVE for r in rows.values()))
     assert not diff(rows, dict(rows)).changed
 
 

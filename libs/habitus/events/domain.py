@@ -195,10 +195,15 @@ class ProvisionalFacet(Payload):
 
 class CacheRebuilt(Payload):
     as_of: float = Field(ge=0, description="The time the cache was computed as of (epoch seconds).")
-    added: int = Field(ge=0, description="Facets that became active.")
-    evicted: int = Field(ge=0, description="Facets that stopped being active.")
-    kept: int = Field(ge=0, description="Facets that stayed active.")
-    total_size: int = Field(ge=0, description="Active facets after the rebuild.")
+    added: int = Field(ge=0, description=(
+        "Facets that became Active (in prompts) with this rebuild. Counts are about Active "
+        "facets only: a facet that became Provisional is in `changes` and `provisional`, not "
+        "here. `added + kept == total_size`."))
+    evicted: int = Field(ge=0, description=(
+        "Facets that stopped being Active (decayed to Provisional, dropped, forgotten)."))
+    kept: int = Field(ge=0, description=(
+        "Facets Active before and after (a kept facet may have a new value: see `changes`)."))
+    total_size: int = Field(ge=0, description="Active facets after the rebuild: `len(active)`.")
     changes: list[FacetChange] = Field(
         default_factory=list, description="Every facet whose value or state changed.")
     active: list[ActiveFacet] = Field(

@@ -1,0 +1,84 @@
+"""Checking events against docs/asyncapi.json, and running the AsyncAPI CLI on it.
+
+`make install` puts the CLI (npm `@asyncapi/cli`, pinned in tools/asyncapi) in .venv/asyncapi.
+Without npm it cannot be installed, and the tests that need it skip saying so; with npm its
+absence is a failed setup, and they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+ROOT = Path(__file__).parents[2]
+DOCUMENT = ROOT / "docs" / "asyncapi.json"
+CLI = ROOT / ".venv" / "asyncapi" / "node_modules" / ".bin" / "asyncapi"
+BASE = "urn:habitus:asyncapi"
+
+
+def cli_missing() -> str | None:
+    """Why the CLI cannot run here (only when npm itself is absent), or None."""
+    if CLI.exists():
+        return None
+    if shutil.which("npm") is None:
+        return "npm is not installed, so the AsyncAPI CLI could not be (make install)"
+    raise AssertionError(f"npm is here but the AsyncAPI CLI is not at {CLI}: run make install")
+
+
+def validate_with_cli(document: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    """`asyncapi validate` with its usage analytics off (no network calls: it would try)."""
+    settings = home / "asyncapi-analytics.json"
+    settings.write_text(json.dumps({"analyticsEnabled": "false", "infoMessageShown": "true",
+                                    "userID": "habitus-tests"}))
+    env = {"PATH": str(CLI.parent) + ":/usr/bin:/bin", "HOME": str(home),
+           "ASYNCAPI_METRICS_CONFIG_PATH": str(settings)}
+    return subprocess.run([str(CLI), "validate", str(document)], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+class EventChecker:
+    """Validates an event (the message body and its headers) against the document's channel
+    for its subject, as a subscriber reading only the document would."""
+
+    def __init__(self, document: dict[str, Any] | None = None):
+        self.doc = document if document is not None else json.loads(DOCUMENT.read_text())
+        resource = Resource.from_contents(self.doc, default_specification=DRAFT202012)
+        self.registry: Registry[Any] = Registry().with_resource(BASE, resource)
+        self.channels = [(name, ch["address"].split(".")) for name, ch in
+                         self.doc["channels"].items()]
+
+    def channel_of(self, subject: str) -> str:
+        parts = subject.split(".")
+        found = [name for name, address in self.channels if len(address) == len(parts) and all(
+            a == p or a.startswith("{") for a, p in zip(address, parts, strict=True))]
+        assert len(found) == 1, (subject, found)
+        return found[0]
+
+    def check(self, subject: str, body: bytes, headers: dict[str, str] | None) -> dict[str, Any]:
+        """The decoded event; raises if it does not match its channel's message."""
+        channel = self.channel_of(subject)
+        event = json.loads(body)
+        message = self.doc["components"]["messages"][channel]
+        self._validate(event, message["payload"]["$ref"])
+        assert event["type"] == channel, (subject, event["type"])
+        headers_schema = jsonschema.Draft202012Validator(message["headers"])
+        problems = [e.message for e in headers_schema.iter_errors(dict(headers or {}))]
+        if problems:
+            raise AssertionError(f"headers of {subject}: " + "; ".join(problems))
+        return dict(event)
+
+    def _validate(self, instance: Any, ref: str) -> None:
+        validator = jsonschema.Draft202012Validator(
+            {"$ref": BASE + ref}, registry=self.registry,
+            format_checker=jsonschema.FormatChecker())
+        errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
+        if errors:
+            raise AssertionError("; ".join(
+                f"{'.'.join(map(str, e.path)) or '(event)'}: {e.message}" for e in errors[:5]))
