@@ -1052,3 +1052,31 @@ def test_every_deploy_file_is_valid_yaml() -> None:
     paths += sorted((ROOT / "k8s").rglob("*.yaml"))
     for path in paths:
         assert load_yaml_all(path.read_text(encoding="utf-8")), path.relative_to(ROOT)
+
+
+def test_the_dev_overlay_readme_names_every_server_it_expects() -> None:
+    # The overlay deploys no NATS, Postgres or Redis: its README must say where each is
+    # expected, at the very address the pods are given (Redis was missing once).
+    literals = [line.strip().removeprefix("- ") for path in (
+        ROOT / "k8s" / "base" / "kustomization.yaml",
+        ROOT / "k8s" / "overlays" / "dev" / "kustomization.yaml")
+        for line in path.read_text().splitlines()]
+    urls = dict(line.split("=", 1) for line in literals
+                if line.startswith(("HABITUS_NATS_URL=", "HABITUS_DATABASE_URL=",
+                                    "HABITUS_REDIS_URL=")))
+    assert set(urls) == {"HABITUS_NATS_URL", "HABITUS_DATABASE_URL", "HABITUS_REDIS_URL"}
+    readme = (ROOT / "k8s" / "overlays" / "dev" / "README.md").read_text()
+    for name, url in urls.items():
+        assert f"`{url}`" in readme and f"`{name}`" in readme, name
+    for server in ("NATS", "PostgreSQL", "Redis"):
+        assert f"| {server}" in readme, server
+
+
+def test_the_compose_header_describes_the_profiles_it_has(compose: dict[str, Any]) -> None:
+    header = COMPOSE_FILE.read_text().split("\nx-habitus-env", 1)[0]
+    profiles = {p for spec in compose["services"].values() for p in spec.get("profiles") or []}
+    if profiles:
+        for profile in profiles:
+            assert f"--profile {profile}" in header, profile
+    else:
+        assert "no profiles" in header
