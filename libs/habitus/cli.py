@@ -1,8 +1,15 @@
-"""The `habitus` command: run the system, migrate, serve one service, replay, manage keys.
+"""The `habitus` command: run the system, migrate, serve one service, replay, manage keys, and
+the operator's commands through the gateway and on the bus.
 
 Commands other than `up` need the server URLs; when they are not in the environment and a local
 `habitus up` is running on the same data directory, its URLs are used, so `habitus keys create`
 just works next to `make run`.
+
+`habitus --help` lists the commands in three panels, in the order a new user needs them: run
+the system (`up` and `demo` first), then what goes through the gateway (`context`, the prompt
+an agent gets, first), then the bus and the database. Every command spells the same things the
+same way: `--url`, `--key`, `--tenant`, `--user`, `--json` (see `habitus.cli_gateway`); the older
+`--api-key` is still read as `--key`.
 """
 
 from __future__ import annotations
@@ -12,13 +19,15 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from habitus.cli_context import context
 from habitus.cli_extractor import extractor_app
 from habitus.cli_facets import facets_app
+from habitus.cli_gateway import fail
 from habitus.cli_habits import habits_app
 from habitus.cli_ops import dlq_app, events_app, lag, live_settings
+from habitus.cli_output import console, echo_json
 from habitus.cli_profile import profile_app
 from habitus.cli_route import route
 from habitus.cli_rules import rules_app
@@ -26,22 +35,22 @@ from habitus.cli_run import demo, up
 from habitus.cli_traces import traces_app
 from habitus.config import Settings
 
-app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True)
+#: flag spellings from before the vocabulary was one, read as today's (hidden from --help)
+DEPRECATED_FLAGS = {"api-key": "key"}
+
+
+def normalize_flag(token: str) -> str:
+    """Click hands every option name (without its dashes) and choice here before matching."""
+    return DEPRECATED_FLAGS.get(token, token)
+
+
+RUN = "Run the system"
+GATEWAY = "Through the gateway (an API key)"
+BUS = "On the bus and the database"
+
+app = typer.Typer(help="Habitus: the learning layer for AI agents.", no_args_is_help=True,
+                  context_settings={"token_normalize_func": normalize_flag})
 keys_app = typer.Typer(help="API keys: one tenant each, stored hashed.", no_args_is_help=True)
-app.add_typer(keys_app, name="keys")
-app.add_typer(rules_app, name="rules")
-app.add_typer(traces_app, name="traces")
-app.add_typer(extractor_app, name="extractor")
-app.add_typer(facets_app, name="facets")
-app.add_typer(profile_app, name="profile")
-app.add_typer(habits_app, name="habits")
-app.add_typer(events_app, name="events")
-app.add_typer(dlq_app, name="dlq")
-app.command("route")(route)
-app.command("up")(up)
-app.command("demo")(demo)
-app.command("lag")(lag)
-console = Console()
 
 
 def _settings() -> Settings:
@@ -51,12 +60,10 @@ def _settings() -> Settings:
 
 def _need(value: str | None, name: str) -> str:
     if not value:
-        console.print(f"[red]HABITUS_{name} is not set and no `habitus up` is running here.[/]")
-        raise typer.Exit(2)
+        raise fail(f"HABITUS_{name} is not set and no `habitus up` is running here.")
     return value
 
 
-@app.command()
 def migrate(only: Annotated[list[str] | None, typer.Option(help="schemas to migrate")] = None
             ) -> None:
     """Apply every service's migrations (idempotent)."""
@@ -67,8 +74,23 @@ def migrate(only: Annotated[list[str] | None, typer.Option(help="schemas to migr
         console.print(f"{r.schema}: {r.before or 'empty'} -> {r.after}")
 
 
-@app.command()
-def serve(service: str) -> None:
+#: `habitus.service.registry.GROUP`, spelt out: importing the registry imports the service
+#: host (NATS, the database driver), most of a second that every `habitus` run would pay
+#: for its help text (a unit test holds the two equal)
+SERVICES_GROUP = "habitus.services"
+
+
+def service_names() -> list[str]:
+    """The installed services' names, from their entry points' metadata alone (a few
+    milliseconds): naming them imports no service, and the registry checks that each entry
+    point's name is its descriptor's."""
+    from importlib.metadata import entry_points
+
+    return sorted(ep.name for ep in entry_points(group=SERVICES_GROUP))
+
+
+def serve(service: Annotated[str, typer.Argument(
+        help="the service to run, one of those listed above", show_default=False)]) -> None:
     """Run one service in the foreground (what containers and `habitus up` run)."""
     from habitus.service import registry
     from habitus.service.host import ServiceHost
@@ -77,14 +99,12 @@ def serve(service: str) -> None:
     try:
         descriptor = registry.service(service)
     except LookupError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     settings = _settings()
     configure_logging(service, settings.log_level, settings.log_json)
     run_event_loop(ServiceHost(descriptor, settings).serve_forever())
 
 
-@app.command()
 def replay(
     projection: str,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the rebuild")] = 600.0,
@@ -101,8 +121,7 @@ def replay(
     try:
         proj = resolve(projection)
     except (LookupError, TypeError, ImportError) as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
 
     async def go() -> Any:
         nc = await connect(_need(settings.nats_url, "NATS_URL"), "habitus-replay")
@@ -118,15 +137,13 @@ def replay(
     try:
         result = asyncio.run(go())
     except IncompleteHistory as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     if result.rebuilt_here:
         console.print(f"{proj.name}: rebuilt up to stream sequence {result.checkpoint}")
     else:
         console.print(f"{proj.name}: reset; the running service holds it and is rebuilding")
 
 
-@app.command()
 def erase(
     tenant: Annotated[str, typer.Option(help="the user's tenant")],
     user: Annotated[str, typer.Option(help="the user to erase")],
@@ -146,8 +163,7 @@ def erase(
         check_id(tenant, "tenant")
         check_id(user, "user")
     except ValueError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     settings = _settings()
 
     async def go() -> Any:
@@ -164,20 +180,16 @@ def erase(
         result = asyncio.run(go())
     except RpcError as exc:
         if exc.code == "unavailable":
-            console.print(f"[red]no gateway answered admin.erase_user: is Habitus running? "
-                          f"({exc})")
-        else:
-            console.print(f"[red]erasure failed ({exc.code}): {exc}")
-        raise typer.Exit(1) from None
+            raise fail(f"no gateway answered admin.erase_user: is Habitus running? ({exc})",
+                       1) from None
+        raise fail(f"erasure failed ({exc.code}): {exc}", 1) from None
     except (NoRespondersError, NatsTimeout):
-        console.print("[red]no gateway answered admin.erase_user: is Habitus running?")
-        raise typer.Exit(1) from None
+        raise fail("no gateway answered admin.erase_user: is Habitus running?", 1) from None
     console.print(f"erased {tenant}/{user}: {', '.join(result['projections'])}; "
                   f"{result['purged_messages']} message(s) purged; tombstone at sequence "
                   f"{result['tombstone_seq']}")
 
 
-@app.command()
 def asyncapi(
     output: Annotated[str, typer.Option(help="file to write; '-' for stdout")] = "-",
 ) -> None:
@@ -218,7 +230,6 @@ def _with_pool(fn: Any) -> Any:
     return asyncio.run(go())
 
 
-@keys_app.command("create")
 def keys_create(
     tenant: Annotated[str, typer.Option(help="the tenant this key acts for")],
     admin: Annotated[bool, typer.Option(help="may act for any tenant it names")] = False,
@@ -231,18 +242,25 @@ def keys_create(
     try:
         check_id(tenant, "tenant")
     except ValueError as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     key = _with_pool(lambda pool: create_key(pool, tenant, is_admin=admin, label=label))
     typer.echo(key)
 
 
-@keys_app.command("list")
-def keys_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
+def keys_list(tenant: Annotated[str | None, typer.Option(
+                  "--tenant", help="only this tenant's keys")] = None,
+              as_json: Annotated[bool, typer.Option("--json", help="print the keys as JSON")
+                                 ] = False) -> None:
     """List keys (prefixes only)."""
     from habitus.auth.keys import list_keys
 
     rows = _with_pool(lambda pool: list_keys(pool, tenant))
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        console.print(f"no keys of {tenant}" if tenant else "no keys")
+        return
     table = Table("prefix", "tenant", "admin", "label", "created", "revoked")
     for r in rows:
         table.add_row(r["key_prefix"], r["tenant_id"], str(r["is_admin"]), r["label"],
@@ -250,7 +268,6 @@ def keys_list(tenant: Annotated[str | None, typer.Option()] = None) -> None:
     console.print(table)
 
 
-@keys_app.command("revoke")
 def keys_revoke(key_or_prefix: str) -> None:
     """Revoke a key by its value or its printed prefix."""
     from habitus.auth.keys import AmbiguousKey, revoke
@@ -258,11 +275,37 @@ def keys_revoke(key_or_prefix: str) -> None:
     try:
         count = _with_pool(lambda pool: revoke(pool, key_or_prefix))
     except AmbiguousKey as exc:
-        console.print(f"[red]{exc}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     console.print(f"revoked {count} key(s)")
     if not count:
         raise typer.Exit(1)
+
+
+# Registration order is the order of `habitus --help`: what a new user runs first, first.
+app.command("up", rich_help_panel=RUN)(up)
+app.command("demo", rich_help_panel=RUN)(demo)
+app.command("serve", rich_help_panel=RUN, help=f"{serve.__doc__}\n\nServices: "
+            f"{', '.join(service_names()) or 'none installed'}.", short_help=serve.__doc__
+            )(serve)
+app.command("migrate", rich_help_panel=RUN)(migrate)
+app.command("asyncapi", rich_help_panel=RUN)(asyncapi)
+app.command("context", rich_help_panel=GATEWAY)(context)
+app.add_typer(facets_app, name="facets", rich_help_panel=GATEWAY)
+app.add_typer(profile_app, name="profile", rich_help_panel=GATEWAY)
+app.add_typer(habits_app, name="habits", rich_help_panel=GATEWAY)
+app.add_typer(rules_app, name="rules", rich_help_panel=GATEWAY)
+app.command("route", rich_help_panel=GATEWAY)(route)
+app.add_typer(traces_app, name="traces", rich_help_panel=GATEWAY)
+app.add_typer(extractor_app, name="extractor", rich_help_panel=GATEWAY)
+app.add_typer(events_app, name="events", rich_help_panel=BUS)
+app.command("lag", rich_help_panel=BUS)(lag)
+app.add_typer(dlq_app, name="dlq", rich_help_panel=BUS)
+app.command("replay", rich_help_panel=BUS)(replay)
+app.command("erase", rich_help_panel=BUS)(erase)
+app.add_typer(keys_app, name="keys", rich_help_panel=BUS)
+keys_app.command("create")(keys_create)
+keys_app.command("list")(keys_list)
+keys_app.command("revoke")(keys_revoke)
 
 
 def main() -> None:

@@ -4,21 +4,20 @@ through the gateway with an API key (as `habitus rules` does)."""
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import time
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from habitus.cli_gateway import Key, Url, call
+from habitus.cli_gateway import Gateway, Key, Tenant, Url, fail
+from habitus.cli_output import console, echo_json
 
 extractor_app = typer.Typer(help="The LLM extractor (through the gateway, with an API key).",
                             no_args_is_help=True)
-console = Console()
 User = Annotated[str, typer.Option("--user", help="the user")]
+AsJson = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -46,22 +45,29 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 @extractor_app.command("status")
-def status(user: User, url: Url = None, key: Key = None,
-           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def status(user: User, as_json: AsJson = False, url: Url = None, key: Key = None,
+           tenant: Tenant = None) -> None:
     """The user's rolling summaries, windows by state, and refusals by reason."""
-    result = call("extraction.status", {"user_id": user}, url, key)
+    result = Gateway(url, key, tenant).call("extraction.status", {"user_id": user})
     if as_json:
-        console.print_json(json.dumps(result))
+        echo_json(result)
         return
     if not result["enabled"]:
-        console.print(f"[yellow]the extractor is disabled: {result['reason']}[/]")
+        console.print(f"the extractor is disabled ({result['reason']}): set "
+                      "HABITUS_LLM_BASE_URL and HABITUS_LLM_MODEL where it runs, and restart "
+                      "it", style="yellow", soft_wrap=True)
     windows = result["windows"]
     console.print("windows: " + ", ".join(f"{n} {state}" for state, n in windows.items())
-                  + (f"  (waiting: {result['last_error']})" if result["last_error"] else ""))
-    table = Table("source", "windows", "summary")
-    for source in result["sources"]:
-        table.add_row(source["source"], str(source["windows"]), source["summary"])
-    console.print(table)
+                  + (f"  (waiting: {result['last_error']})" if result["last_error"] else ""),
+                  soft_wrap=True)
+    if result["sources"]:
+        table = Table("source", "windows", "summary")
+        for source in result["sources"]:
+            table.add_row(source["source"], str(source["windows"]), source["summary"])
+        console.print(table)
+    else:
+        console.print(f"no summaries for {user} yet: no window of their material was "
+                      "extracted")
     if result["quarantined"]:
         console.print("quarantined: " + ", ".join(
             f"{n} {reason}" for reason, n in result["quarantined"].items()))
@@ -69,9 +75,14 @@ def status(user: User, url: Url = None, key: Key = None,
 
 @extractor_app.command("quarantine")
 def quarantine(user: User, limit: Annotated[int, typer.Option(help="at most this many")] = 20,
-               url: Url = None, key: Key = None) -> None:
+               as_json: AsJson = False, url: Url = None, key: Key = None,
+               tenant: Tenant = None) -> None:
     """What validation refused for the user, newest first, and why."""
-    items = call("extraction.quarantine", {"user_id": user, "limit": limit}, url, key)["items"]
+    items = Gateway(url, key, tenant).call("extraction.quarantine",
+                                           {"user_id": user, "limit": limit})["items"]
+    if as_json:
+        echo_json(items)
+        return
     table = Table("reason", "what", "detail", "source")
     for item in items:
         raw = item["raw"]
@@ -91,18 +102,17 @@ def reextract(since: Annotated[str, typer.Option(
               source: Annotated[str | None, typer.Option(
                   "--source", help="only this source (conversations, email, "
                                    "document:<id>)")] = None,
-              url: Url = None, key: Key = None) -> None:
+              url: Url = None, key: Key = None, tenant: Tenant = None) -> None:
     """Extract windows again with the current prompt version (a new prompt never re-spends
     tokens on old material unless asked)."""
     try:
         at = parse_since(since)
     except ValueError as exc:
-        console.print(f"[red]{exc}[/]")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     params: dict[str, Any] = {"since": at}
     if user:
         params["user_id"] = user
     if source:
         params["source"] = source
-    result = call("extraction.reextract", params, url, key)
+    result = Gateway(url, key, tenant).call("extraction.reextract", params)
     console.print(f"{result['windows']} window(s) queued for {result['prompt_version']}")

@@ -1,10 +1,14 @@
-"""The gateway call every HTTP subcommand of `habitus` makes (rules, facets, profile, habits,
-route, traces, extractor): the same door, checks and answers an agent gets.
+"""The gateway call every HTTP subcommand of `habitus` makes (context, facets, profile, habits,
+rules, route, traces, extractor): the same door, checks and answers an agent gets.
 
-The gateway comes from `--url`, `HABITUS_URL` (or the older `HABITUS_GATEWAY_URL`), the running
-`habitus up` on the same data directory, or `http://127.0.0.1:<HABITUS_HTTP_PORT>`; the key from
-`--key` (`--api-key`; only that in `habitus facets`, whose `--key` is a facet's),
-`HABITUS_API_KEY`, or the local `dev` key a `habitus up` writes.
+Every one of them takes the same three flags, so an operator learns them once:
+
+* `--url`: the gateway; else `HABITUS_URL` (or the older `HABITUS_GATEWAY_URL`), the running
+  `habitus up` on the same data directory, or `http://127.0.0.1:<HABITUS_HTTP_PORT>`.
+* `--key`: the API key; else `HABITUS_API_KEY`, or the local `dev` key a `habitus up` writes.
+  (`--api-key`, its older spelling, still works: `habitus.cli` maps it to `--key`.)
+* `--tenant`: the tenant an admin key acts for (sent as `X-Habitus-Tenant`); a tenant's own key
+  acts for its tenant and needs none.
 
 Errors are one line and an exit code, never a traceback: the gateway unreachable (exit 2, with
 how to start it), a refused request (4xx: exit 2, the gateway's message, which names the field),
@@ -14,24 +18,25 @@ a failure of the gateway or a service behind it (5xx: exit 1).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import httpx
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from habitus.cli_output import console
 from habitus.config import get_settings
 
-console = Console()
+#: the header an admin key names the tenant it acts for with (see services/gateway/auth.py)
+TENANT_HEADER = "X-Habitus-Tenant"
 
 Url = Annotated[str | None, typer.Option(
     "--url", help="the gateway (default: HABITUS_URL, or the running `habitus up`)")]
 Key = Annotated[str | None, typer.Option(
-    "--key", "--api-key", help="an API key (default: HABITUS_API_KEY or the local dev key)")]
-#: for commands whose `--key` is something else (a facet's key)
-ApiKey = Annotated[str | None, typer.Option(
-    "--api-key", help="an API key (default: HABITUS_API_KEY or the local dev key)")]
+    "--key", help="an API key (default: HABITUS_API_KEY or the local dev key)")]
+Tenant = Annotated[str | None, typer.Option(
+    "--tenant", help="the tenant an admin key acts for (X-Habitus-Tenant); a tenant's own key "
+                     "needs none")]
 
 #: exit code of a usage error: a refused request, no gateway, no key
 USAGE = 2
@@ -41,7 +46,7 @@ FAILED = 1
 
 def fail(message: str, code: int = USAGE) -> typer.Exit:
     """Print `message` in red (as text, not markup) and return the Exit to raise."""
-    console.print(f"[red]{escape(message)}[/]", soft_wrap=True, highlight=False)
+    console.print(message, style="red", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -81,13 +86,21 @@ def error_line(status: int, body: Any, text: str) -> str:
     return f"{status}: {text.strip()[:500] or 'no body'}"
 
 
+def headers(key: str | None = None, tenant: str | None = None) -> dict[str, str]:
+    """The bearer key, and the tenant an admin key acts for."""
+    sent = {"Authorization": f"Bearer {api_key(key)}"}
+    if tenant:
+        sent[TENANT_HEADER] = tenant
+    return sent
+
+
 def call(method: str, params: dict[str, Any], url: str | None = None,
-         key: str | None = None, *, timeout: float = 30.0) -> Any:
+         key: str | None = None, *, tenant: str | None = None, timeout: float = 30.0) -> Any:
     """POST /v1/rpc/<method> and return its result; on an error print one line and exit."""
-    base, secret = gateway_url(url), api_key(key)
+    base, sent = gateway_url(url), headers(key, tenant)
     try:
         response = httpx.post(f"{base}/v1/rpc/{method}", json=params, timeout=timeout,
-                              headers={"Authorization": f"Bearer {secret}"})
+                              headers=sent)
     except httpx.TimeoutException:
         raise fail(f"the gateway at {base} did not answer {method} within {timeout:g}s",
                    FAILED) from None
@@ -103,3 +116,36 @@ def call(method: str, params: dict[str, Any], url: str | None = None,
         raise fail(f"{method}: {error_line(response.status_code, body, response.text)}",
                    USAGE if 400 <= response.status_code < 500 else FAILED)
     return body["result"]
+
+
+def probe(method: str, params: dict[str, Any], url: str | None = None,
+          key: str | None = None, *, tenant: str | None = None, timeout: float = 10.0
+          ) -> Any | None:
+    """The result of a call made only to explain another answer (why a list is empty), or None
+    when the gateway or the service behind it fails: the explanation is optional and the answer
+    was already given, so a failure here prints nothing and never changes the exit code. (It
+    follows a call that succeeded, so the gateway and the key are known.)"""
+    try:
+        response = httpx.post(f"{gateway_url(url)}/v1/rpc/{method}", json=params,
+                              timeout=timeout, headers=headers(key, tenant))
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    if response.status_code != 200 or not isinstance(body, dict):
+        return None
+    return body.get("result")
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """The gateway a command talks to, as its `--url`, `--key` and `--tenant` name it."""
+
+    url: str | None = None
+    key: str | None = None
+    tenant: str | None = None
+
+    def call(self, method: str, params: dict[str, Any], *, timeout: float = 30.0) -> Any:
+        return call(method, params, self.url, self.key, tenant=self.tenant, timeout=timeout)
+
+    def probe(self, method: str, params: dict[str, Any]) -> Any | None:
+        return probe(method, params, self.url, self.key, tenant=self.tenant)

@@ -4,23 +4,26 @@ rejecting one, through the gateway with an API key (`habits.*`).
 A change names the habit's checksum as last read; these commands read it themselves just before
 the change (by the review number or the habit id), so a habit that changed in between is still
 a conflict (409), never overwritten.
+
+An empty list says why when the reason is known. Habits are proposed by Analyze, which needs an
+LLM; without one nothing is ever proposed, and "no habits" alone would read as "nothing learned
+yet". The habits RPC does not say whether the service has an LLM, but the extractor's status
+does (`extraction.status` `enabled`), and both services read the same `HABITUS_LLM_*` variables,
+so that answer stands in for it.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from habitus.cli_gateway import Key, Url, call, fail
+from habitus.cli_gateway import Gateway, Key, Tenant, Url, fail
+from habitus.cli_output import console, echo_json
 
 habits_app = typer.Typer(help="Reviewed habits (through the gateway, with an API key).",
                          no_args_is_help=True)
-console = Console()
 
 User = Annotated[str, typer.Option("--user", help="the user")]
 AsJson = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
@@ -41,15 +44,18 @@ def list_habits(user: User,
                 status: Annotated[str | None, typer.Option(
                     "--status", help="only habits in this status (candidate, active, dormant, "
                                      "archived, suppressed_by_law, disabled)")] = None,
-                as_json: AsJson = False, url: Url = None, key: Key = None) -> None:
+                as_json: AsJson = False, url: Url = None, key: Key = None,
+                tenant: Tenant = None) -> None:
     """Every habit of the user, with its status and where it stands in review."""
+    gateway = Gateway(url, key, tenant)
     params: dict[str, Any] = {"user_id": user, **({"status": status} if status else {})}
-    habits = call("habits.list", params, url, key)["habits"]
+    habits = gateway.call("habits.list", params)["habits"]
     if as_json:
-        typer.echo(json.dumps(habits, indent=1))
+        echo_json(habits)
         return
     if not habits:
-        console.print(f"no habits for {escape(user)}", highlight=False)
+        what = f"no {status} habits" if status else "no habits"
+        console.print(f"{what} for {user}{without_llm(gateway, user)}", soft_wrap=True)
         return
     table = Table("id", "When", "Do", "status", "approved", "confidence", "support")
     for h in habits:
@@ -57,6 +63,18 @@ def list_habits(user: User,
                       + h["do"], _state(h), "yes" if h["approved"] else "no",
                       f"{h['confidence_bp'] / 100:.0f}%", f"{h['support']} / {h['days']} d")
     console.print(table)
+
+
+def without_llm(gateway: Gateway, user: str) -> str:
+    """`: nothing can be proposed without an LLM ...` when no LLM is configured, else ""
+    (also when that cannot be told: the extractor is not running)."""
+    status = gateway.probe("extraction.status", {"user_id": user})
+    if not isinstance(status, dict) or status.get("enabled", True):
+        return ""
+    why = f" ({status['reason']})" if status.get("reason") else ""
+    return (f": nothing can be proposed without an LLM{why}. Set HABITUS_LLM_BASE_URL (an "
+            "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1) and HABITUS_LLM_MODEL "
+            "where the habits service runs, and restart it")
 
 
 def review_lines(review: dict[str, Any]) -> list[str]:
@@ -81,28 +99,31 @@ def review_lines(review: dict[str, Any]) -> list[str]:
 
 
 @habits_app.command("review")
-def review(user: User, as_json: AsJson = False, url: Url = None, key: Key = None) -> None:
+def review(user: User, as_json: AsJson = False, url: Url = None, key: Key = None,
+           tenant: Tenant = None) -> None:
     """The numbered review list: candidates and what waits for a duplicate decision."""
-    result = call("habits.list_review", {"user_id": user}, url, key)
+    gateway = Gateway(url, key, tenant)
+    result = gateway.call("habits.list_review", {"user_id": user})
     if as_json:
-        typer.echo(json.dumps(result, indent=1))
+        echo_json(result)
         return
     if not result["items"]:
-        console.print(f"nothing to review for {escape(user)}", highlight=False)
+        console.print(f"nothing to review for {user}{without_llm(gateway, user)}",
+                      soft_wrap=True)
         return
     for line in review_lines(result):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        console.print(line, soft_wrap=True)
 
 
-def resolve(user: str, number: int | None, habit_id: str | None, url: str | None,
-            key: str | None) -> dict[str, Any]:
+def resolve(user: str, number: int | None, habit_id: str | None, gateway: Gateway
+            ) -> dict[str, Any]:
     """The habit as it is now (with its current checksum), by review number or id."""
     if (number is None) == (habit_id is None):
         raise fail("give the habit's review number or --habit ID (one of them)")
     if habit_id is not None:
-        return dict(call("habits.get", {"user_id": user, "habit_id": habit_id}, url,
-                         key)["habit"])
-    items = call("habits.list_review", {"user_id": user}, url, key)["items"]
+        return dict(gateway.call("habits.get", {"user_id": user, "habit_id": habit_id})
+                    ["habit"])
+    items = gateway.call("habits.list_review", {"user_id": user})["items"]
     for item in items:
         if item["number"] == number:
             return dict(item["habit"])
@@ -111,27 +132,28 @@ def resolve(user: str, number: int | None, habit_id: str | None, url: str | None
 
 
 def _apply(action: str, user: str, number: int | None, habit_id: str | None,
-           reason: str | None, url: str | None, key: str | None) -> None:
-    habit = resolve(user, number, habit_id, url, key)
+           reason: str | None, gateway: Gateway) -> None:
+    habit = resolve(user, number, habit_id, gateway)
     params: dict[str, Any] = {"user_id": user, "habit_id": habit["habit_id"],
                               "checksum": habit["checksum"], "action": action,
                               **({"reason": reason} if reason else {})}
-    result = call("habits.apply_review", params, url, key)
+    result = gateway.call("habits.apply_review", params)
     after = result["habit"]
     console.print(f"{action}: {after['habit_id']} ({after['when']} / Do: {after['do']})"
-                  f" -> {result['outcome']}; now {_state(after)}", markup=False,
-                  highlight=False, soft_wrap=True)
+                  f" -> {result['outcome']}; now {_state(after)}", soft_wrap=True)
 
 
 @habits_app.command("approve")
 def approve(user: User, number: Number = None, habit_id: HabitOpt = None,
-            reason: Reason = None, url: Url = None, key: Key = None) -> None:
+            reason: Reason = None, url: Url = None, key: Key = None,
+            tenant: Tenant = None) -> None:
     """Approve a candidate (it becomes active once nothing else holds it back)."""
-    _apply("approve", user, number, habit_id, reason, url, key)
+    _apply("approve", user, number, habit_id, reason, Gateway(url, key, tenant))
 
 
 @habits_app.command("reject")
 def reject(user: User, number: Number = None, habit_id: HabitOpt = None,
-           reason: Reason = None, url: Url = None, key: Key = None) -> None:
+           reason: Reason = None, url: Url = None, key: Key = None,
+           tenant: Tenant = None) -> None:
     """Reject a candidate."""
-    _apply("reject", user, number, habit_id, reason, url, key)
+    _apply("reject", user, number, habit_id, reason, Gateway(url, key, tenant))

@@ -27,19 +27,18 @@ from dataclasses import asdict, dataclass
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from habitus.cli_gateway import fail
+from habitus.cli_output import console, echo_json
 from habitus.config import Settings, get_settings
 
 events_app = typer.Typer(help="The event log, live (HABITUS_EVENTS).", no_args_is_help=True)
 dlq_app = typer.Typer(help="Dead letters (HABITUS_DLQ): list them, replay them.",
                       no_args_is_help=True)
-console = Console()
 T = TypeVar("T")
 
-AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
+AsJson = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
 
 
 # ---------------------------------------------------------------------------- connections
@@ -115,10 +114,14 @@ def _iso(epoch: float | None) -> str:
         timespec="milliseconds").replace("+00:00", "Z")
 
 
+def cut(text: str, width: int) -> str:
+    """`text`, or its first `width` - 1 characters and an ellipsis: visibly shortened."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def short(value: Any, width: int = 100) -> str:
     """Compact JSON on one line, cut to `width` characters (with an ellipsis)."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
-    return text if len(text) <= width else text[:width - 1] + "…"
+    return cut(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), width)
 
 
 # ---------------------------------------------------------------------------- events tail
@@ -132,6 +135,21 @@ def event_filter(event_type: str | None, tenant: str | None, user: str | None) -
         if value is not None and (not value or any(c in value for c in ". *>\t\r\n")):
             raise ValueError(f"{what} {value!r} cannot be a subject token")
     return user_filter(EVENT_ROOT, event_type or "*", tenant or "*", user or "*")
+
+
+def event_json(data: bytes, subject: str, seq: int | None) -> str:
+    """One message of the log as one line of JSON: `{"seq", "subject", "event"}`, the event
+    whole (`event` is null and `data` holds the text for a message that is not an event)."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        doc = None
+    line: dict[str, Any] = {"seq": seq, "subject": subject}
+    if isinstance(doc, dict):
+        line["event"] = doc
+    else:
+        line.update(event=None, data=data.decode(errors="replace"))
+    return json.dumps(line, separators=(",", ":"), ensure_ascii=False)
 
 
 def event_line(data: bytes, subject: str, seq: int | None) -> str:
@@ -159,8 +177,12 @@ def tail(event_type: Annotated[str | None, typer.Option(
          count: Annotated[int | None, typer.Option(
              "--count", min=1, help="stop after this many events")] = None,
          timeout: Annotated[float | None, typer.Option(
-             "--timeout", min=0, help="stop after this many seconds")] = None) -> None:
+             "--timeout", min=0, help="stop after this many seconds")] = None,
+         as_json: Annotated[bool, typer.Option(
+             "--json", help="one JSON object per event: its sequence, subject and the whole "
+                            "event")] = False) -> None:
     """Print events as a subscriber sees them, one line each (Ctrl-C stops)."""
+    render = event_json if as_json else event_line
     try:
         subject = event_filter(event_type, tenant, user)
     except ValueError as exc:
@@ -190,7 +212,7 @@ def tail(event_type: Annotated[str | None, typer.Option(
                     except NatsTimeout:
                         continue
                     seq = msg.metadata.sequence.stream if msg.metadata else None
-                    typer.echo(event_line(msg.data, msg.subject, seq))
+                    typer.echo(render(msg.data, msg.subject, seq))
                     sys.stdout.flush()
                     seen += 1
             finally:
@@ -344,7 +366,7 @@ def lag(projection: Annotated[list[str] | None, typer.Argument(
                    "is it running? "
                    "(`habitus up` starts one)") from None
     if as_json:
-        typer.echo(json.dumps([{**asdict(x), "behind": x.behind} for x in lags], indent=1))
+        echo_json([{**asdict(x), "behind": x.behind} for x in lags])
         return
     table = Table("projection", "stream", "last seq", "checkpoint", "behind", "pending",
                   "ack pending", "dlq")
@@ -493,18 +515,19 @@ def dlq_list(consumer: Annotated[str | None, typer.Option(
 
     found = _run(go)
     if as_json:
-        typer.echo(json.dumps([x.summary() for x in found], indent=1))
+        echo_json([x.summary() for x in found])
         return
     if not found:
-        console.print("no dead letters" + (f" of {consumer}" if consumer else ""),
-                      markup=False)
+        console.print("no dead letters" + (f" of {consumer}" if consumer else ""))
         return
     table = Table("seq", "consumer", "reason", "original", "orig seq", "deliveries", "at",
                   "detail")
     for x in found:
         table.add_row(str(x.seq), x.consumer, x.reason, x.original_subject,
-                      _n(x.original_seq), _n(x.deliveries), _iso(x.at), x.detail[:120])
+                      _n(x.original_seq), _n(x.deliveries), _iso(x.at), cut(x.detail, 120))
     console.print(table)
+    if any(len(x.detail) > 120 for x in found):
+        console.print("details cut at 120 characters; --json has them whole", style="dim")
 
 
 @dlq_app.command("replay")
@@ -541,12 +564,11 @@ def dlq_replay(seq: Annotated[int | None, typer.Argument(
     except (LookupError, ValueError) as exc:
         raise fail(str(exc)) from None
     if as_json:
-        typer.echo(json.dumps([asdict(x) for x in done], indent=1))
+        echo_json([asdict(x) for x in done])
         return
     for r in done:
         again = " (already there: replayed before)" if r.duplicate else ""
         console.print(f"dlq {r.dlq_seq} ({r.consumer}) -> {r.subject} at {r.stream} sequence "
-                      f"{r.seq}{again}; deleted from HABITUS_DLQ", markup=False,
-                      highlight=False, soft_wrap=True)
+                      f"{r.seq}{again}; deleted from HABITUS_DLQ", soft_wrap=True)
     if not done:
-        console.print(f"no dead letters of {consumer}", markup=False)
+        console.print(f"no dead letters of {consumer}")

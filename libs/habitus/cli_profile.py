@@ -3,19 +3,16 @@ through the gateway with an API key)."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
-from rich.markup import escape
 
-from habitus.cli_gateway import Key, Url, call
+from habitus.cli_gateway import Gateway, Key, Tenant, Url
+from habitus.cli_output import console, echo_json
 
 profile_app = typer.Typer(help="PROFILE.md (through the gateway, with an API key).",
                           no_args_is_help=True)
-console = Console()
 
 
 @profile_app.command("show")
@@ -24,15 +21,16 @@ def show(user: Annotated[str, typer.Option("--user", help="the user")],
                         ] = False,
          as_json: Annotated[bool, typer.Option("--json", help="print the answer as JSON")
                             ] = False,
-         url: Url = None, key: Key = None) -> None:
+         url: Url = None, key: Key = None, tenant: Tenant = None) -> None:
     """The user's PROFILE.md, rendered (version 0: nothing saved yet, what would be now)."""
-    result = call("profile.get", {"user_id": user}, url, key)
+    result = Gateway(url, key, tenant).call("profile.get", {"user_id": user})
     if as_json:
-        typer.echo(json.dumps(result, indent=1))
+        echo_json(result)
         return
     if raw:
         typer.echo(result["markdown"], nl=not result["markdown"].endswith("\n"))
         return
-    console.print(f"[dim]{escape(result['user_id'])}: version {result['version']}, sha256 "
-                  f"{result['sha256'][:12]}[/]", highlight=False, markup=True)
-    console.print(Markdown(result["markdown"]))
+    console.print(f"{result['user_id']}: version {result['version']}, sha256 "
+                  f"{result['sha256'][:12]}", style="dim", soft_wrap=True)
+    # a document wraps at a readable width (it is prose; --raw gives it as it is)
+    console.print(Markdown(result["markdown"]), width=console.document_width)

@@ -3,16 +3,13 @@ through the gateway, with an API key)."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-from habitus.cli_gateway import Key, Url, call
-
-console = Console()
+from habitus.cli_gateway import Gateway, Key, Tenant, Url
+from habitus.cli_output import console, echo_json
 
 
 def model_list(models: str) -> list[str]:
@@ -39,7 +36,7 @@ def route(query: Annotated[str, typer.Argument(help="the query to route")],
                             ] = False,
           as_json: Annotated[bool, typer.Option("--json", help="print the answer as JSON")
                              ] = False,
-          url: Url = None, key: Key = None) -> None:
+          url: Url = None, key: Key = None, tenant: Tenant = None) -> None:
     """Which model the router picks for a query, and why."""
     params: dict[str, Any] = {"query": query, "available_models": model_list(models)}
     for name, value in (("user_id", user), ("policy", policy), ("urgency", urgency),
@@ -48,11 +45,11 @@ def route(query: Annotated[str, typer.Argument(help="the query to route")],
             params[name] = value
     if record:
         params["record"] = True
-    result = call("router.select_model", params, url, key)
+    result = Gateway(url, key, tenant).call("router.select_model", params)
     if as_json:
-        typer.echo(json.dumps(result, indent=1))
+        echo_json(result)
         return
-    console.print(f"[bold]{escape(result['model'] or '(none)')}[/]  ({escape(result['policy'])}, "
-                  f"{escape(result['query_class'])}): {escape(result['reason'])}",
-                  soft_wrap=True, highlight=False)
-    console.print(f"decision {result['decision_id']}", highlight=False)
+    console.print(Text.assemble((result["model"] or "(none)", "bold"),
+                                f"  ({result['policy']}, {result['query_class']}): "
+                                f"{result['reason']}"), soft_wrap=True)
+    console.print(f"decision {result['decision_id']}")

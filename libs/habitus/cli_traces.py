@@ -1,32 +1,46 @@
 """`habitus traces`: the trace analyzer from a shell, through the gateway with an API key (as
-`habitus rules` does); `habitus route` is in `habitus.cli_route`."""
+`habitus rules` does); `habitus route` is in `habitus.cli_route`.
+
+With no traces recorded, the statistics are zeros and an empty table, which reads like a
+failure; the commands say instead that nothing was recorded yet (a search with no hits checks
+which of the two it is: no traces at all, or none that match).
+"""
 
 from __future__ import annotations
 
-import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from habitus.cli_gateway import Key, Url, call
+from habitus.cli_gateway import Gateway, Key, Tenant, Url
+from habitus.cli_output import console, echo_json
 
 traces_app = typer.Typer(help="The trace analyzer (through the gateway, with an API key).",
                          no_args_is_help=True)
-console = Console()
+
+User = Annotated[str | None, typer.Option("--user", help="only this user's traces")]
+AsJson = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
+
+
+def nothing_recorded(user: str | None) -> str:
+    return f"no traces recorded yet for {user}" if user else \
+        "no traces recorded yet for this tenant"
 
 
 @traces_app.command("stats")
-def stats(user: Annotated[str | None, typer.Option("--user", help="only this user")] = None,
-          as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-          url: Url = None, key: Key = None) -> None:
+def stats(user: User = None, as_json: AsJson = False, url: Url = None, key: Key = None,
+          tenant: Tenant = None) -> None:
     """The summary and the per-route statistics."""
+    gateway = Gateway(url, key, tenant)
     params = {"user_id": user} if user else {}
-    summary = call("traces.summary", params, url, key)
-    routes = call("traces.route_stats", params, url, key)["routes"]
+    summary = gateway.call("traces.summary", params)
+    routes = gateway.call("traces.route_stats", params)["routes"]
     if as_json:
-        typer.echo(json.dumps({"summary": summary, "routes": routes}, indent=1))
+        echo_json({"summary": summary, "routes": routes})
+        return
+    if not summary["traces"]:
+        console.print(nothing_recorded(user))
         return
     console.print(f"{summary['traces']} traces, success rate {summary['success_rate']:.2f}, "
                   f"feedback {summary['avg_feedback']}")
@@ -40,10 +54,23 @@ def stats(user: Annotated[str | None, typer.Option("--user", help="only this use
 
 @traces_app.command("search")
 def search(text: Annotated[str, typer.Argument(help="words of the query or result")],
-           limit: Annotated[int, typer.Option(help="at most this many")] = 20,
-           url: Url = None, key: Key = None) -> None:
+           user: User = None,
+           limit: Annotated[int, typer.Option("--limit", help="at most this many")] = 20,
+           as_json: AsJson = False, url: Url = None, key: Key = None,
+           tenant: Tenant = None) -> None:
     """Traces whose query or result match, best first."""
-    hits = call("traces.search", {"text": text, "limit": limit}, url, key)["traces"]
+    gateway = Gateway(url, key, tenant)
+    params: dict[str, Any] = {"text": text, "limit": limit, **({"user_id": user} if user else {})}
+    hits = gateway.call("traces.search", params)["traces"]
+    if as_json:
+        echo_json(hits)
+        return
+    if not hits:
+        summary = gateway.probe("traces.summary", {"user_id": user} if user else {})
+        none_at_all = isinstance(summary, dict) and summary.get("traces") == 0
+        console.print(nothing_recorded(user) if none_at_all else f"no trace matches {text!r}",
+                      soft_wrap=True)
+        return
     for hit in hits:
         console.print(f"{hit['trace_id']}  {hit['model']}  {hit['outcome'] or '-'}  "
                       f"{hit['query'][:80]}", soft_wrap=True)

@@ -127,7 +127,7 @@ async def test_facets_list_explain_pin_unpin_forget(servers: ServerUrls, acme: C
     table = ok(await habitus(servers, "facets", "list", "--user", user, client=acme))
     assert "verbosity" in table and "terse" in table and verbosity["state"] in table
 
-    ref = ("--user", user, "--class", "style", "--key", "verbosity")
+    ref = ("--user", user, "style/verbosity")
     explained = ok(await habitus(servers, "facets", "explain", *ref, client=acme))
     assert "style/verbosity" in explained and "explicit" in explained and "x cue mix" in explained
     explained_json = as_json(await habitus(servers, "facets", "explain", *ref, "--json",
@@ -165,6 +165,33 @@ async def test_profile_show_renders_the_markdown(servers: ServerUrls, acme: Clie
     assert "**" not in shown  # rendered, not the markdown source
     assert ok(await habitus(servers, "profile", "show", "--user", user, "--raw",
                             client=acme)).rstrip("\n") == raw["markdown"].rstrip("\n")
+
+
+async def test_context_prints_the_sections_an_agent_gets(servers: ServerUrls, acme: Client
+                                                         ) -> None:
+    """A plain statement, once, reaches `habitus context` as it reaches an agent's prompt."""
+    user = unique("eve")
+    at = time.time() - 600
+    await acme.send({"type": "TurnRecorded", "user_id": user, "payload": {
+        "session_id": "s1", "turn_id": "t1", "channel": "web",
+        "user_message": "Please don't pad answers with an introduction, just get to it.",
+        "assistant_message": "Understood.", "user_at": at, "assistant_at": at + 3}})
+    stated = "**style/preamble**: skip"
+    answer: dict[str, Any] = {}
+
+    async def in_context() -> bool:
+        await acme.rpc("learning.rebuild_cache", user_id=user)
+        answer.update(as_json(await habitus(servers, "context", "--user", user, "--json",
+                                            client=acme)))
+        return stated in answer["text"]
+
+    await eventually(in_context, timeout=30, interval=0.3)
+    assert answer == await acme.rpc("prompt.context", user_id=user)  # --json: the raw result
+    shown = ok(await habitus(servers, "context", "--user", user, "--tools", "",
+                             "--unconfirmed", "--tenant", acme.tenant, client=acme))
+    profile = next(s for s in answer["sections"] if s["name"] == "user_profile")
+    assert f"-- user_profile --\n{profile['content'].rstrip()}\n" in shown
+    assert stated in shown and f"{user}: PROFILE.md version" in shown
 
 
 # --------------------------------------------------------------------------- habits
@@ -273,8 +300,8 @@ async def test_gateway_down_says_so_and_how_to_start_it(servers: ServerUrls, acm
 
 async def test_a_refused_request_prints_the_gateways_message_naming_the_field(
         servers: ServerUrls, acme: Client) -> None:
-    bad_class = await habitus(servers, "facets", "explain", "--user", "u1", "--class", "nope",
-                              "--key", "k", client=acme)
+    bad_class = await habitus(servers, "facets", "explain", "--user", "u1", "nope/k",
+                              client=acme)
     assert bad_class.exit_code == 2, bad_class.output
     assert "learning.explain_facet: 400" in bad_class.output and "class" in bad_class.output
     bad_user = await habitus(servers, "profile", "show", "--user", "not a user", client=acme)

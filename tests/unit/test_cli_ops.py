@@ -10,7 +10,17 @@ from types import SimpleNamespace
 import pytest
 
 from habitus.cli_habits import review_lines
-from habitus.cli_ops import Lag, Letter, dlq_filter, event_filter, event_line, short, where
+from habitus.cli_ops import (
+    Lag,
+    Letter,
+    cut,
+    dlq_filter,
+    event_filter,
+    event_json,
+    event_line,
+    short,
+    where,
+)
 from habitus.cli_route import model_list
 from habitus.projection import dlq as h
 
@@ -33,6 +43,21 @@ def test_an_event_line() -> None:
     assert event_line(json.dumps(doc).encode(), "s", 7) == (
         '2025-12-01T00:00:00.500Z  7  FacetUpdated  acme/u1  {"class":"style","key":"k"}')
     assert "(not an event)" in event_line(b"\xffnope", "habitus.v1.event.X.a.b", 3)
+
+
+def test_an_event_as_json_is_the_whole_event_on_one_line() -> None:
+    doc = {"type": "FacetUpdated", "payload": {"value": "x" * 500, "note": "[critical]"}}
+    line = event_json(json.dumps(doc).encode(), "habitus.v1.event.FacetUpdated.a.b", 9)
+    assert "\n" not in line
+    assert json.loads(line) == {"seq": 9, "subject": "habitus.v1.event.FacetUpdated.a.b",
+                                "event": doc}
+    assert json.loads(event_json(b"\xffnope", "s", 3)) == {"seq": 3, "subject": "s",
+                                                           "event": None, "data": "\ufffdnope"}
+
+
+def test_cut_says_it_cut() -> None:
+    assert cut("short", 10) == "short"
+    assert cut("x" * 200, 120) == "x" * 119 + "…"
 
 
 def test_short_cuts_with_an_ellipsis() -> None:
