@@ -7,9 +7,7 @@ a conflict (409), never overwritten.
 
 An empty list says why when the reason is known. Habits are proposed by Analyze, which needs an
 LLM; without one nothing is ever proposed, and "no habits" alone would read as "nothing learned
-yet". The habits RPC does not say whether the service has an LLM, but the extractor's status
-does (`extraction.status` `enabled`), and both services read the same `HABITUS_LLM_*` variables,
-so that answer stands in for it.
+yet". The habits service says so itself: `habits.list` answers `proposals_off` with the reason.
 """
 
 from __future__ import annotations
@@ -49,13 +47,15 @@ def list_habits(user: User,
     """Every habit of the user, with its status and where it stands in review."""
     gateway = Gateway(url, key, tenant)
     params: dict[str, Any] = {"user_id": user, **({"status": status} if status else {})}
-    habits = gateway.call("habits.list", params)["habits"]
+    answer = gateway.call("habits.list", params)
+    habits = answer["habits"]
     if as_json:
         echo_json(habits)
         return
     if not habits:
         what = f"no {status} habits" if status else "no habits"
-        console.print(f"{what} for {user}{without_llm(gateway, user)}", soft_wrap=True)
+        console.print(f"{what} for {user}{without_llm(answer.get('proposals_off'))}",
+                      soft_wrap=True)
         return
     table = Table("id", "When", "Do", "status", "approved", "confidence", "support")
     for h in habits:
@@ -65,16 +65,14 @@ def list_habits(user: User,
     console.print(table)
 
 
-def without_llm(gateway: Gateway, user: str) -> str:
-    """`: nothing can be proposed without an LLM ...` when no LLM is configured, else ""
-    (also when that cannot be told: the extractor is not running)."""
-    status = gateway.probe("extraction.status", {"user_id": user})
-    if not isinstance(status, dict) or status.get("enabled", True):
+def without_llm(reason: str | None) -> str:
+    """`: nothing can be proposed without an LLM (...)` when the habits service says it cannot
+    propose (its `habits.list` answer's `proposals_off`), else ""."""
+    if not reason:
         return ""
-    why = f" ({status['reason']})" if status.get("reason") else ""
-    return (f": nothing can be proposed without an LLM{why}. Set HABITUS_LLM_BASE_URL (an "
-            "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1) and HABITUS_LLM_MODEL "
-            "where the habits service runs, and restart it")
+    return (f": nothing can be proposed without an LLM ({reason}). Set HABITUS_LLM_BASE_URL "
+            "(an OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1) and "
+            "HABITUS_LLM_MODEL where the habits service runs, and restart it")
 
 
 def review_lines(review: dict[str, Any]) -> list[str]:
@@ -108,8 +106,9 @@ def review(user: User, as_json: AsJson = False, url: Url = None, key: Key = None
         echo_json(result)
         return
     if not result["items"]:
-        console.print(f"nothing to review for {user}{without_llm(gateway, user)}",
-                      soft_wrap=True)
+        listed = gateway.probe("habits.list", {"user_id": user})
+        reason = listed.get("proposals_off") if isinstance(listed, dict) else None
+        console.print(f"nothing to review for {user}{without_llm(reason)}", soft_wrap=True)
         return
     for line in review_lines(result):
         console.print(line, soft_wrap=True)

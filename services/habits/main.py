@@ -77,7 +77,8 @@ async def wire(ctx: ServiceContext, settings: HabitsSettings,
     if embedder is not None:
         background.append(_Warm(embedder, llm))
     background.append(GaugeRefresher(ctx.pool, metrics.refresh_habits, name="habits"))
-    return Wiring(rpc=HabitsRpc(reviewer, analyzer, selector).registry,
+    return Wiring(rpc=HabitsRpc(reviewer, analyzer, selector,
+                                proposals_off=settings.llm.disabled_reason()).registry,
                   projections=[CaptureProjection(settings), LedgerProjection(embedder)],
                   background=background)  # type: ignore[arg-type]
 

@@ -59,9 +59,12 @@ def _conflict(message: str) -> RpcError:
 
 
 class HabitsRpc:
-    def __init__(self, reviewer: Reviewer, analyzer: Analyzer, selector: Selector):
+    def __init__(self, reviewer: Reviewer, analyzer: Analyzer, selector: Selector,
+                 proposals_off: str | None = None):
         self.reviewer = reviewer
         self.analyzer = analyzer
+        #: why Analyze cannot run (no LLM configured), told to whoever lists habits
+        self.proposals_off = proposals_off
         self.selector = selector
         self.registry = RpcRegistry()
         for name, handler in (
@@ -82,7 +85,8 @@ class HabitsRpc:
         habits = await self.reviewer.habits(rc.tenant_id, p.user_id)
         now = time.time()
         return {"habits": [as_result(x, now) for x in habits
-                           if p.status is None or x.status is p.status]}
+                           if p.status is None or x.status is p.status],
+                "proposals_off": self.proposals_off}
 
     async def get(self, p: h.HabitRef, rc: RpcContext) -> dict[str, Any]:
         habit = await self.reviewer.habit(rc.tenant_id, p.user_id, p.habit_id)

@@ -126,6 +126,9 @@ async def test_without_an_llm_endpoint_analyze_says_why_and_nothing_is_selected(
     assert analysis["batches"] == 0 and analysis["records"] == 0
     assert analysis["remaining"] == 3  # nothing read: the next run with a model reads them
     assert await acme.habits(user) == []
+    # and a listing says why it is empty (what `habitus habits list` prints)
+    listed = await acme.rpc("habits.list", user_id=user)
+    assert listed == {"habits": [], "proposals_off": "HABITUS_LLM_BASE_URL is unset"}
 
     # declaring and review still work; the judge is mandatory, so nothing is selected
     declared = await acme.declare(user, "When I ask for a status report",

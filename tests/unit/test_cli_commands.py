@@ -320,26 +320,29 @@ def test_the_console_is_wide_only_off_a_terminal() -> None:
 # --------------------------------------------------------------------------- empty answers
 
 
-NO_LLM = {"enabled": False, "reason": "HABITUS_LLM_BASE_URL is unset", "prompt_version": "v1",
-          "windows": {}, "last_error": None, "sources": [], "quarantined": {}}
+NO_LLM = {"habits": [], "proposals_off": "HABITUS_LLM_BASE_URL is unset"}
 
 
 def test_no_habits_without_an_llm_says_why_and_how_to_configure_one(gateway: FakeGateway
                                                                     ) -> None:
-    gateway.answers.update({"habits.list": {"habits": []}, "extraction.status": NO_LLM,
+    # the habits service's own answer says it cannot propose
+    gateway.answers.update({"habits.list": NO_LLM,
                             "habits.list_review": {"items": [], "pending_duplicates": 0}})
     for args in (("habits", "list", "--user", "alice"), ("habits", "review", "--user", "alice")):
         shown = " ".join(ok(run(*args)).split())
-        assert "nothing can be proposed without an LLM" in shown, shown
+        assert "nothing can be proposed without an LLM (HABITUS_LLM_BASE_URL is unset)" in \
+            shown, shown
         assert "HABITUS_LLM_BASE_URL" in shown and "HABITUS_LLM_MODEL" in shown
 
 
-def test_no_habits_with_an_llm_or_no_extractor_is_just_that(gateway: FakeGateway) -> None:
-    gateway.answers["habits.list"] = {"habits": []}  # extraction.status: 503
+def test_no_habits_with_an_llm_is_just_that(gateway: FakeGateway) -> None:
+    gateway.answers["habits.list"] = {"habits": [], "proposals_off": None}
     assert ok(run("habits", "list", "--user", "alice")).strip() == "no habits for alice"
-    gateway.answers["extraction.status"] = {**NO_LLM, "enabled": True, "reason": None}
     assert ok(run("habits", "list", "--user", "alice", "--status", "active")).strip() == \
         "no active habits for alice"
+    gateway.answers["habits.list_review"] = {"items": [], "pending_duplicates": 0}
+    assert ok(run("habits", "review", "--user", "alice")).strip() == \
+        "nothing to review for alice"
 
 
 def test_no_traces_yet_says_so(gateway: FakeGateway) -> None:

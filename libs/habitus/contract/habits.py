@@ -154,6 +154,9 @@ class Habit(_Result):
 
 class HabitList(_Result):
     habits: list[Habit]
+    proposals_off: str | None = Field(default=None, description=(
+        "Why the habits service cannot propose habits (Analyze needs an LLM), e.g. "
+        "`HABITUS_LLM_BASE_URL is unset`; null when it can. Declared habits work either way."))
 
 
 class AuditEntry(_Result):
