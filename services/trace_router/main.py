@@ -40,7 +40,13 @@ def relearn_due(at: int, relearned: int, previous: int, waited: int) -> bool:
 
 class Relearner:
     """Recomputes every tenant's learned policies once new traces stopped arriving for
-    `relearn_seconds` (one replica at a time), and publishes those that changed."""
+    `relearn_seconds` (one replica at a time), and publishes those that changed.
+
+    This is what makes the default policy (`learned`) follow the traces without an operator:
+    every tenant with traces gets its tables published, whether or not it ever called
+    `router.update_policy`. A decision does not wait for it (a class with enough traces is
+    routed by the aggregates at once); the published table is what keeps replicas, restarts
+    and replays routing alike."""
 
     def __init__(self, ctx: ServiceContext, settings: RouterSettings):
         self._ctx = ctx
@@ -80,11 +86,13 @@ class Relearner:
                 return
             async with conn.cursor() as cur:
                 tenants = await facts.tenants(cur)
-        self._seen, self._waited = at, 0
         for tenant_id in tenants:
             for policy in LEARNING:
                 await publish_update(self._ctx, None, tenant_id, policy,
                                      self._settings.min_samples, only_if_changed=True)
+        # only once every tenant is relearned: a failure part way (an outage) is retried at the
+        # next tick instead of waiting for traces that may never come
+        self._seen, self._waited = at, 0
 
 
 async def wire(ctx: ServiceContext, settings: RouterSettings) -> Wiring:

@@ -76,12 +76,14 @@ def learned_parameters(policy: str, state: RouterState, records: list[tuple[str,
     return {"table": {}}
 
 
-def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any],
-             min_samples: int) -> RouterState:
-    """The state a decision reads: the published tables where there are some, else what the
-    aggregates give now (so a new tenant learns before the first update is published)."""
-    learned = stored.get("learned", {}).get("table") or learn(aggregates, min_samples)
-    sft = stored.get("sft", {}).get("table") or sft_table(aggregates, min_samples)
+def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any]) -> RouterState:
+    """The state a decision reads: the aggregates as they are and the tables as published.
+
+    A class the published table lacks yet is not filled in here: the table policies compute it
+    from the aggregates themselves, class by class, and say so in their reason ("not in the
+    published table yet"), so a new tenant is routed by its traces before the first relearn."""
+    learned = stored.get("learned", {}).get("table") or {}
+    sft = stored.get("sft", {}).get("table") or {}
     grpo = {(cls, model): float(w) for cls, model, w in stored.get("grpo", {}).get(
         "weights", [])}
     return RouterState(aggregates=aggregates, learned=learned, sft=sft, grpo=grpo)
@@ -133,7 +135,7 @@ class RouterRpc:
                 if found is not None:
                     stored[name] = found.parameters
         policy, version = default or (self.settings.default_policy, 0)
-        return policy, version, state_of(aggregates, stored, self.settings.min_samples)
+        return policy, version, state_of(aggregates, stored)
 
     def _policy(self, name: str) -> Any:
         try:
@@ -191,40 +193,43 @@ class RouterRpc:
 
     # ------------------------------------------------------------------ analyzer
 
-    async def summary(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+    async def summary(self, p: c.TraceFilter, rc: RpcContext) -> c.TraceSummary:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return c.Result(**await store.summary(cur, rc.tenant_id, _filters(p)))
+            return c.TraceSummary.model_validate(
+                await store.summary(cur, rc.tenant_id, _filters(p)))
 
-    async def route_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+    async def route_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.RouteStatsList:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return c.Result(routes=await store.route_stats(cur, rc.tenant_id, _filters(p)))
+            return c.RouteStatsList.model_validate(
+                {"routes": await store.route_stats(cur, rc.tenant_id, _filters(p))})
 
-    async def tool_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.Result:
+    async def tool_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.ToolStatsList:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return c.Result(tools=await store.tool_stats(cur, rc.tenant_id, _filters(p)))
+            return c.ToolStatsList.model_validate(
+                {"tools": await store.tool_stats(cur, rc.tenant_id, _filters(p))})
 
-    async def list(self, p: c.TraceList, rc: RpcContext) -> c.Result:
+    async def list(self, p: c.TraceList, rc: RpcContext) -> c.TracePage:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             try:
                 rows, after = await store.list_traces(cur, rc.tenant_id, _filters(p),
                                                       p.limit, p.after)
             except ValueError as exc:
                 raise RpcError("invalid_argument", f"after: {exc}") from None
-        return c.Result(traces=_plain(rows), next=after)
+        return c.TracePage.model_validate({"traces": _plain(rows), "next": after})
 
-    async def get(self, p: c.TraceRef, rc: RpcContext) -> c.Result:
+    async def get(self, p: c.TraceRef, rc: RpcContext) -> c.TraceDetail:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             found = await store.get_trace(cur, rc.tenant_id, p.trace_id, p.user_id)
         if found is None:
             raise RpcError("not_found", f"no trace {p.trace_id!r} for user {p.user_id!r}")
-        return c.Result(**_plain(found))
+        return c.TraceDetail.model_validate(_plain(found))
 
-    async def search(self, p: c.TraceSearch, rc: RpcContext) -> c.Result:
+    async def search(self, p: c.TraceSearch, rc: RpcContext) -> c.TraceHits:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             hits = await store.search(cur, rc.tenant_id, p.text, p.limit, p.user_id)
-        return c.Result(traces=_plain(hits))
+        return c.TraceHits.model_validate({"traces": _plain(hits)})
 
-    async def export(self, p: c.TraceList, rc: RpcContext) -> c.Result:
+    async def export(self, p: c.TraceList, rc: RpcContext) -> c.TraceExport:
         """A page of whole traces as JSON lines (one trace per line), and the next cursor."""
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             try:
@@ -233,7 +238,7 @@ class RouterRpc:
             except ValueError as exc:
                 raise RpcError("invalid_argument", f"after: {exc}") from None
         lines = "".join(json.dumps(_plain(r), sort_keys=True) + "\n" for r in rows)
-        return c.Result(jsonl=lines, count=len(rows), next=after)
+        return c.TraceExport(jsonl=lines, count=len(rows), next=after)
 
     # ------------------------------------------------------------------ advisor and ICL
 
@@ -241,15 +246,17 @@ class RouterRpc:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             return await facts.recent(cur, rc.tenant_id, p.user_id)
 
-    async def recommendations(self, p: c.Insights, rc: RpcContext) -> c.Result:
-        return c.Result(**_plain(recommendations(await self._facts(p, rc))))
+    async def recommendations(self, p: c.Insights, rc: RpcContext) -> c.AdvisorReport:
+        return c.AdvisorReport.model_validate(_plain(recommendations(await self._facts(p, rc))))
 
-    async def examples(self, p: c.Insights, rc: RpcContext) -> c.Result:
-        return c.Result(examples=_plain(examples(await self._facts(p, rc), p.limit)))
+    async def examples(self, p: c.Insights, rc: RpcContext) -> c.IclExamples:
+        return c.IclExamples.model_validate(
+            {"examples": _plain(examples(await self._facts(p, rc), p.limit))})
 
-    async def skills(self, p: c.Insights, rc: RpcContext) -> c.Result:
+    async def skills(self, p: c.Insights, rc: RpcContext) -> c.IclSkills:
         found = skills(await self._facts(p, rc))
-        return c.Result(skills=[{**_plain(s), "name": s.name} for s in found])
+        return c.IclSkills.model_validate(
+            {"skills": [{**_plain(s), "name": s.name} for s in found]})
 
 
 async def publish_update(ctx: ServiceContext, rc: RpcContext | None, tenant_id: str,
@@ -264,7 +271,7 @@ async def publish_update(ctx: ServiceContext, rc: RpcContext | None, tenant_id: 
     state = RouterState(aggregates=aggregates)
     parameters = learned_parameters(policy, state, records, min_samples)
     old = (stored.parameters if stored else {}).get("table", {})
-    changes = [{"class": cls, **change} for cls, change in
+    changes = [c.PolicyChange.model_validate({"class": cls, **change}) for cls, change in
                sorted(diff(old, parameters.get("table", {})).items())]
     version = (stored.version if stored else 0) + 1
     if only_if_changed and stored is not None and stored.parameters == parameters:

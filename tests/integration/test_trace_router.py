@@ -1,6 +1,9 @@
 """The trace router end to end over HTTP: traces and feedback for two models go in through the
 gateway; the analyzer's figures match them, and the learned, bandit and GRPO policies route
-code queries to the model that did better, with `RoutingPolicyUpdated` published.
+code queries to the model that did better, with `RoutingPolicyUpdated` published. A tenant that
+never chose a policy is routed by the heuristic until a class has enough traces and by them
+after, the same whatever the order of its models; every analyzer, advisor and ICL answer is
+exactly its typed result model.
 
 Every installed service runs in-process on the embedded servers.
 """
@@ -15,9 +18,11 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from pydantic import BaseModel
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
+from habitus.contract import traces as contract
 from habitus.db.migrate import migrate
 from habitus.projection.registry import resolve
 from habitus.projection.replay import replay
@@ -27,6 +32,7 @@ from services.trace_router.settings import RouterSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.services import every_service
+from tests.support.streams import events_on
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 T0 = 1_764_000_000.0
@@ -142,7 +148,7 @@ async def test_learned_bandit_and_grpo_route_code_to_the_better_model(taught: Te
     update = await taught.rpc("router.update_policy", policy="grpo")
     assert update["version"] >= 1
     for policy in ("bandit", "grpo"):
-        picks = Counter()
+        picks: Counter[str] = Counter()
         for _ in range(60):
             choice = await taught.rpc("router.select_model", query=CODE,
                                       available_models=MODELS, policy=policy)
@@ -203,3 +209,126 @@ async def test_route_and_traces_from_a_shell(taught: Tenant) -> None:
     assert '"traces": 25' in stats.stdout
     found = await asyncio.to_thread(cli, "traces", "search", "release notes")
     assert "tr-99" in found.stdout
+
+
+# --------------------------------------------------------------------------- the default policy
+
+HOSTED = ["gpt-4o-mini", "gpt-4o"]
+SHORT = "Hi there"
+
+
+async def test_the_default_policy_follows_the_traces(stack: str, pool: Any, nc: Any) -> None:
+    """No policy chosen, no update requested: the heuristic (by the models' prices) until the
+    class has 3 traces (the stack's `min_samples`), the traces after, and the service publishes
+    the learned table by itself."""
+    name = unique("initech")
+    tenant = Tenant(stack, await create_key(pool, name), name)
+
+    async def route(query: str) -> dict[str, Any]:
+        """The answer for the models in both orders, once both are the same (the decision reads
+        the tenant's state anew at most every second, so a pair of calls may straddle new
+        traces): the order of the models changes nothing, not even the reason."""
+        async def agreed() -> dict[str, Any] | None:
+            first, second = [await tenant.rpc("router.select_model", query=query,
+                                              available_models=models)
+                             for models in (HOSTED, HOSTED[::-1])]
+            return first if first == {**second, "decision_id": first["decision_id"]} else None
+
+        answer: dict[str, Any] = await until(agreed)
+        return answer
+
+    cold = await route(CODE)
+    assert (cold["policy"], cold["model"], cold["query_class"]) == ("learned", "gpt-4o", "code")
+    assert cold["reason"] == (
+        "heuristic (only 0 code traces, 3 needed): code, no code model: the priciest model "
+        "(both of unknown size; price stands in for size): gpt-4o $12.50 per 1M tokens vs "
+        "gpt-4o-mini $0.75 per 1M tokens")
+    assert (await route(SHORT))["model"] == "gpt-4o-mini"  # short: the cheapest
+
+    await tenant.ingest([trace("kim", 0, "gpt-4o", True), trace("kim", 1, "gpt-4o-mini", False)])
+
+    async def reason_starts(prefix: str, query: str = CODE) -> dict[str, Any] | None:
+        answer = await route(query)
+        return answer if answer["reason"].startswith(prefix) else None
+
+    early = await until(lambda: reason_starts("heuristic (only 2 code traces, 3 needed): "))
+    assert early["model"] == "gpt-4o"
+
+    await tenant.ingest([trace("kim", n, HOSTED[n % 2 == 0], n % 2 == 0) for n in range(2, 24)]
+                        + [trace("kim", 100 + n, HOSTED[n % 2 == 0], n % 2 == 0, SHORT)
+                           for n in range(4)])
+    learned = await until(lambda: reason_starts("learned from 24 code traces: gpt-4o 0.96 vs "
+                                                "gpt-4o-mini 0.12"))
+    assert learned["model"] == "gpt-4o"
+    # where the traces contradict the heuristic, they win: short queries went better on gpt-4o
+    short = await until(lambda: reason_starts("learned from 4 short traces: ", SHORT))
+    assert short["model"] == "gpt-4o"
+
+    # the service relearns by itself: the learned table is published (no update was asked
+    # for), and once it is, the decision reads it and no longer notes its absence
+    async def learned_table() -> bool:
+        updates = await events_on(
+            nc, EVENTS, f"habitus.v1.event.RoutingPolicyUpdated.{name}._tenant")
+        tables = [e.payload.parameters.get("table") for e in updates
+                  if e.payload.policy == "learned"]
+        return bool(tables) and tables[-1] == {"code": "gpt-4o", "short": "gpt-4o"}
+
+    await until(learned_table)
+
+    async def from_the_table() -> bool:
+        answer = await route(CODE)
+        return bool(answer["reason"] == "learned from 24 code traces: gpt-4o 0.96 vs "
+                                        "gpt-4o-mini 0.12")
+
+    await until(from_the_table)
+
+
+# --------------------------------------------------------------------------- typed results
+
+TYPED: dict[str, type[BaseModel]] = {
+    "traces.summary": contract.TraceSummary, "traces.route_stats": contract.RouteStatsList,
+    "traces.tool_stats": contract.ToolStatsList, "traces.list": contract.TracePage,
+    "traces.get": contract.TraceDetail, "traces.search": contract.TraceHits,
+    "traces.export": contract.TraceExport,
+    "advisor.recommendations": contract.AdvisorReport, "icl.examples": contract.IclExamples,
+    "icl.skills": contract.IclSkills,
+}
+
+
+async def test_every_answer_is_exactly_its_result_model(taught: Tenant) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("traces.summary", {}), ("traces.summary", {"user_id": "lee"}),
+        ("traces.summary", {"outcome": "success", "since": T0}),  # from the traces, not sums
+        ("traces.route_stats", {}), ("traces.route_stats", {"outcome": "failure"}),
+        ("traces.tool_stats", {}), ("traces.tool_stats", {"model": "codestral"}),
+        ("traces.list", {"limit": 2}), ("traces.list", {"user_id": "dana"}),
+        ("traces.get", {"user_id": "dana", "trace_id": "tr-99"}),
+        ("traces.get", {"user_id": "dana", "trace_id": "tr-1"}),
+        ("traces.search", {"text": "done"}), ("traces.export", {"limit": 3}),
+        ("advisor.recommendations", {}), ("icl.examples", {}), ("icl.skills", {}),
+    ]
+    for method, params in calls:
+        answer = await taught.rpc(method, **params)
+        typed = TYPED[method].model_validate(answer)  # every field known, none missing
+        assert typed.model_dump(mode="json", by_alias=True) == answer, (method, params)
+    page = contract.TracePage.model_validate(await taught.rpc("traces.list", limit=2))
+    assert len(page.traces) == 2 and page.next is not None
+    rest = contract.TracePage.model_validate(await taught.rpc("traces.list", after=page.next))
+    assert len(rest.traces) == 23 and rest.next is None
+    one = contract.TraceDetail.model_validate(
+        await taught.rpc("traces.get", user_id="dana", trace_id="tr-1"))
+    assert [s.tool_name for s in one.steps] == [None, "search", "python"]
+    assert one.query_class == "code"
+    assert (one.prompt_tokens, one.completion_tokens) == (0, 100)  # as the steps' outputs say
+    export = contract.TraceExport.model_validate(await taught.rpc("traces.export", limit=3))
+    assert export.count == 3 and len(export.jsonl.splitlines()) == 3
+    for line in export.jsonl.splitlines():
+        contract.TraceDetail.model_validate_json(line)  # a line is a whole trace
+    examples = contract.IclExamples.model_validate(await taught.rpc("icl.examples"))
+    assert examples.examples and examples.examples[0].tool_sequence == ["search", "python"]
+    skills = contract.IclSkills.model_validate(await taught.rpc("icl.skills"))
+    assert skills.skills[0].sequence == ["search", "python"]
+    advice = contract.AdvisorReport.model_validate(await taught.rpc("advisor.recommendations"))
+    assert advice.analyzed == 25 and {r.kind for r in advice.recommendations} == {"routing"}
+    summary = contract.TraceSummary.model_validate(await taught.rpc("traces.summary"))
+    assert set(summary.step_types) == {"llm", "tool"} and summary.traces == 25

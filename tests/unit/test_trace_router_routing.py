@@ -75,10 +75,11 @@ def test_heuristic_default_chain() -> None:
     assert len(query) == 60
     assert route(query, ["small", "large"], SIZES, default="large", fallback="small").model \
         == "large"
-    # the default is only taken when offered; then the fallback; then the first offered
+    # the default is only taken when offered; then the fallback; then the first by name
     assert route(query, ["small", "large"], SIZES, default="gone", fallback="small").model \
         == "small"
     assert route(query, ["large", "small"], SIZES, default="gone").model == "large"
+    assert route(query, ["small", "large"], SIZES, default="gone").model == "large"
 
 
 def test_no_models() -> None:
@@ -176,9 +177,10 @@ def test_largest_and_smallest() -> None:
     assert largest(["big", "cloud", "tiny"], sizes) == "cloud"
     assert largest(["big", "tiny"], sizes) == "big"
     assert smallest(["cloud", "big", "tiny", "tiny2"], sizes) == "tiny"
-    assert smallest(["tiny2", "tiny"], sizes) == "tiny2"
-    assert smallest(["cloud", "other-cloud"], sizes) == "cloud"
-    assert largest(["cloud", "other-cloud"], sizes) == "cloud"
+    # equal sizes, no price: the name decides, never the position in the list
+    assert smallest(["tiny2", "tiny"], sizes) == smallest(["tiny", "tiny2"], sizes) == "tiny"
+    assert smallest(["other-cloud", "cloud"], sizes) == "cloud"
+    assert largest(["other-cloud", "cloud"], sizes) == "cloud"
     assert largest([], sizes) is None and smallest([], sizes) is None
     # a cloud model is largest, so a math query goes there, and a short one never does
     assert route("solve x", ["tiny", "cloud"], sizes).model == "cloud"

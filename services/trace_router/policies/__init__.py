@@ -44,7 +44,9 @@ POLICIES: Final[Mapping[str, Callable[..., Policy]]] = {
     "bandit": Bandit,
     "grpo": GRPO,
 }
-DEFAULT_POLICY: Final = "heuristic"
+#: what a tenant that chose no policy gets (`RouterSettings.default_policy`): its own traces
+#: where a query class has enough of them, else the heuristic, class by class
+DEFAULT_POLICY: Final = "learned"
 
 
 def policy_for(name: str, **params: Any) -> Policy:

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from services.trace_router.sizes import name_order
+
 #: (query class, model)
 ArmKey = tuple[str, str]
 
@@ -142,7 +144,8 @@ def rng_for(decision_id: str) -> random.Random:
 
 def default_chain(models: Sequence[str], default_model: str | None,
                   fallback_model: str | None) -> Choice:
-    """The default model if offered, then the fallback if offered, then the first offered.
+    """The default model if offered, then the fallback if offered, then the first offered by
+    name (not by position: the same models in another order give the same answer).
 
     With no models offered, the default or the fallback as named (the caller may know a model
     the request did not list), else `NoModelAvailable`.
@@ -157,4 +160,6 @@ def default_chain(models: Sequence[str], default_model: str | None,
         return Choice(default_model, "the default model")
     if fallback_model and fallback_model in models:
         return Choice(fallback_model, "the fallback model")
-    return Choice(models[0], "the first available model")
+    named = "neither the default nor the fallback model is offered" if (
+        default_model or fallback_model) else "no default or fallback model is named"
+    return Choice(min(models, key=name_order), f"{named}: the first offered model by name")

@@ -15,8 +15,15 @@ Ties go to the model with more traces, then to the lesser name: the reference br
 which trace it read first, which a replay of the same traces in another order can change. A
 table is recomputed from the aggregates by `learn` / `sft_table`; the service stores it, and
 `diff` gives the changes it reports. A request that does not offer the table's model gets the
-best offered model by the same scores (the table cannot know each request's models), and a class
-with no table entry gets the heuristic's answer.
+best offered model by the same scores (the table cannot know each request's models); a class
+with enough traces that the published table does not have yet is routed by the same
+computation; a class with too few traces gets the heuristic's answer.
+
+`learned` is the default policy of a tenant that chose none, so its reason says which of the
+two applied and on what facts: "learned from 24 code traces: gpt-4o 0.96 vs gpt-4o-mini 0.12"
+(the class's traces of every model, and the scores of the chosen model and of the best other
+offered one), or "heuristic (only 2 code traces, 5 needed): " followed by the heuristic's own
+reason.
 """
 
 from __future__ import annotations
@@ -36,8 +43,8 @@ from services.trace_router.policies.base import (
     Choice,
     RouterState,
 )
-from services.trace_router.policies.heuristic import heuristic_choice
-from services.trace_router.sizes import Sizes
+from services.trace_router.policies.heuristic import URGENT, heuristic_choice
+from services.trace_router.sizes import Sizes, name_order
 
 DEFAULT_MIN_SAMPLES: Final = 5
 Aggregates = Mapping[ArmKey, Aggregate]
@@ -112,24 +119,45 @@ def diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, Change]:
             for cls in sorted(set(old) | set(new)) if old.get(cls) != new.get(cls)}
 
 
-def _table_choice(label: str, table_model: str | None, live_model: str | None, cls: str,
-                  scores: dict[str, float], ctx: RoutingContext, models: Sequence[str],
-                  sizes: Sizes, default_model: str | None, fallback_model: str | None,
-                  ) -> Choice:
-    if table_model is not None and table_model in models:
-        return Choice(table_model, f"{label}: the best model for {cls} queries", scores)
-    if table_model is not None and live_model is not None:
-        return Choice(live_model, f"{label}: {table_model} is not offered; the best offered "
-                      f"model for {cls} queries", scores)
-    fallback = heuristic_choice(ctx, models, sizes, default_model, fallback_model)
-    why = (f"too few {cls} traces" if table_model is None
-           else f"{table_model} is not offered and no offered model qualifies")
-    return Choice(fallback.model, f"{label}: {why}; heuristic: {fallback.reason}", scores)
+def class_rows(aggregates: Aggregates, cls: str) -> dict[str, Aggregate]:
+    """The models with traces of class `cls` and their aggregates."""
+    return {model: agg for (c, model), agg in aggregates.items()
+            if c == cls and model and agg.count > 0}
+
+
+def _traces(n: int, cls: str) -> str:
+    return f"{n} {cls} trace" + ("" if n == 1 else "s")
+
+
+def compare(chosen: str, models: Sequence[str], scores: Mapping[str, float],
+            rows: Mapping[str, Aggregate], cls: str) -> str:
+    """`chosen`'s score against the best other offered model's ("a 0.96 vs b 0.12"), or against
+    the offered models without traces of the class."""
+    mine = f"{chosen} {scores[chosen]:.2f}" if chosen in scores else f"{chosen} (no score)"
+    others = [(m, rows[m], scores[m]) for m in dict.fromkeys(models)
+              if m != chosen and m in scores]
+    runner = _best(others)
+    if runner is not None:
+        return f"{mine} vs {runner} {scores[runner]:.2f}"
+    untried = sorted({m for m in models if m != chosen}, key=name_order)
+    if not untried:
+        return f"{mine}, the only model offered"
+    if len(untried) == 1:
+        return f"{mine} vs {untried[0]} (no {cls} traces)"
+    return f"{mine} vs {len(untried)} models with no {cls} traces"
 
 
 class _TablePolicy:
     """A policy that routes by a class -> model table computed from the aggregates (`learned`
-    and `sft` differ only in how a model is scored and which table of the state they read)."""
+    and `sft` differ in how a model is scored, when a class or model has enough traces, and
+    which table of the state they read).
+
+    The threshold is checked on the aggregates the decision reads, not on the published table,
+    which trails them by the relearn debounce: a class that has just reached enough traces is
+    routed by them at once (by the same computation the next relearn will publish), a class
+    that fell below (an erased user) goes back to the heuristic, and the reason's counts are the
+    ones the decision used. Where the class has enough traces, the published table's model is
+    used when it is offered and still qualifies, so every replica answers alike."""
 
     min_samples: int
     name: ClassVar[str]
@@ -145,20 +173,53 @@ class _TablePolicy:
     def _published(self, state: RouterState) -> Mapping[str, str]:
         raise NotImplementedError
 
+    def _shortfall(self, cls: str, rows: Mapping[str, Aggregate]) -> str | None:
+        """Why the class has too few traces to be learned from; None when it has enough."""
+        raise NotImplementedError
+
+    def _qualifies(self, model: str, rows: Mapping[str, Aggregate]) -> bool:
+        """Whether `model`'s traces of the class are enough to be routed to by this policy."""
+        raise NotImplementedError
+
     def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
                default_model: str | None, fallback_model: str | None,
                state: RouterState, decision_id: str) -> Choice:
         cls = query_class(ctx)
         if not models:
             return heuristic_choice(ctx, models, sizes, default_model, fallback_model)
-        scores = {m: self._score(agg) for m in models
-                  if (agg := state.aggregates.get((cls, m))) is not None and agg.count > 0}
+        rows = class_rows(state.aggregates, cls)
+        scores = {m: self._score(rows[m]) for m in models if m in rows}
+
+        def heuristic(why: str) -> Choice:
+            fallback = heuristic_choice(ctx, models, sizes, default_model, fallback_model)
+            return Choice(fallback.model, f"heuristic ({why}): {fallback.reason}", scores)
+
+        if ctx.urgency > URGENT:
+            # "answer now" is the caller's explicit trade: speed over the learned quality
+            return heuristic("urgent: speed before what the traces favour")
+        shortfall = self._shortfall(cls, rows)
+        if shortfall is not None:
+            return heuristic(shortfall)
+        evidence = f"{self.name} from {_traces(sum(a.count for a in rows.values()), cls)}"
         table_model = self._published(state).get(cls)
-        live = None
-        if table_model is not None and table_model not in models:
-            live = self._compute(state.aggregates, set(models)).get(cls)
-        return _table_choice(self.name, table_model, live, cls, scores, ctx, models, sizes,
-                             default_model, fallback_model)
+        if table_model is not None and table_model in models and self._qualifies(table_model,
+                                                                                  rows):
+            text = compare(table_model, models, scores, rows, cls)
+            best = _best([(m, rows[m], scores[m]) for m in scores if self._qualifies(m, rows)])
+            if best is not None and best != table_model:
+                text += "; the published table's choice, until the next relearn"
+            return Choice(table_model, f"{evidence}: {text}", scores)
+        live = self._compute(state.aggregates, set(models)).get(cls)
+        if table_model is None:
+            note = "not in the published table yet"
+        elif table_model not in models:
+            note = f"the table's {table_model} is not offered"
+        else:
+            note = f"the table's {table_model} no longer has enough {cls} traces"
+        if live is not None:
+            return Choice(live, f"{evidence}: {compare(live, models, scores, rows, cls)} ({note})",
+                          scores)
+        return heuristic(f"{note}, and no offered model has enough {cls} traces")
 
     def table(self, state: RouterState) -> dict[str, str]:
         return self._compute(state.aggregates)
@@ -182,6 +243,14 @@ class Learned(_TablePolicy):
     def _published(self, state: RouterState) -> Mapping[str, str]:
         return state.learned
 
+    def _shortfall(self, cls: str, rows: Mapping[str, Aggregate]) -> str | None:
+        n = sum(agg.count for agg in rows.values())
+        return None if n >= self.min_samples else (
+            f"only {_traces(n, cls)}, {self.min_samples} needed")
+
+    def _qualifies(self, model: str, rows: Mapping[str, Aggregate]) -> bool:
+        return model in rows
+
 
 @dataclass(frozen=True, slots=True)
 class SFT(_TablePolicy):
@@ -200,3 +269,12 @@ class SFT(_TablePolicy):
 
     def _published(self, state: RouterState) -> Mapping[str, str]:
         return state.sft
+
+    def _shortfall(self, cls: str, rows: Mapping[str, Aggregate]) -> str | None:
+        if any(self._qualifies(m, rows) for m in rows):
+            return None
+        most = max((agg.count for agg in rows.values()), default=0)
+        return (f"no model has {self.min_samples} {cls} traces yet, the most is {most}")
+
+    def _qualifies(self, model: str, rows: Mapping[str, Aggregate]) -> bool:
+        return model in rows and rows[model].count >= self.min_samples
