@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 from habitus.auth.keys import create_key
 from habitus.bus.streams import DLQ, EVENTS, INGEST
 from habitus.cli import app
+from habitus.client.items import trace as trace_item
+from habitus.client.items import wire_item
 from habitus.config import get_settings
 from habitus.db.migrate import migrate
 from habitus.events import Event
@@ -268,6 +270,45 @@ async def test_route_picks_from_the_models_given(servers: ServerUrls, acme: Clie
     line = ok(await habitus(servers, "route", query, "--models", "small-model,big-coder",
                             client=acme))
     assert "code" in line and "decision " in line
+
+
+async def test_route_ignores_the_order_of_models_and_follows_recorded_traces(
+        servers: ServerUrls, acme: Client) -> None:
+    # Once `--models gpt-4o-mini,gpt-4o` answered gpt-4o-mini and the reverse gpt-4o, and 24
+    # traces of gpt-4o-mini failing on code did not change the default answer.
+    query = "Why does this Python function raise a KeyError? def f(d): return d['x']"
+
+    async def both_orders() -> dict[str, Any]:
+        answers = [as_json(await habitus(servers, "route", query, "--models", models, "--json",
+                                         client=acme))
+                   for models in ("gpt-4o-mini,gpt-4o", "gpt-4o,gpt-4o-mini")]
+        for answer in answers:
+            answer.pop("decision_id")
+        assert answers[0] == answers[1], answers
+        return answers[0]
+
+    cold = await both_orders()
+    assert (cold["model"], cold["query_class"]) == ("gpt-4o", "code")
+    assert cold["reason"].startswith("heuristic (only 0 code traces"), cold["reason"]
+    assert "gpt-4o $12.50 per 1M tokens vs gpt-4o-mini $0.75 per 1M tokens" in cold["reason"]
+
+    # this tenant's traces say the opposite of the price: the small model wins on code
+    await acme.send(*(wire_item(trace_item(
+        "u1", f"{query} #{n}", "ok" if good else "wrong", agent="coder", model=model,
+        outcome="success" if good else "failure", feedback=0.9 if good else 0.2))
+        for n in range(12) for model, good in (("gpt-4o-mini", True), ("gpt-4o", False))))
+
+    deadline = time.monotonic() + 30
+    warm = await both_orders()
+    while not warm["reason"].startswith("learned from"):
+        assert time.monotonic() < deadline, warm
+        await asyncio.sleep(0.5)
+        warm = await both_orders()
+    assert warm["model"] == "gpt-4o-mini"
+    assert warm["reason"].startswith("learned from 24 code traces: gpt-4o-mini "), warm["reason"]
+    line = ok(await habitus(servers, "route", query, "--models", "gpt-4o,gpt-4o-mini",
+                            client=acme))
+    assert line.startswith("gpt-4o-mini  (learned, code): learned from 24 code traces"), line
 
 
 # --------------------------------------------------------------------------- errors
