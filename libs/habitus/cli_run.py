@@ -1,5 +1,6 @@
 """`habitus up` and `habitus demo`: start the whole system here (embedded servers for whatever
-is not configured), and for the demo replay a scripted scenario through it."""
+is not configured); the demo starts one of its own in a sandbox and replays a scripted scenario
+through it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from habitus.config import get_settings
+from habitus.config import Settings, get_settings
 
 
 def up(observe: Annotated[bool, typer.Option(
@@ -16,21 +17,29 @@ def up(observe: Annotated[bool, typer.Option(
        ] = False) -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
-    _run_up(demo=False, keep=True, observe=observe)
-
-
-def demo(keep: Annotated[bool, typer.Option(help="leave the system running afterwards")
-                         ] = False) -> None:
-    """Start the system, replay three weeks of two tenants' agents (examples/scenarios) through
-    the gateway, and show per user what was learned (facets, PROFILE.md, tool rules, habits,
-    prompt.context, routing), checked against the scenario; then stop (unless --keep)."""
-    _run_up(demo=True, keep=keep)
-
-
-def _run_up(*, demo: bool, keep: bool, observe: bool = False) -> None:
     from habitus.runtime.up import up as run_up
+
+    raise typer.Exit(asyncio.run(run_up(_settings(), observe=observe)))
+
+
+def demo(keep: Annotated[bool, typer.Option(
+        help="leave the demo's system running afterwards (Ctrl-C stops it) and keep its data")
+           ] = False) -> None:
+    """Start a system of its own (a fresh temporary data directory, embedded servers and a
+    gateway on free ports: never the data, servers or ports of `habitus up`), replay three weeks
+    of two tenants' agents (examples/scenarios) through the gateway, and show per user what was
+    learned (facets, PROFILE.md, tool rules, habits, prompt.context, routing), checked against
+    the scenario; then stop and remove it all (unless --keep)."""
+    from habitus.runtime.up import demo as run_demo
+
+    raise typer.Exit(asyncio.run(run_demo(_settings(), keep=keep)))
+
+
+def _settings() -> Settings:
+    """The environment's settings, with the terminal showing warnings only (up's own lines are
+    its output)."""
     from habitus.telemetry.logging import configure_logging
 
     settings = get_settings()
     configure_logging("up", "WARNING", settings.log_json)
-    raise typer.Exit(asyncio.run(run_up(settings, demo=demo, keep=keep, observe=observe)))
+    return settings

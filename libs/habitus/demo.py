@@ -4,10 +4,16 @@ what Habitus learned about each user, checked against what the story says it sho
 The scenario is `examples/scenarios/three_weeks.py` (two tenants, four users, each with a
 story and its expected outcome); its LLM parts (the extractor, habits' Analyze and judge) are
 answered by `examples/scenarios/scripted_model.py` unless `HABITUS_LLM_BASE_URL` and
-`HABITUS_LLM_MODEL` name a real model (`habitus up` starts the scripted one, see
-`scripted_model_for_up`). Everything goes through the public HTTP API with tenant keys, as an
+`HABITUS_LLM_MODEL` name a real model (the demo's `habitus up` starts the scripted one, see
+`scripted_model_for_demo`). Everything goes through the public HTTP API with tenant keys, as an
 integrator's agents would send it; the demo reads Postgres and NATS only to show how far each
 projection has come (stream sequence against checkpoint).
+
+It runs in a sandbox of its own (:mod:`habitus.runtime.sandbox`): the only tenants there are
+the scenario's, and the scripted model is wired into that sandbox's services alone.
+
+What it prints of the data (facet values, rules with their `[critical]` priority, PROFILE.md,
+stories) is text, never Rich markup: `_text` and `escape` keep brackets as they are.
 
 The steps are plain functions so that `tests/e2e/test_scenario.py` replays the same scenario
 the same way: `configure`, `send`, `wait_caught_up`, `act`, `outcomes`, `problems`.
@@ -27,9 +33,11 @@ from typing import Any
 
 import httpx
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from habitus.scripted_llm import ScriptedLlmServer
 
@@ -73,9 +81,10 @@ def start_scripted_model(scenario: Scenario | None = None) -> ScriptedLlmServer:
     return server
 
 
-def scripted_model_for_up() -> tuple[ScriptedLlmServer | None, dict[str, str]]:
-    """What `habitus up --demo` adds to its services' environment: the scripted model (started
-    here, when no real one is configured) and short extraction windows (unless set)."""
+def scripted_model_for_demo() -> tuple[ScriptedLlmServer | None, dict[str, str]]:
+    """What the demo's `habitus up` adds to its services' environment (theirs only): the
+    scripted model (started here, when no real one is configured) and short extraction windows
+    (unless set)."""
     env = {k: v for k, v in DEMO_SERVICE_ENV.items() if k not in os.environ}
     if llm_configured():
         return None, env
@@ -192,7 +201,9 @@ class Lag:
 
     @property
     def caught_up(self) -> bool:
-        return self.pending == 0 or (self.pending is None and self.checkpoint is None)
+        """Its consumer has nothing pending; or it has no consumer (yet) and nothing to read: a
+        service still starting (slow on a busy machine) has no consumer while its events wait."""
+        return self.pending == 0 or (self.pending is None and not self.last_seq)
 
 
 async def _projection_lag(nats_url: str, database_url: str) -> list[Lag]:
@@ -395,25 +406,32 @@ def problems(scenario: Scenario, found: dict[str, Any], *, scripted: bool = True
 # -- showing it ----------------------------------------------------------------------------
 
 
+def _text(*values: object) -> list[Text]:
+    """Table cells that show `values` as they are: a plain str cell is Rich markup, which would
+    swallow a rule's `[critical]` or any bracketed facet value."""
+    return [Text(str(v)) for v in values]
+
+
 def _lag_table(lags: Iterable[Lag], waiting: dict[str, str]) -> Table:
     table = Table("projection", "stream", "last seq", "checkpoint", "pending",
                   title="Projections catching up", title_justify="left")
     for lag in lags:
         pending = "-" if lag.pending is None else str(lag.pending)
         style = "green" if lag.caught_up else "yellow"
-        table.add_row(lag.projection, lag.stream, str(lag.last_seq or 0),
-                      str(lag.checkpoint or 0), f"[{style}]{pending}[/]")
-    table.caption = ("pending: events the projection reads that it has not applied yet (its "
-                     "checkpoint stops at the last event it reads)")
+        table.add_row(*_text(lag.projection, lag.stream, lag.last_seq or 0,
+                             lag.checkpoint or 0), Text(pending, style=style))
+    caption = ("pending: events the projection reads that it has not applied yet (its "
+               "checkpoint stops at the last event it reads)")
     if waiting:
-        table.caption += "; still working: " + ", ".join(f"{u} ({w})"
-                                                         for u, w in waiting.items())
+        caption += "; still working: " + ", ".join(f"{u} ({w})" for u, w in waiting.items())
+    table.caption = Text(caption)
     return table
 
 
 def show_user(out: Console, tenant: Any, user: Any, got: dict[str, Any]) -> None:
-    out.rule(f"[bold]{tenant.tenant_id}/{user.user_id}[/]: {user.name}, {user.persona}")
-    out.print(f"[dim]{user.story}[/]")
+    out.rule(Text.assemble((f"{tenant.tenant_id}/{user.user_id}", "bold"),
+                           f": {user.name}, {user.persona}"))
+    out.print(Text(user.story, style="dim"))
     facets = Table("class", "key", "value", "state", "stability", "set by",
                    title="Active and provisional facets", title_justify="left")
     for f in got["facets"]:
@@ -422,58 +440,60 @@ def show_user(out: Console, tenant: Any, user: Any, got: dict[str, Any]) -> None
         if f["pinned"]:
             set_by = "the user"
         stability = "" if f["stability"] is None else f"{f['stability']:.2f}"
-        facets.add_row(f["class"], f["key"], f["value"], f["state"], stability, set_by)
+        facets.add_row(*_text(f["class"], f["key"], f["value"], f["state"], stability, set_by))
     out.print(facets)
-    out.print(Panel(got["profile"].rstrip(), title="PROFILE.md", expand=False))
+    out.print(Panel(Text(got["profile"].rstrip()), title="PROFILE.md", expand=False))
     explain = got["explain"]
     if explain:
         table = Table("value", "family", "count", "decay", "contribution",
-                      title=f"learning.explain_facet {explain['class']}/{explain['key']}: "
-                            f"{explain['state']}, stability {explain['stability']}",
+                      title=Text(f"learning.explain_facet {explain['class']}/{explain['key']}: "
+                                 f"{explain['state']}, stability {explain['stability']}"),
                       title_justify="left")
         for v in explain["values"]:
             for fam in v.get("families", v.get("cue_families", [])):
-                table.add_row(str(v.get("value")), str(fam.get("family", fam.get("cue"))),
-                              str(fam.get("count")), f"{float(fam.get('decay', 0)):.2f}",
-                              f"{float(fam.get('contribution', 0)):.2f}")
+                table.add_row(*_text(v.get("value"), fam.get("family", fam.get("cue")),
+                                     fam.get("count"), f"{float(fam.get('decay', 0)):.2f}",
+                                     f"{float(fam.get('contribution', 0)):.2f}"))
         out.print(table)
     if got["rules"]:
         rules = Table("tool", "priority", "rule", "tags", title="Tool rules",
                       title_justify="left")
         for r in got["rules"]:
-            rules.add_row(r["tool_name"], r["priority"], r["rule"], ", ".join(r["tags"]))
+            rules.add_row(*_text(r["tool_name"], r["priority"], r["rule"], ", ".join(r["tags"])))
         out.print(rules)
     if got["habits"]:
         habits = Table("when", "do", "status", "review", "origin", "support",
                        title="Habits", title_justify="left")
         for h in got["habits"]:
-            habits.add_row(h["when"], h["do"], h["status"], h["review_status"], h["origin"],
-                           f"{h['support']} obs / {h['days']} days")
+            habits.add_row(*_text(h["when"], h["do"], h["status"], h["review_status"],
+                                  h["origin"], f"{h['support']} obs / {h['days']} days"))
         out.print(habits)
     context = got["context"]
     if context is not None:
         steered = ", ".join(context["steered_by"]) or "no habit"
-        out.print(Panel(context["text"].rstrip() or "(empty)",
-                        title=f"prompt.context for {user.sample_request!r} "
-                              f"(steered by: {steered})", expand=False))
+        out.print(Panel(Text(context["text"].rstrip() or "(empty)"),
+                        title=Text(f"prompt.context for {user.sample_request!r} "
+                                   f"(steered by: {steered})"), expand=False))
     routes = Table("model", "agent", "traces", "success", "feedback",
                    title="traces.route_stats", title_justify="left")
     for row in got["route_stats"].get("routes", []):
         feedback = row.get("avg_feedback")
-        routes.add_row(str(row.get("model")), str(row.get("agent")),
-                       str(row.get("count", row.get("traces"))),
-                       f"{float(row.get('success_rate', 0)):.0%}",
-                       "-" if feedback is None else f"{float(feedback):.2f}")
+        routes.add_row(*_text(row.get("model"), row.get("agent"),
+                              row.get("count", row.get("traces")),
+                              f"{float(row.get('success_rate', 0)):.0%}",
+                              "-" if feedback is None else f"{float(feedback):.2f}"))
     out.print(routes)
 
 
 def show_routing(out: Console, tenant: Any, decisions: list[dict[str, Any]]) -> None:
     table = Table("query", "class", "heuristic", "learned", "why",
-                  title=f"router.select_model for {tenant.tenant_id}", title_justify="left")
+                  title=Text(f"router.select_model for {tenant.tenant_id}"),
+                  title_justify="left")
     for d in decisions:
         query = d["expected"].query
-        table.add_row(query if len(query) < 40 else query[:37] + "...", d["query_class"],
-                      d["heuristic"]["model"], d["learned"]["model"], d["learned"]["reason"])
+        table.add_row(*_text(query if len(query) < 40 else query[:37] + "...",
+                             d["query_class"], d["heuristic"]["model"], d["learned"]["model"],
+                             d["learned"]["reason"]))
     out.print(table)
 
 
@@ -499,51 +519,20 @@ def tenant_keys(scenario: Scenario, key: str, database_url: str | None) -> dict[
     return asyncio.run(make())
 
 
-def fresh_tenants(nats_url: str, names: Sequence[str] = ("acme", "globex")
-                  ) -> dict[str, str] | None:
-    """Tenants that hold nothing yet: a second demo on the same data directory replays the
-    scenario as of now under `acme-2`, `globex-2` (the first run's turns keep their ids with
-    other times, which the gateway would rightly refuse as conflicts). None: the names as
-    they are."""
-    async def taken(suffix: str) -> bool:
-        import nats
-
-        from habitus.bus.streams import INGEST
-        from habitus.subjects import INGEST_ROOT
-
-        nc = await nats.connect(nats_url, name="habitus-demo")
-        try:
-            js = nc.jetstream()
-            for name in names:
-                info = await js.stream_info(
-                    INGEST, subjects_filter=f"{INGEST_ROOT}.*.{name}{suffix}.>")
-                if info.state.subjects:
-                    return True
-            return False
-        finally:
-            await nc.close()
-
-    n = 1
-    while asyncio.run(taken("" if n == 1 else f"-{n}")):
-        n += 1
-    return None if n == 1 else {name: f"{name}-{n}" for name in names}
-
-
 def run_demo(base_url: str, key: str, *, console: Console | None = None,
              nats_url: str | None = None, database_url: str | None = None,
              scripted: bool | None = None, timeout: float = 240.0, keep: bool = False,
-             tenants: dict[str, str] | None = None) -> bool:
+             tenants: dict[str, str] | None = None, data_dir: Path | None = None) -> bool:
     """Replay the scenario, wait until every projection caught up, show what was learned per
     user, and check it against the scenario's expectations. True when all of it was met.
 
     `nats_url` and `database_url` (given by `habitus up`) show the projections' lag and make a
     key per tenant; without them every tenant acts through `key`. `tenants` renames the
-    scenario's tenants (tests)."""
+    scenario's tenants (tests sharing servers; the demo's sandbox is fresh, so it needs none).
+    `data_dir` (the sandbox) is where `--keep`'s next steps point the CLI."""
     out = console or Console()
     scripted = not llm_configured() if scripted is None else scripted
     started = time.monotonic()
-    if tenants is None and nats_url is not None:
-        tenants = fresh_tenants(nats_url)
     scenario = build_scenario(tenants=tenants)
     keys = tenant_keys(scenario, key, database_url)
     api = apis(base_url, keys)
@@ -554,20 +543,21 @@ def run_demo(base_url: str, key: str, *, console: Console | None = None,
                       TimeElapsedColumn(), console=out, transient=False) as progress:
             task = progress.add_task("replay", total=len(pairs))
             accepted = send(api, pairs, lambda n: progress.advance(task, n))
-        out.print(f"  sent {len(pairs)} items for {len(scenario.users())} users of "
-                  f"{len(scenario.tenants)} tenants ({accepted} accepted)")
+        out.print(Text(f"  sent {len(pairs)} items for {len(scenario.users())} users of "
+                       f"{len(scenario.tenants)} tenants ({accepted} accepted)"))
         ok = _settle(out, api, scenario, nats_url, database_url, timeout)
         done = act(api, scenario)
-        out.print("  habits declared, Analyze run, suggestions approved, routing relearned: " +
-                  ", ".join(f"{u}: {d['analyzed']['suggested']} suggested"
-                            for u, d in done.items() if isinstance(d, dict) and "analyzed" in d))
+        out.print(Text(
+            "  habits declared, Analyze run, suggestions approved, routing relearned: " +
+            ", ".join(f"{u}: {d['analyzed']['suggested']} suggested"
+                      for u, d in done.items() if isinstance(d, dict) and "analyzed" in d)))
         ok = _settle(out, api, scenario, nats_url, database_url, timeout) and ok
         found = outcomes(api, scenario)
     finally:
         for a in api.values():
             a.close()
     for t in scenario.tenants:
-        out.rule(f"[bold magenta]{t.tenant_id}[/]: {t.company}")
+        out.rule(Text.assemble((t.tenant_id, "bold magenta"), f": {t.company}"))
         for u in t.users:
             show_user(out, t, u, found[u.user_id])
         show_routing(out, t, found[t.tenant_id])
@@ -576,15 +566,15 @@ def run_demo(base_url: str, key: str, *, console: Console | None = None,
     if missing or not ok:
         out.print(f"[red]  demo: {len(missing)} expectation(s) not met after {elapsed:.0f} s:")
         for line in missing:
-            out.print(f"[red]    - {line}")
+            out.print(Text(f"    - {line}", style="red"))
         if not ok:
             out.print("[red]    - the projections did not catch up in time")
         return False
     model = "the scripted model" if scripted else os.environ.get("HABITUS_LLM_MODEL", "")
     out.print(f"[green]  demo: every expectation of the scenario met ({elapsed:.0f} s, LLM "
-              f"parts answered by {model})")
+              f"parts answered by {escape(model)})")
     if keep:
-        _next_steps(out, base_url, keys, scenario)
+        _next_steps(out, base_url, keys, scenario, data_dir)
     return True
 
 
@@ -603,21 +593,36 @@ def _settle(out: Console, api: dict[str, Api], scenario: Scenario, nats_url: str
     return ok
 
 
-def _next_steps(out: Console, base_url: str, keys: dict[str, str], scenario: Scenario) -> None:
+def _next_steps(out: Console, base_url: str, keys: dict[str, str], scenario: Scenario,
+                data_dir: Path | None = None) -> None:
+    """What to try on the demo's system while it runs, one unwrapped line each (to be copied).
+    The `export` lines come first: without them `habitus ...` commands would find the user's
+    own system (./var, port 8080, HABITUS_*_URL) instead of the demo's."""
     tenant = scenario.tenants[0]
     user = tenant.users[0]
     key = keys[tenant.tenant_id]
-    out.print(Panel("\n".join([
-        f"export HABITUS_API_KEY={key}   # tenant {tenant.tenant_id}",
-        f"curl -s {base_url}/v1/users/{user.user_id}/profile.md -H 'Authorization: Bearer "
-        f"$HABITUS_API_KEY'",
-        f"curl -s -X POST {base_url}/v1/rpc/prompt.context -H 'Authorization: Bearer "
-        f"$HABITUS_API_KEY' -d '{{\"user_id\": \"{user.user_id}\", \"request\": "
+    lines = [f"export HABITUS_URL={base_url}"]
+    if data_dir is not None:
+        lines.append(f"export HABITUS_DATA_DIR={data_dir}   # the demo's data, kept after "
+                     f"Ctrl-C: rm -rf it when done")
+    lines.append(f"export HABITUS_API_KEY={key}   # tenant {tenant.tenant_id}")
+    shadowing = [v for v in ("HABITUS_NATS_URL", "HABITUS_DATABASE_URL", "HABITUS_REDIS_URL")
+                 if os.environ.get(v, "").strip()]
+    if shadowing:
+        lines.append(f"unset {' '.join(shadowing)}   # they name your own system's servers")
+    lines += [
+        f"curl -s $HABITUS_URL/v1/users/{user.user_id}/profile.md -H \"Authorization: Bearer "
+        f"$HABITUS_API_KEY\"",
+        f"curl -s -X POST $HABITUS_URL/v1/rpc/prompt.context -H \"Authorization: Bearer "
+        f"$HABITUS_API_KEY\" -d '{{\"user_id\": \"{user.user_id}\", \"request\": "
         f"\"{user.sample_request}\"}}'",
         f"habitus rules list --user {user.user_id}",
         "habitus traces stats",
         "habitus route 'def f(x): return x' --models qwen2.5-coder:7b,llama3.1:70b "
         "--policy learned",
-        "keys of the other tenants: " + ", ".join(f"{t}={k}" for t, k in keys.items()
-                                                   if t != tenant.tenant_id),
-    ]), title="Still running: try", expand=False))
+        "# keys of the other tenants: " + ", ".join(f"{t}={k}" for t, k in keys.items()
+                                                     if t != tenant.tenant_id),
+    ]
+    out.rule("Still running (Ctrl-C stops it): try", align="left")
+    for line in lines:
+        out.print(Text(f"  {line}"), soft_wrap=True)

@@ -5,7 +5,9 @@ and judge) to answer without a model: this server speaks just enough of the prot
 client (`habitus.llm`, on the `openai` SDK) uses, `POST /v1/chat/completions` and
 `GET /v1/models`, on 127.0.0.1 and a free port, in its own threads. A `Responder` gets the
 request's JSON body and returns the assistant message's content: a string, or any JSON value
-(sent as its `json.dumps`).
+(sent as its `json.dumps`). Its answers are invented, so `habitus demo` hands its URL to the
+services of its own sandbox and to no others (:mod:`habitus.runtime.sandbox`): a user's own
+system never gets a summary from it.
 
 It is deliberately small; the richer test double (scripted queues, errors, delays) is
 `tests/support/llm_server.py`, which examples and the library must not import.

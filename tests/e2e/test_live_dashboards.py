@@ -1,12 +1,13 @@
 """Every dashboard panel and every alert against a real Prometheus scraping a real Habitus.
 
-`habitus demo --keep` on a fresh data directory and a free port replays the bundled scenario
-(examples/scenarios/three_weeks.py, the scripted model answering the LLM parts) through the
-gateway and keeps running; a Prometheus on a free port, with the config `habitus up --observe`
-generates (habitus.runtime.observe) for the ports runtime.json lists, scrapes every process
-each second. Then every query of every panel of every dashboard (Grafana variables
-substituted) must return data, every alert expression must evaluate, and every metric a
-dashboard names must be in some service's /metrics (tests/support/dashboards.py).
+`habitus demo --keep`, in its sandbox (a fresh data directory, free ports), replays the bundled
+scenario (examples/scenarios/three_weeks.py, the scripted model answering the LLM parts)
+through the gateway and keeps running; a Prometheus on a free port, with the config
+`habitus up --observe` generates (habitus.runtime.observe) for the ports the sandbox's
+runtime.json lists, scrapes every process each second. Then every query of every panel of
+every dashboard (Grafana variables substituted) must return data, every alert expression must
+evaluate, and every metric a dashboard names must be in some service's /metrics
+(tests/support/dashboards.py).
 """
 
 from __future__ import annotations
@@ -68,10 +69,8 @@ def test_every_panel_has_data_and_every_alert_evaluates(data_root: Path) -> None
     assert queries, "no dashboard queries found"
     alerts = dashboards.alert_exprs()
     started = time.monotonic()
-    data_dir = data_root / "var"
-    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("HABITUS_")}
-    env.update(HABITUS_DATA_DIR=str(data_dir), HABITUS_HTTP_PORT=str(port))
+    env["TMPDIR"] = str(data_root)  # the demo's sandbox, kept (--keep), goes with the fixture
     demo = subprocess.Popen(
         [sys.executable, "-m", "habitus.cli", "demo", "--keep"], cwd=REPO, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -80,6 +79,8 @@ def test_every_panel_has_data_and_every_alert_evaluates(data_root: Path) -> None
     try:
         wait_for_line(demo, ("Habitus is ready at",), lines, timeout=120)
         key = next(line.split()[2] for line in lines if line.strip().startswith("API key"))
+        data_dir = Path(next(line.split(", ", 1)[1].strip() for line in lines
+                             if line.startswith("Habitus demo: in a sandbox of its own, ")))
         runtime = json.loads((data_dir / "runtime.json").read_text())
         targets: dict[str, str] = runtime["metrics"]
         gateway = targets.pop("gateway")

@@ -4,6 +4,9 @@ Fills in whatever the environment does not configure (embedded NATS, Postgres, R
 HABITUS_DATA_DIR), migrates, starts every service as a supervised process and the gateway, and
 prints where to reach it. A second run reuses the data directory.
 
+`habitus demo` runs the same system in a sandbox of its own (:func:`demo`, see
+:mod:`habitus.runtime.sandbox`), never on the data or the servers of the user's `habitus up`.
+
 One `habitus up` owns a data directory at a time (an flock, see :mod:`habitus.runtime.state`).
 Everything it starts is supervised: a service or an embedded server that dies is restarted with
 backoff, servers on the same data and ports so the services' clients reconnect by themselves,
@@ -40,6 +43,7 @@ from habitus.runtime.embedded import (
     free_port,
 )
 from habitus.runtime.lifetime import ProcessRef
+from habitus.runtime.sandbox import MARKER, create, is_sandbox, remove
 from habitus.runtime.state import (
     RUNTIME_FILE,
     AlreadyRunning,
@@ -59,7 +63,7 @@ from habitus.runtime.supervisor import (
 from habitus.scripted_llm import ScriptedLlmServer
 from habitus.service import registry
 
-__all__ = ["RUNTIME_FILE", "Up", "runtime_file", "up"]
+__all__ = ["RUNTIME_FILE", "Up", "demo", "runtime_file", "up"]
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +259,13 @@ class Up:
     async def run(self, ready_timeout: float = 120.0, demo: bool = False,
                   keep: bool = True, observe: bool = False) -> int:
         s = self.settings
+        if demo and not is_sandbox(s):
+            # The demo's tenants and its scripted model's answers must never reach a system the
+            # demo did not make: only `demo()`'s sandbox (marked, no server configured) will do.
+            _say(f"Habitus: the demo runs only in a sandbox of its own (a directory with a "
+                 f"{MARKER} file and no HABITUS_*_URL), not on {self.data_dir}: use "
+                 "`habitus demo`")
+            return 1
         loop = asyncio.get_running_loop()
         _say("Habitus: starting")
         cleaned = await loop.run_in_executor(self._infra, self.claim)
@@ -294,14 +305,19 @@ class Up:
             "HABITUS_DATABASE_URL": urls["database"],
             "HABITUS_REDIS_URL": urls["redis"],
             "HABITUS_DATA_DIR": str(self.data_dir),
+            # Spelled out rather than inherited: the demo's settings are not its environment's.
+            "HABITUS_HTTP_HOST": s.http_host,
+            "HABITUS_HTTP_PORT": str(s.http_port),
+            "HABITUS_ADMIN_KEYS": s.admin_keys,
             "HABITUS_BOOTSTRAP_KEYS": bootstrap,
             "HABITUS_EXPECTED_SERVICES": ",".join(others),
             "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
         }
         if demo:  # the scenario's scripted model, unless HABITUS_LLM_* names a real one
-            from habitus.demo import scripted_model_for_up
+            from habitus.demo import scripted_model_for_demo
 
-            self._demo_model, demo_env = scripted_model_for_up()
+            # Only this sandbox's services get its URL: it answers for the demo's system alone.
+            self._demo_model, demo_env = scripted_model_for_demo()
             base_env.update(demo_env)
         logs = self.data_dir / "logs"
         metrics: dict[str, str] = {}  # service -> host:port of its /metrics
@@ -338,7 +354,7 @@ class Up:
 
             self.demo_ok = await asyncio.to_thread(
                 run_demo, base_url, key, nats_url=urls["nats"], database_url=urls["database"],
-                keep=keep)
+                keep=keep, data_dir=self.data_dir)
         return 0
 
     def _observe(self, metrics: dict[str, str], env: dict[str, str]) -> str | None:
@@ -424,3 +440,24 @@ async def up(settings: Settings, demo: bool = False, keep: bool = True,
         return 0
     finally:
         await runner.shutdown()
+
+
+async def demo(base: Settings, keep: bool = False) -> int:
+    """`habitus demo`: `up` in demo mode in a fresh sandbox, which is removed afterwards unless
+    `keep` (then the system runs until Ctrl-C and its data stays, and the demo says where)."""
+    sandbox = create(base)
+    _say(f"Habitus demo: in a sandbox of its own, {sandbox.data_dir}")
+    _say("  its own embedded NATS, Postgres and Redis and its own gateway, on free ports; "
+         + ("kept after it stops (--keep)" if keep else "removed when the demo ends"))
+    if sandbox.ignored:
+        _say(f"  not used by the demo (they name your own system): {', '.join(sandbox.ignored)}")
+    try:
+        return await up(sandbox.settings, demo=True, keep=keep)
+    finally:
+        if keep:
+            _say(f"Habitus demo: its data stays in {sandbox.data_dir} "
+                 f"(rm -rf {sandbox.data_dir} when done)")
+        else:
+            problem = await asyncio.to_thread(remove, sandbox.data_dir)
+            _say(f"Habitus demo: {problem}" if problem else
+                 f"Habitus demo: removed its sandbox {sandbox.data_dir}")
