@@ -16,6 +16,7 @@ from habitus.auth.keys import create_key
 from habitus.db.migrate import migrate
 from tests.conftest import ServerUrls
 from tests.e2e.test_scenario import presets
+from tests.support.asyncapi import EventChecker, cache_count_problems, tenant_messages
 from tests.support.factories import unique
 from tests.support.services import every_service, skip_history
 
@@ -46,3 +47,16 @@ async def test_run_demo_shows_every_user_and_meets_every_expectation(
                   "prompt.context", "traces.route_stats", "router.select_model",
                   "Projections catching up"):
         assert shown in text, shown
+
+    # every event the demo made the services publish is what docs/asyncapi.json says, and
+    # every CacheRebuilt's counts are those of the Active facets it lists
+    checker = EventChecker()
+    events = [checker.check(m.subject, m.data, m.headers)
+              for tenant in tenants.values()
+              for m in await tenant_messages(servers.nats, tenant)]
+    types = {e["type"] for e in events}
+    assert {"TurnRecorded", "EmailObserved", "CandidateEmitted", "CacheRebuilt",
+            "ProfileRendered", "ToolRuleUpserted", "TraceCompleted", "HabitSuggested"
+            } <= types, sorted(types)
+    assert len(events) > 200, len(events)
+    assert cache_count_problems(events) == []

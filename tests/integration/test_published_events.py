@@ -12,13 +12,11 @@ in order: `added`, `evicted` and `kept` must be what the Active sets before and 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from typing import Any
 
-import nats
 import pytest
 import pytest_asyncio
 
@@ -33,7 +31,12 @@ from services.stability_detector.settings import LearningSettings
 from services.tool_memory.main import build as tool_memory
 from services.trace_router.main import build as trace_router
 from tests.conftest import ServerUrls
-from tests.support.asyncapi import EventChecker
+from tests.support.asyncapi import (
+    EventChecker,
+    active_keys,
+    cache_count_problems,
+    tenant_messages,
+)
 from tests.support.factories import unique
 from tests.support.services import running
 
@@ -48,31 +51,6 @@ async def base(servers: ServerUrls) -> AsyncIterator[str]:
             running(profile_renderer(), s), running(tool_memory(), s), \
             running(trace_router(), s), running(gateway, s) as host:
         yield f"http://127.0.0.1:{host.bound_port}"
-
-
-async def tenant_messages(nats_url: str, tenant: str) -> list[Any]:
-    """Every message of `tenant` on the ingest stream and the event log, in stream order."""
-    nc = await nats.connect(nats_url)
-    try:
-        js = nc.jetstream()
-        found: list[Any] = []
-        for subject in (f"habitus.v1.ingest.*.{tenant}.*", f"habitus.v1.event.*.{tenant}.*"):
-            sub = await js.subscribe(subject, ordered_consumer=True)
-            try:
-                while True:
-                    try:
-                        found.append(await sub.next_msg(timeout=1.0))
-                    except nats.errors.TimeoutError:
-                        break
-            finally:
-                await sub.unsubscribe()
-        return found
-    finally:
-        await nc.close()
-
-
-def active_keys(payload: dict[str, Any]) -> set[tuple[str, str]]:
-    return {(f["class"], f["key"]) for f in payload["active"]}
 
 
 async def test_every_published_event_matches_the_document_and_cache_counts_add_up(
@@ -128,20 +106,12 @@ async def test_every_published_event_matches_the_document_and_cache_counts_add_u
                      "ToolRuleUpserted", "FacetPinned", "RouteDecided"):
         assert kinds[expected], (expected, kinds)
 
+    assert cache_count_problems(events) == []
     rebuilt: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for e in events:
         if e["type"] == "CacheRebuilt":
             rebuilt[e["user_id"]].append(e["payload"])
     assert set(rebuilt) == {ana, ben}
-    for user, payloads in rebuilt.items():
-        before: set[tuple[str, str]] = set()
-        for p in payloads:
-            now_active = active_keys(p)
-            assert p["total_size"] == len(p["active"]), (user, p)
-            assert (p["added"], p["evicted"], p["kept"]) == (
-                len(now_active - before), len(before - now_active),
-                len(now_active & before)), (user, json.dumps(p)[:400])
-            before = now_active
     # the signature alone makes the name Provisional, which no count includes
     assert any(any(f["key"] == "name" for f in p["provisional"]) for p in rebuilt[ana])
     assert not any(("identity", "name") in active_keys(p) for p in rebuilt[ana])

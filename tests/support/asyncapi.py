@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import jsonschema
+import nats
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
@@ -82,3 +85,50 @@ class EventChecker:
         if errors:
             raise AssertionError("; ".join(
                 f"{'.'.join(map(str, e.path)) or '(event)'}: {e.message}" for e in errors[:5]))
+
+
+async def tenant_messages(nats_url: str, tenant: str) -> list[Any]:
+    """Every message of `tenant` on the ingest stream and the event log, in stream order."""
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        found: list[Any] = []
+        for subject in (f"habitus.v1.ingest.*.{tenant}.*", f"habitus.v1.event.*.{tenant}.*"):
+            sub = await js.subscribe(subject, ordered_consumer=True)
+            try:
+                while True:
+                    try:
+                        found.append(await sub.next_msg(timeout=1.0))
+                    except nats.errors.TimeoutError:
+                        break
+            finally:
+                await sub.unsubscribe()
+        return found
+    finally:
+        await nc.close()
+
+
+def active_keys(payload: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(f["class"], f["key"]) for f in payload["active"]}
+
+
+def cache_count_problems(events: Iterable[dict[str, Any]]) -> list[str]:
+    """Where a user's `CacheRebuilt` counts disagree with the Active sets it reports, walking
+    each user's events in order: `added` must be the facets Active now and not before,
+    `evicted` the reverse, `kept` those in both, `total_size` the number Active."""
+    by_user: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for e in events:
+        if e["type"] == "CacheRebuilt":
+            by_user[(e["tenant_id"], e["user_id"])].append(e["payload"])
+    problems = []
+    for (tenant, user), payloads in by_user.items():
+        before: set[tuple[str, str]] = set()
+        for n, p in enumerate(payloads):
+            now = active_keys(p)
+            want = (len(now - before), len(before - now), len(now & before), len(now))
+            got = (p["added"], p["evicted"], p["kept"], p["total_size"])
+            if got != want or p["total_size"] != len(p["active"]):
+                problems.append(f"{tenant}/{user} rebuild {n}: added, evicted, kept, total "
+                                f"{got}, the Active sets say {want}")
+            before = now
+    return problems
