@@ -9,7 +9,7 @@ good model would for this story, computed from what each request carries.
 * **the judge** (`habit_judgment`): a condition holds when the request holds one of its
   keywords (`TenantStory.judge`); the others are `not_currently_relevant`.
 
-It serves them over real HTTP with `habitus.scripted_llm.ScriptedLlmServer` (the small
+It serves them over real HTTP with `habitus.demo.scripted_llm.ScriptedLlmServer` (the small
 OpenAI-compatible server in the library, since examples must not import the tests' one):
 
     server = serve(build(time.time()))   # HABITUS_LLM_BASE_URL=server.url, MODEL=server.model
@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from examples.scenarios.three_weeks import Scenario, build
-from habitus.scripted_llm import ScriptedLlmServer, schema_name, system_message, user_message
+from habitus.demo.scripted_llm import ScriptedLlmServer, schema_name, system_message, user_message
 
 EXTRACTION, REFLECTION = "extraction", "reflection"
 ANALYZE, JUDGE = "habit_proposals", "habit_judgment"

@@ -16,6 +16,9 @@ when any evidence is explicit; Active from 1.5, Provisional from 0.7.
 
 Facets, habits and extracted facets marked `llm` depend on the model's answers: the bundled
 `scripted_model` gives exactly these; a real model (`HABITUS_LLM_*`) may find others.
+
+Long on purpose: one story of two tenants and four users, with what each should learn beside
+it, read top to bottom (the demo and tests/e2e/test_scenario.py replay it).
 """
 
 from __future__ import annotations

@@ -3,23 +3,25 @@
 A command must answer only once every view it changes reflects it, and those views belong to
 other services (a forgotten facet leaves the prompt only when the profile renderer applied the
 `CacheRebuilt` the learning cache emitted). Each projection's handler table says what it reads
-and its `emits` what it publishes; the flow is computed from the installed service descriptors
-(plus each service's erasure projection), so there is no second table to keep in step.
+and its `emits` what it publishes; the flow is computed from the projection classes, so there
+is no second table to keep in step.
+
+Which projections run is the services' to say: `habitus.service.registry.topology()` is the
+flow of the installed services (each one's projections plus its erasure projection), and the
+service host builds the one its commands wait along. This module knows projections only, so
+the service layer above can use it without it importing the services back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import cache
 
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG
 from habitus.projection.base import Projection, subject_for
-from habitus.projection.erasure import erasure_for
-from habitus.service.descriptor import ServiceDescriptor
 
-__all__ = ("ProjectionInfo", "Topology", "current", "projection", "readers_of", "subject_for")
+__all__ = ("ProjectionInfo", "Topology", "subject_for")
 
 
 @dataclass(frozen=True)
@@ -48,21 +50,14 @@ class ProjectionInfo:
         return [subject_for(t, tenant_id, user_id) for t in self.consumes]
 
 
-def service_projections(descriptor: ServiceDescriptor) -> list[type[Projection]]:
-    """A service's projections as it runs them: its own, then its erasure projection."""
-    own = list(descriptor.projections)
-    if own and descriptor.schema:
-        own.append(erasure_for(descriptor.schema, own))
-    return own
-
-
 class Topology:
     def __init__(self, projections: Iterable[ProjectionInfo]):
         self.projections = {p.name: p for p in projections}
 
     @classmethod
-    def of(cls, services: Iterable[ServiceDescriptor]) -> Topology:
-        return cls(ProjectionInfo.of(p) for s in services for p in service_projections(s))
+    def of(cls, projections: Iterable[type[Projection]]) -> Topology:
+        """The flow of these projection classes (every one a service runs, erasures too)."""
+        return cls(ProjectionInfo.of(p) for p in projections)
 
     def projection(self, name: str) -> ProjectionInfo:
         try:
@@ -92,19 +87,3 @@ class Topology:
 
         return sorted(self.projections.values(),
                       key=lambda p: (depth_of(p.name, frozenset()), p.name))
-
-
-@cache
-def current() -> Topology:
-    """The flow of the installed services."""
-    from habitus.service.registry import services
-
-    return Topology.of(services())
-
-
-def projection(name: str) -> ProjectionInfo:
-    return current().projection(name)
-
-
-def readers_of(event_type: str) -> Iterator[ProjectionInfo]:
-    return current().readers_of(event_type)

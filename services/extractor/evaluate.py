@@ -27,6 +27,9 @@ a facet the validator quarantined is no prediction, and an item whose call faile
 counts its expected facets.
 
 The scoring functions are pure; the I/O (corpus file, endpoint, terminal) is at the bottom.
+
+Long on purpose: the whole `make eval` harness in one file (corpus, matching, scoring,
+report, running), each step a section below, run as `python -m services.extractor.evaluate`.
 """
 
 from __future__ import annotations

@@ -94,6 +94,9 @@ facets are lower-cased (identity and goal values keep the user's capitalisation)
 "bun" from two windows reinforce one facet.
 
 Validation is total: it returns a `Validated` for any input, never raises.
+
+Long on purpose: one pipeline of small checks a facet passes in order, read top to bottom
+against the stable rejection reasons documented here.
 """
 
 from __future__ import annotations

@@ -25,6 +25,10 @@ not yet surely, and the user settles them by editing it. `settle` reads a saved 
 the one it was edited from and says which lines were moved out (confirmed) and which deleted
 (forgotten); the service publishes the commands. Anything else done to the block is an edit of
 managed content like any other: ignored and reported.
+
+Long on purpose: one pure document model (build the blocks, parse, assemble, edits,
+settling "Not yet sure") whose parts share the marker and fence rules below; split, each part
+would have to restate them.
 """
 
 from __future__ import annotations

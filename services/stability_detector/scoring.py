@@ -8,6 +8,9 @@ Decay is by evidence time only: a value's weight halves every class half-life af
 evidence of each cue family. A rebuild with nothing new therefore changes nothing but the decay
 that time itself brings (resetting `last_seen` on every rebuild, and losing the explicit bonus,
 would make facets flap between Active and Provisional).
+
+Long on purpose: the learning cache's arithmetic as one set of pure functions (scoring, user
+state, the cache, budgets, diff) that a replay must reproduce byte for byte; read together.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ rows, bit for bit.
 Reads each answer from the aggregates when the filter is by user, model or agent only; an
 `outcome` or time-range filter has no aggregate, so those go to the traces (and steps) the
 filter selects, by its index.
+
+Long on purpose: every statement on the `traces` schema is here and nowhere else (writes,
+aggregates, reads, paging), so the one module that spells its tables is the one to read when
+they change.
 """
 
 from __future__ import annotations

@@ -34,9 +34,9 @@ import pytest
 from habitus.bus import EventPublisher, RpcClient, connect
 from habitus.bus.publisher import MSG_ID
 from habitus.bus.streams import EVENTS, stream_configs
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CandidateEmitted
+from habitus.service.migrations import migrate
 from services.profile_renderer.main import build as profile_renderer
 from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings

@@ -23,11 +23,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from habitus.bus import EventPublisher
-from habitus.db.migrate import migrate
 from habitus.events import Event
 from habitus.events.ingest import TurnRecorded
 from habitus.llm import LlmSettings
 from habitus.projection import ProjectionRunner
+from habitus.service.migrations import migrate
 from habitus.subjects import INGEST_ROOT
 from habitus.telemetry.gc_tuning import tune_gc
 from services.extractor.main import build

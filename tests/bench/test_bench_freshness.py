@@ -38,7 +38,7 @@ import pytest
 
 from habitus.auth.keys import create_key
 from habitus.bus.streams import EVENTS
-from habitus.db.migrate import migrate
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile_renderer

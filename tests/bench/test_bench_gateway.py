@@ -15,8 +15,8 @@ import pytest
 
 from habitus.auth.keys import create_key
 from habitus.bus.publisher import headers_for
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
+from habitus.service.migrations import migrate
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
 from tests.support.processes import serve

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from habitus.bus.streams import EVENTS
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection import ApplyContext, Delivered, ProjectionRunner
+from habitus.service.migrations import migrate
 from habitus.telemetry.gc_tuning import tune_gc
 from services.stability_detector.main import build
 from services.stability_detector.projection import LearningProjection

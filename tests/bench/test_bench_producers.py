@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.ingest import TurnRecorded
 from habitus.projection import ProjectionRunner
+from habitus.service.migrations import migrate
 from habitus.telemetry.gc_tuning import tune_gc
 from services.producers.main import build
 from services.producers.projection import ProducersProjection

@@ -17,9 +17,9 @@ from redis.asyncio import Redis
 
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CacheRebuilt, ToolRuleUpserted
+from habitus.service.migrations import migrate
 from services.profile_renderer.cache import ContextCache
 from tests.conftest import ServerUrls
 from tests.support.factories import unique

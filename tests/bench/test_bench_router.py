@@ -36,9 +36,9 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.ingest import TraceCompleted
+from habitus.service.migrations import migrate
 from tests.bench import trace_corpus
 from tests.conftest import ServerUrls
 from tests.support.factories import unique

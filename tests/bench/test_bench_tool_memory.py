@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.ingest import ToolCall, TurnRecorded
 from habitus.projection import ProjectionRunner
+from habitus.service.migrations import migrate
 from habitus.telemetry.gc_tuning import tune_gc
 from services.tool_memory.main import build
 from services.tool_memory.projection import CaptureProjection

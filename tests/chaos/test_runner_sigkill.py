@@ -27,8 +27,8 @@ import pytest
 from nats.js.errors import NotFoundError
 
 from habitus.bus import DLQ, PublishResult
-from habitus.db.checkpoints import checkpoint_table
 from habitus.events import Event
+from habitus.projection.checkpoints import checkpoint_table
 from habitus.subjects import DLQ_ROOT
 from tests.integration.runner_support import eventually, publish, run_to_end
 from tests.support.factories import turn, unique

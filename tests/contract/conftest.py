@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from alembic import command
 
-from habitus.db.migrate import alembic_config, migrate
+from habitus.db.migrate import alembic_config
+from habitus.service.migrations import migrate
 from tests.conftest import ServerUrls
 
 EXAMPLE_MIGRATIONS = Path(__file__).resolve().parents[1] / "support" / "example_service" / \

@@ -23,7 +23,7 @@ from habitus.projection import ApplyContext, Delivered, Projection, ProjectionRu
 from habitus.projection.base import subject_for
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.erasure import ErasureProjection
-from habitus.projection.registry import available, resolve
+from habitus.service.projections import available, resolve
 
 FAST = RunnerConfig(
     batch_size=500,

@@ -2,7 +2,7 @@
 real NATS JetStream and Postgres.
 
 `ProjectionContract` is abstract (pytest does not collect it); one concrete subclass is
-generated below for each projection that `service_projections` lists for each service
+generated below for each projection that `running_projections()` lists for each service
 of `registry.services(extra=[example.service])`, erasure projections included. A new service
 gets the whole contract by being in the registry; a projection consuming a type nobody wrote an
 example for fails with "add an example for X".
@@ -40,7 +40,6 @@ from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.erasure import ErasureProjection
 from habitus.service import registry
 from habitus.service.descriptor import ServiceDescriptor
-from habitus.topology import service_projections  # after habitus.service: circular
 from tests.contract import examples
 from tests.contract.harness import (
     Scoped,
@@ -62,7 +61,7 @@ from tests.support.factories import unique
 # Not marked slow: the whole contract takes about 10 s (9 projections, 46 tests).
 
 SERVICES = registry.services(extra=[example.service])
-CASES = [(s, p) for s in SERVICES for p in service_projections(s)]
+CASES = [(s, p) for s in SERVICES for p in s.running_projections()]
 
 
 def _dump(events: list[Event[Any]]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -223,7 +222,7 @@ class ProjectionContract:
         b_applied = await applied_count(pool, cls.schema, tenant, "B", scoped.name)
         other_applied = await applied_count(pool, cls.schema, other, "A", scoped.name)
 
-        (erasure_cls,) = [c for c in service_projections(self.descriptor)
+        (erasure_cls,) = [c for c in self.descriptor.running_projections()
                           if issubclass(c, ErasureProjection)]
         siblings = [scoped.projection if sibling is cls else instantiate(sibling)
                     for sibling in erasure_cls.erases]
@@ -259,7 +258,7 @@ def test_a_type_without_an_example_fails_with_a_clear_message() -> None:
 
 
 def test_every_projection_of_every_service_gets_the_contract() -> None:
-    names = {p.name for s in SERVICES for p in service_projections(s)}
+    names = {p.name for s in SERVICES for p in s.running_projections()}
     generated = {globals()[_class_name(p)].projection_class.name for _, p in CASES}
     assert generated == names
     assert {"example.pins", "example.erasure"} <= names

@@ -33,10 +33,10 @@ from schemathesis.specs.openapi.checks import (
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher
 from habitus.contract import METHODS
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CandidateEmitted
 from habitus.projection.wait import wait_applied
+from habitus.service.migrations import migrate
 from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from habitus import demo
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
+from habitus.demo.model import start_scripted_model
+from habitus.demo.run import run_demo
+from habitus.demo.scenario import build_scenario
+from habitus.service.migrations import migrate
 from tests.conftest import ServerUrls
 from tests.e2e.test_scenario import presets
 from tests.support.asyncapi import EventChecker, cache_count_problems, tenant_messages
@@ -31,11 +33,11 @@ async def test_run_demo_shows_every_user_and_meets_every_expectation(
     key = await create_key(pool, unique("dev"))
     buffer = io.StringIO()
     console = Console(file=buffer, width=120, force_terminal=False)
-    with demo.start_scripted_model(demo.build_scenario()) as llm:
+    with start_scripted_model(build_scenario()) as llm:
         async with every_service(servers.settings(data_dir=tmp_path), presets(llm.url)
                                  ) as host:
             ok = await asyncio.to_thread(
-                demo.run_demo, f"http://127.0.0.1:{host.bound_port}", key, console=console,
+                run_demo, f"http://127.0.0.1:{host.bound_port}", key, console=console,
                 nats_url=servers.nats, database_url=servers.database, scripted=True,
                 timeout=120, tenants=tenants)
     text = buffer.getvalue()

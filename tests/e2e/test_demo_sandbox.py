@@ -39,7 +39,7 @@ import psycopg
 import pytest
 
 from habitus.bus.streams import EVENTS, INGEST
-from habitus.demo import build_scenario
+from habitus.demo.scenario import build_scenario
 from habitus.runtime.embedded import free_port
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 from tests.e2e.test_habitus_up import printed_key, stop, wait_ready

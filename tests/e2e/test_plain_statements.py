@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
-from habitus.demo import session_turns
+from habitus.demo.scenario import session_turns
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.services import learning_stack

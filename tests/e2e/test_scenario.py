@@ -23,12 +23,16 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from habitus import demo
 from habitus.auth.keys import create_key
 from habitus.contract.rpc import METHODS
-from habitus.db.migrate import migrate
+from habitus.demo.api import Api, apis, configure, send
+from habitus.demo.model import start_scripted_model
+from habitus.demo.outcomes import act, outcomes, problems, route_count
+from habitus.demo.progress import wait_caught_up
+from habitus.demo.scenario import build_scenario, ordered_items
+from habitus.demo.scripted_llm import ScriptedLlmServer
 from habitus.llm import LlmSettings
-from habitus.scripted_llm import ScriptedLlmServer
+from habitus.service.migrations import migrate
 from services.extractor.settings import ExtractorSettings
 from services.habits.settings import HabitsSettings
 from services.stability_detector.settings import LearningSettings
@@ -69,28 +73,28 @@ async def system(servers: ServerUrls, nc: Any, tmp_path_factory: Any
     migrate(servers.database)
     # the extractor starts at the stream's end: earlier modules' material is not this test's
     await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
-    with demo.start_scripted_model(demo.build_scenario()) as llm:
+    with start_scripted_model(build_scenario()) as llm:
         yield System(servers, servers.settings(data_dir=tmp_path_factory.mktemp("scenario")),
                      llm)
 
 
 async def new_tenants(pool: Any) -> tuple[Any, dict[str, str]]:
     names = {"acme": unique("acme"), "globex": unique("globex")}
-    scenario = demo.build_scenario(time.time(), names)
+    scenario = build_scenario(time.time(), names)
     keys = {t.tenant_id: await create_key(pool, t.tenant_id) for t in scenario.tenants}
     return scenario, keys
 
 
-async def settle_and_act(api: dict[str, demo.Api], scenario: Any,
+async def settle_and_act(api: dict[str, Api], scenario: Any,
                          servers: ServerUrls) -> dict[str, Any]:
     for _ in range(2):
         caught_up = await asyncio.to_thread(
-            demo.wait_caught_up, api, scenario, timeout=90, nats_url=servers.nats,
+            wait_caught_up, api, scenario, timeout=90, nats_url=servers.nats,
             database_url=servers.database)
         assert caught_up, "the projections never caught up"
         if _ == 0:
-            await asyncio.to_thread(demo.act, api, scenario)
-    return await asyncio.to_thread(demo.outcomes, api, scenario)
+            await asyncio.to_thread(act, api, scenario)
+    return await asyncio.to_thread(outcomes, api, scenario)
 
 
 def comparable(found: dict[str, Any], scenario: Any) -> dict[str, Any]:
@@ -106,7 +110,7 @@ def comparable(found: dict[str, Any], scenario: Any) -> dict[str, Any]:
             "habits": sorted((h["when"], h["do"], h["status"], h["review_status"])
                              for h in got["habits"]),
             "steered_by": got["context"]["steered_by"] if got["context"] else None,
-            "traces": demo.route_count(got["route_stats"]),
+            "traces": route_count(got["route_stats"]),
         }
     for t in scenario.tenants:
         out[t.tenant_id.rsplit("_", 1)[0]] = [(r["learned"]["model"], r["heuristic"]["model"])
@@ -122,13 +126,13 @@ async def test_the_scenario_teaches_every_user_what_its_story_says(
         system: System, servers: ServerUrls, pool: Any) -> None:
     scenario, keys = await new_tenants(pool)
     async with system.running() as base:
-        api = demo.apis(base, keys)
-        await asyncio.to_thread(demo.configure, api, scenario)
-        await asyncio.to_thread(demo.send, api, demo.ordered_items(scenario))
+        api = apis(base, keys)
+        await asyncio.to_thread(configure, api, scenario)
+        await asyncio.to_thread(send, api, ordered_items(scenario))
         found = await settle_and_act(api, scenario, servers)
         RESULT.update(found=found, scenario=scenario, keys=keys, api=api)
-        problems = demo.problems(scenario, found)
-        assert problems == [], "\n".join(problems)
+        missing = problems(scenario, found)
+        assert missing == [], "\n".join(missing)
 
 
 async def test_no_tenant_reads_another_tenants_users(system: System, servers: ServerUrls,
@@ -164,7 +168,7 @@ async def test_no_tenant_reads_another_tenants_users(system: System, servers: Se
             for other in scenario.tenants:
                 if other.tenant_id == owner.tenant_id:
                     continue
-                api = demo.Api(base, keys[other.tenant_id])
+                api = Api(base, keys[other.tenant_id])
                 try:
                     for method in reads:
                         params = {"user_id": user.user_id, **extra.get(method, {})}
@@ -188,16 +192,16 @@ async def test_stopping_every_process_midway_changes_no_outcome(
     if not RESULT:
         pytest.skip("needs the uninterrupted run")
     scenario, keys = await new_tenants(pool)
-    pairs = demo.ordered_items(scenario)
+    pairs = ordered_items(scenario)
     half = len(pairs) // 2
     async with system.running() as base:
-        api = demo.apis(base, keys)
-        await asyncio.to_thread(demo.configure, api, scenario)
-        await asyncio.to_thread(demo.send, api, pairs[:half])
+        api = apis(base, keys)
+        await asyncio.to_thread(configure, api, scenario)
+        await asyncio.to_thread(send, api, pairs[:half])
     # every service host is stopped here; they start again on the same data and streams
     async with system.running() as base:
-        api = demo.apis(base, keys)
-        await asyncio.to_thread(demo.send, api, pairs[half:])
+        api = apis(base, keys)
+        await asyncio.to_thread(send, api, pairs[half:])
         found = await settle_and_act(api, scenario, servers)
-    assert demo.problems(scenario, found) == []
+    assert problems(scenario, found) == []
     assert comparable(found, scenario) == comparable(RESULT["found"], RESULT["scenario"])

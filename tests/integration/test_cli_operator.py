@@ -24,9 +24,9 @@ from habitus.cli import app
 from habitus.client.items import trace as trace_item
 from habitus.client.items import wire_item
 from habitus.config import get_settings
-from habitus.db.migrate import migrate
 from habitus.events import Event
 from habitus.projection import ApplyContext, Delivered
+from habitus.service.migrations import migrate
 from habitus.subjects import ingest_subject
 from services.producers.main import build as producers
 from services.stability_detector.main import build as learning

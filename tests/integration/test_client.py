@@ -44,8 +44,8 @@ from habitus.client import (
 )
 from habitus.contract.habits import Changed, Habit
 from habitus.contract.learning import Facet
-from habitus.db.migrate import migrate
 from habitus.llm import LlmSettings
+from habitus.service.migrations import migrate
 from services.extractor.main import build as extractor
 from services.extractor.settings import ExtractorSettings
 from services.gateway.main import service as gateway

@@ -18,9 +18,9 @@ import pytest
 import pytest_asyncio
 
 from habitus.bus import EventPublisher, RpcClient, RpcError
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import CandidateEmitted, ToolRuleUpserted
+from habitus.service.migrations import migrate
 from services.profile_renderer.main import build as profile_renderer
 from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings

@@ -29,11 +29,11 @@ from redis.asyncio import Redis
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
-from habitus.db.migrate import migrate
 from habitus.ids import TENANT_WIDE
 from habitus.llm import LlmSettings
 from habitus.service import registry
 from habitus.service.erasure import user_filters
+from habitus.service.migrations import migrate
 from services.extractor.settings import ExtractorSettings
 from services.habits import main as habits_main
 from services.habits.embedding import SentenceEncoder

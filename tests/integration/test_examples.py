@@ -26,7 +26,6 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS, EventPublisher, PublishResult
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG, Event
 from habitus.events.domain import (
     ActiveFacet,
@@ -35,6 +34,7 @@ from habitus.events.domain import (
     ToolRuleDeleted,
     ToolRuleUpserted,
 )
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.producers.main import service as producers
 from services.profile_renderer.main import build as profile_renderer

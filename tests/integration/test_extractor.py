@@ -25,12 +25,12 @@ from prometheus_client import REGISTRY
 
 from habitus.auth.keys import create_key
 from habitus.bus import connect, ensure_streams
-from habitus.db.migrate import migrate
 from habitus.db.pool import open_pool
 from habitus.llm import LlmSettings
-from habitus.projection.registry import resolve
 from habitus.projection.replay import replay
 from habitus.runtime.embedded import EmbeddedNats
+from habitus.service.migrations import migrate
+from habitus.service.projections import resolve
 from services.extractor import prompts, rpc, worker
 from services.extractor.main import build as extractor
 from services.extractor.settings import ExtractorSettings

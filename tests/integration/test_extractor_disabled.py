@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
 from habitus.llm import LlmSettings
+from habitus.service.migrations import migrate
 from services.extractor.main import build as extractor
 from services.extractor.settings import ExtractorSettings
 from services.gateway.main import service as gateway

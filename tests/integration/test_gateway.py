@@ -13,8 +13,8 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key, store_key
 from habitus.bus.streams import INGEST
-from habitus.db.migrate import migrate
 from habitus.ids import new_event_id
+from habitus.service.migrations import migrate
 from habitus.subjects import ingest_subject
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls

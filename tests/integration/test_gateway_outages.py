@@ -22,11 +22,11 @@ from habitus.bus import connect
 from habitus.bus.publisher import EventPublisher, NotConfirmed, failure_kind
 from habitus.bus.rpc import RpcContext, RpcRegistry
 from habitus.bus.streams import INGEST
-from habitus.db.migrate import migrate
 from habitus.db.pool import open_pool
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique

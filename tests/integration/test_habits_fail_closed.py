@@ -16,8 +16,8 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
 from habitus.llm import LlmSettings
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.habits.embedding import Unavailable
 from services.habits.main import build as habits

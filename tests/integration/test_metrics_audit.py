@@ -24,10 +24,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
 from habitus.llm import LlmSettings
 from habitus.service import registry
 from habitus.service.host import ServiceHost
+from habitus.service.migrations import migrate
 from services.extractor.settings import ExtractorSettings
 from services.habits.settings import HabitsSettings
 from services.profile_renderer.main import ProfileSettings

@@ -20,14 +20,9 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import make_url
 
-from habitus.db.migrate import (
-    ENVIRONMENT,
-    alembic_config,
-    current_revision,
-    migrate,
-    sources,
-)
+from habitus.db.migrate import ENVIRONMENT, alembic_config, current_revision
 from habitus.db.urls import conninfo
+from habitus.service.migrations import migrate, sources
 from tests.conftest import ServerUrls
 
 REPO = Path(__file__).resolve().parents[2]

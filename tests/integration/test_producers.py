@@ -14,9 +14,9 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.bus import DLQ, EVENTS, RpcClient
-from habitus.db.migrate import migrate
 from habitus.events import Event
 from habitus.projection import dlq as dlqh
+from habitus.service.migrations import migrate
 from habitus.subjects import ingest_subject
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers

@@ -14,7 +14,6 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS, EventPublisher, RpcClient, RpcError
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import (
     CacheRebuilt,
@@ -24,6 +23,7 @@ from habitus.events.domain import (
 )
 from habitus.events.ingest import ProviderProfileSynced
 from habitus.projection.wait import wait_applied
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.profile_renderer.main import ProfileSettings
 from services.profile_renderer.main import build as profile_renderer

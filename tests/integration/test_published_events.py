@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.client import AsyncClient, email, provider_profile, trace, turn
-from habitus.db.migrate import migrate
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile_renderer

@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 from nats.js.api import AckPolicy
 
 from habitus.bus.publisher import headers_for
-from habitus.db.checkpoints import checkpoint_table
 from habitus.events import CATALOG, Event
 from habitus.projection import ProjectionRunner
+from habitus.projection.checkpoints import checkpoint_table
 from habitus.projection.replay import reset_projection
 from habitus.projection.runner import BatchOutcome, Fenced, Rewind
 from tests.integration.runner_support import FAST, new_tally

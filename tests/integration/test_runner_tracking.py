@@ -19,10 +19,10 @@ from psycopg import AsyncCursor
 from habitus.bus import DLQ
 from habitus.bus.publisher import headers_for
 from habitus.bus.streams import INGEST
-from habitus.db.checkpoints import checkpoint_ddl, tracking_ddl
 from habitus.events import CATALOG
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.projection import dlq as dlqh
+from habitus.projection.checkpoints import checkpoint_ddl, tracking_ddl
 from habitus.projection.wait import DeadLettered, wait_applied
 from habitus.subjects import INGEST_ROOT
 from tests.integration.runner_support import FAST, new_tally, publish, run_to_end

@@ -16,11 +16,11 @@ import pytest_asyncio
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher, RpcClient, RpcError
 from habitus.bus.streams import EVENTS
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
 from habitus.projection.wait import wait_applied
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.profile_renderer.main import build as build_profile
 from services.stability_detector.main import build

@@ -16,11 +16,11 @@ import pytest
 import pytest_asyncio
 
 from habitus.bus import EventPublisher, RpcClient
-from habitus.db.migrate import migrate
 from habitus.events import CATALOG
 from habitus.events.domain import ToolRuleDeleted, ToolRuleUpserted
 from habitus.ids import TENANT_WIDE
 from habitus.projection.wait import wait_applied
+from habitus.service.migrations import migrate
 from services.profile_renderer.main import ProfileSettings
 from services.profile_renderer.main import build as profile_renderer
 from services.profile_renderer.projection import RenderProjection

@@ -16,9 +16,9 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
-from habitus.db.migrate import migrate
-from habitus.projection.registry import resolve
 from habitus.projection.replay import replay
+from habitus.service.migrations import migrate
+from habitus.service.projections import resolve
 from services.gateway.main import service as gateway
 from services.profile_renderer.main import build as profile_renderer
 from services.tool_memory.main import build as tool_memory

@@ -23,9 +23,9 @@ from pydantic import BaseModel
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
 from habitus.contract import traces as contract
-from habitus.db.migrate import migrate
-from habitus.projection.registry import resolve
 from habitus.projection.replay import replay
+from habitus.service.migrations import migrate
+from habitus.service.projections import resolve
 from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
 from services.trace_router.settings import RouterSettings

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx
 
-from habitus.db.migrate import migrate
 from habitus.llm import LlmSettings
+from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
 from services.habits.embedding import Embedder, FixedVectors, SentenceEncoder, Vector
 from services.habits.identity import normalise

@@ -102,7 +102,7 @@ def isolated_database(database_url: str) -> Iterator[str]:
 
     import psycopg
 
-    from habitus.db.migrate import migrate
+    from habitus.service.migrations import migrate
 
     name = f"habitus_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -120,7 +120,7 @@ def isolated_database(database_url: str) -> Iterator[str]:
 async def learning_stack(database: str, settings: Settings) -> AsyncIterator[str]:
     """What a statement goes through on its way to the prompt, as deployed (the scheduler on):
     the producers, the learning cache, the renderer and the gateway; yields the gateway's URL."""
-    from habitus.db.migrate import migrate
+    from habitus.service.migrations import migrate
     from services.gateway.main import service as gateway
     from services.producers.main import build as producers
     from services.profile_renderer.main import build as profile_renderer

@@ -32,7 +32,7 @@ class TallyProjection(Projection):
         self.tables = [f"{schema}.counts", f"{schema}.seen"]
 
     def ddl(self) -> list[str]:
-        from habitus.db.checkpoints import checkpoint_ddl, tracking_ddl
+        from habitus.projection.checkpoints import checkpoint_ddl, tracking_ddl
 
         return [
             *checkpoint_ddl(self.schema),

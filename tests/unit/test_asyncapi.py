@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from habitus.bus.asyncapi import EXTENSION, document
 from habitus.events import CATALOG
-from habitus.events.asyncapi import EXTENSION, document
 from habitus.events.domain import ActiveFacet, CacheRebuilt
 from habitus.events.envelope import Event
 from habitus.events.ingest import TurnRecorded

@@ -20,11 +20,10 @@ import pytest
 import typer
 from typer.testing import CliRunner, Result
 
-from habitus import cli
-from habitus.cli import app
-from habitus.cli_context import context_lines, context_params, tool_list
-from habitus.cli_facets import facet_ref
-from habitus.cli_output import WIDE, CliConsole
+from habitus.cli import app, keys, serve
+from habitus.cli.context import context_lines, context_params, tool_list
+from habitus.cli.facets import facet_ref
+from habitus.cli.output import WIDE, CliConsole
 from habitus.config import get_settings
 
 RUNNER = CliRunner()
@@ -114,8 +113,8 @@ def test_serve_help_lists_every_installed_service() -> None:
     shown = RUNNER.invoke(app, ["serve", "--help"], env={"COLUMNS": "300"})
     assert shown.exit_code == 0, shown.output
     installed = [s.name for s in registry.services()]
-    assert cli.SERVICES_GROUP == registry.GROUP
-    assert installed and installed == cli.service_names()
+    assert serve.SERVICES_GROUP == registry.GROUP
+    assert installed and installed == serve.service_names()
     assert "Services: " + ", ".join(installed) + "." in " ".join(shown.output.split())
 
 
@@ -123,7 +122,7 @@ def test_an_unknown_service_is_refused_naming_the_installed_ones() -> None:
     refused = RUNNER.invoke(app, ["serve", "no_such_service"])
     assert refused.exit_code == 2
     assert "unknown service 'no_such_service'" in refused.output
-    assert all(name in refused.output for name in cli.service_names())
+    assert all(name in refused.output for name in serve.service_names())
 
 
 # --------------------------------------------------------------------------- a fake gateway
@@ -371,7 +370,7 @@ def test_keys_list_json_has_times_as_iso(monkeypatch: pytest.MonkeyPatch) -> Non
     at = datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.UTC)
     rows = [{"key_prefix": "hab_1a2b", "tenant_id": "acme", "is_admin": False,
              "label": "[ci]", "created_at": at, "revoked_at": None}]
-    monkeypatch.setattr(cli, "_with_pool", lambda fn: rows)
+    monkeypatch.setattr(keys, "_with_pool", lambda fn: rows)
     listed = json.loads(ok(RUNNER.invoke(app, ["keys", "list", "--json"])))
     assert listed == [{**rows[0], "created_at": "2026-01-02T03:04:00+00:00"}]
     assert "[ci]" in ok(RUNNER.invoke(app, ["keys", "list"]))

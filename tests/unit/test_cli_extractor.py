@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from habitus.cli_extractor import parse_since
+from habitus.cli.extractor import parse_since
 
 NOW = 1_764_547_200.0  # 2025-12-01T00:00:00Z
 

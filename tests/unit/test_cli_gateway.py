@@ -10,8 +10,8 @@ import httpx
 import pytest
 import typer
 
-from habitus import cli_gateway
-from habitus.cli_gateway import api_key, call, error_line, gateway_url
+from habitus.cli import gateway as cli_gateway
+from habitus.cli.gateway import api_key, call, error_line, gateway_url
 from habitus.config import get_settings
 
 

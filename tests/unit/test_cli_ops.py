@@ -9,19 +9,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from habitus.cli_habits import review_lines
-from habitus.cli_ops import (
-    Lag,
-    Letter,
-    cut,
-    dlq_filter,
-    event_filter,
-    event_json,
-    event_line,
-    short,
-    where,
-)
-from habitus.cli_route import model_list
+from habitus.cli.connect import where
+from habitus.cli.dlq import Letter, dlq_filter
+from habitus.cli.events import event_filter, event_json, event_line
+from habitus.cli.habits import review_lines
+from habitus.cli.output import cut, short
+from habitus.cli.route import model_list
+from habitus.ops.lag import Lag
 from habitus.projection import dlq as h
 
 

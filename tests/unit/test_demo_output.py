@@ -12,7 +12,9 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from habitus import demo
+from habitus.demo.progress import Lag
+from habitus.demo.scenario import build_scenario
+from habitus.demo.show import next_steps, show_user
 
 
 def console() -> tuple[Console, io.StringIO]:
@@ -35,7 +37,7 @@ def test_bracketed_data_is_printed_as_it_is() -> None:
                    "rule": "Never [rm -rf /].", "tags": ["[user-edict]"]}],
         "habits": [], "context": None, "route_stats": {"routes": []},
     }
-    demo.show_user(out, tenant, user, got)
+    show_user(out, tenant, user, got)
     text = buffer.getvalue()
     for shown in ("Sam [the terse]", "[bold]engineer", "Says [red]no[/red] to preambles.",
                   "[code-only]", "- **[critical]** Don't run migrations", "Never [rm -rf /].",
@@ -50,8 +52,8 @@ def test_the_keep_lines_point_at_the_sandbox_and_are_not_wrapped(
     monkeypatch.delenv("HABITUS_REDIS_URL", raising=False)
     out, buffer = console()
     sandbox = Path("/tmp/habitus-demo-" + "x" * 120)  # longer than the console is wide
-    demo._next_steps(out, "http://127.0.0.1:40123", {"acme": "hab_a", "globex": "hab_g"},
-                     demo.build_scenario(0.0), sandbox)
+    next_steps(out, "http://127.0.0.1:40123", {"acme": "hab_a", "globex": "hab_g"},
+               build_scenario(0.0), sandbox)
     lines = buffer.getvalue().splitlines()
     assert "  export HABITUS_URL=http://127.0.0.1:40123" in lines
     assert any(line.startswith(f"  export HABITUS_DATA_DIR={sandbox}   #") for line in lines)
@@ -68,5 +70,5 @@ def test_the_keep_lines_point_at_the_sandbox_and_are_not_wrapped(
 ])
 def test_a_projection_is_caught_up_only_when_nothing_waits_for_it(
         last_seq: int, pending: int | None, caught_up: bool) -> None:
-    lag = demo.Lag("producers.candidates", "HABITUS_INGEST", last_seq, None, pending)
+    lag = Lag("producers.candidates", "HABITUS_INGEST", last_seq, None, pending)
     assert lag.caught_up is caught_up

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from habitus.config import Settings
-from habitus.runtime import sandbox
+from habitus.demo import sandbox
+from habitus.demo.system import DemoGuest
 from habitus.runtime.embedded.ports import STANDARD_PORTS
 from habitus.runtime.up import Up
 
@@ -74,9 +75,9 @@ async def test_demo_mode_refuses_a_directory_that_is_not_a_sandbox(tmp_path: Pat
     for settings in (Settings(data_dir=tmp_path / "var"),
                      sandbox.create(Settings(), {}, parent=tmp_path).settings.model_copy(
                          update={"database_url": USERS_OWN["HABITUS_DATABASE_URL"]})):
-        runner = Up(settings)
+        runner = Up(settings, guest=DemoGuest(keep=False))
         try:
-            assert await runner.run(demo=True, keep=False) == 1
+            assert await runner.run() == 1
         finally:
             await runner.shutdown()
         assert not (settings.data_dir / "up.lock").exists()  # not even claimed

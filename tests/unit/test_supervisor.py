@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from habitus.runtime.lifetime import SUPERVISOR_PID_ENV, orphan_watchdog
 from habitus.runtime.supervisor import ProcessSpec, Supervised, Supervisor, backoff_delay
+from habitus.service.watchdog import SUPERVISOR_PID_ENV, orphan_watchdog
 
 
 async def _until(predicate: object, timeout: float = 20.0) -> None:

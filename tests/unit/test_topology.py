@@ -15,17 +15,17 @@ from habitus.events import CATALOG
 from habitus.events.domain import CacheRebuilt, FacetPinned
 from habitus.events.ingest import TurnRecorded
 from habitus.projection import ApplyContext, Delivered, Projection
-from habitus.projection.registry import resolve
 from habitus.service import registry
+from habitus.service.projections import resolve
 
 RUNNING = sorted(p for s in registry.services() for p in
-                 (c.name for c in topology.service_projections(s)))
+                 (c.name for c in s.running_projections()))
 
 
 @pytest.mark.parametrize("name", RUNNING)
 def test_every_running_projection_is_in_the_flow_as_it_runs(name: str) -> None:
     running = resolve(name)
-    info = topology.projection(name)
+    info = registry.topology().projection(name)
     assert running.schema == info.schema
     assert running.stream == info.stream
     assert sorted(running.filter_subjects) == sorted(info.filter_subjects())
@@ -34,21 +34,22 @@ def test_every_running_projection_is_in_the_flow_as_it_runs(name: str) -> None:
 
 
 def test_the_flow_lists_each_services_projections_and_its_erasure() -> None:
-    assert sorted(topology.current().projections) == RUNNING
+    assert sorted(registry.topology().projections) == RUNNING
     for descriptor in registry.services():
         if descriptor.projections:
             assert f"{descriptor.schema}.erasure" in RUNNING
-    erasers = sorted(p.name for p in topology.readers_of("UserErased"))
+    erasers = sorted(p.name for p in registry.topology().readers_of("UserErased"))
     assert erasers == sorted(f"{s.schema}.erasure" for s in registry.services()
                              if s.projections)
     assert {"learning.erasure", "producers.erasure", "profile.erasure"} <= set(erasers)
 
 
 def test_readers_follow_the_flow_from_a_command_to_the_prompt() -> None:
-    first = [p.name for p in topology.readers_of("FacetForgotten")]
+    flow = registry.topology()
+    first = [p.name for p in flow.readers_of("FacetForgotten")]
     assert first == ["learning.cache"]
-    then = [p.name for t in topology.projection("learning.cache").emits
-            for p in topology.readers_of(t)]
+    then = [p.name for t in flow.projection("learning.cache").emits
+            for p in flow.readers_of(t)]
     assert then == ["profile.render"]
 
 

@@ -1,14 +1,17 @@
-"""`habitus migrate`: apply every service's migrations, idempotently.
+"""Migrating one schema: its revision files in the one shared Alembic environment.
 
-Each service's descriptor names its migrations package and the schema it owns. A service's
-migrations are only its revision files (`<package>/versions/*.py`, literal SQL, frozen); they
-all run in the one shared Alembic environment, `habitus/db/alembic/` (`env.py`,
+A service's migrations are only its revision files (`<package>/versions/*.py`, literal SQL,
+frozen); they all run in the one shared Alembic environment, `habitus/db/alembic/` (`env.py`,
 `script.py.mako`), with the version table in the service's own schema.
+
+Which schemas there are, and where their revisions live, is the services' to say (their
+descriptors): `habitus migrate` applies every one of them with `habitus.service.migrations`,
+which calls `upgrade` here per schema. This module knows no service, so the storage layer stays
+below the layer that describes services.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,20 +32,6 @@ class MigrationResult:
     schema: str
     before: str | None
     after: str | None
-
-
-def sources() -> dict[str, Path]:
-    """Each installed service's schema and migrations folder, from its descriptor."""
-    from habitus.service.registry import services
-
-    found: dict[str, Path] = {}
-    for descriptor in services():
-        if descriptor.migrations is None or descriptor.schema is None:
-            continue
-        module = importlib.import_module(descriptor.migrations)
-        assert module.__file__ is not None
-        found[descriptor.schema] = Path(module.__file__).parent
-    return dict(sorted(found.items()))
 
 
 def versions_dir(location: Path) -> Path:
@@ -78,14 +67,10 @@ def current_revision(database_url: str, schema: str) -> str | None:
         engine.dispose()
 
 
-def migrate(database_url: str, only: list[str] | None = None) -> list[MigrationResult]:
-    results = []
-    for schema, location in sources().items():
-        if only and schema not in only:
-            continue
-        before = current_revision(database_url, schema)
-        command.upgrade(alembic_config(database_url, schema, location), "head")
-        after = current_revision(database_url, schema)
-        results.append(MigrationResult(schema, before, after))
-        log.info("migrated", extra={"schema": schema, "from": before, "to": after})
-    return results
+def upgrade(database_url: str, schema: str, location: Path) -> MigrationResult:
+    """Bring `schema` to the head of the revisions under `location/versions` (idempotent)."""
+    before = current_revision(database_url, schema)
+    command.upgrade(alembic_config(database_url, schema, location), "head")
+    after = current_revision(database_url, schema)
+    log.info("migrated", extra={"schema": schema, "from": before, "to": after})
+    return MigrationResult(schema, before, after)

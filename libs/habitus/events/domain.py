@@ -2,6 +2,10 @@
 
 Each payload is owned by the service that publishes it; the fields here are the contract other
 services subscribe to. New fields must be optional (or a new schema_version with an upcaster).
+
+Long on purpose: every domain payload of the stream, one short model after another, is the
+contract subscribers read, so it is one file (by family: facets and the cache, profile, tool
+rules, routing, extraction, accounts, erasure, habits); `catalog.py` lists the types.
 """
 
 from __future__ import annotations

@@ -12,6 +12,9 @@ For checks against a live Prometheus: `dashboard_queries()` lists every panel qu
 `dashboard_metric_names()` every metric (sample) name the dashboards use, template variables
 included; `runnable(expr)` turns a panel query into one Prometheus can run as is (variables
 replaced by match-alls, `$__rate_interval` by one minute).
+
+Long on purpose: the seven dashboards are data, panel after panel, read top to bottom beside
+Grafana; the builder and the checks are the last 160 lines.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from nats.js import JetStreamContext
@@ -46,11 +45,11 @@ from habitus.projection.decode import Item, decode_batch, owner_of
 from habitus.projection.dedup import first_applications
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.isolation import IsolationSettings, PoisonIsolation, retry_delay
+from habitus.projection.outcome import BatchOutcome
 from habitus.telemetry import metrics
 
 __all__ = [
     "BatchApplier",
-    "BatchOutcome",
     "BatchSettings",
     "Item",
     "ack_all",
@@ -68,15 +67,6 @@ class BatchSettings(IsolationSettings, Protocol):
     def transient_attempts(self) -> int: ...
     @property
     def transient_max_wait(self) -> float: ...
-
-
-@dataclass
-class BatchOutcome:
-    applied: int = 0
-    skipped: int = 0
-    dead_lettered: int = 0
-    returned: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 class BatchApplier:

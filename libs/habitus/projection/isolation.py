@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from psycopg_pool import AsyncConnectionPool
 
@@ -30,9 +30,7 @@ from habitus.projection.dead_letters import DeadLetters
 from habitus.projection.decode import Item
 from habitus.projection.dedup import first_applications
 from habitus.projection.faults import Rewind, is_about_the_event, is_permanent, is_transient
-
-if TYPE_CHECKING:
-    from habitus.projection.batch import BatchOutcome
+from habitus.projection.outcome import BatchOutcome
 
 log = logging.getLogger(__name__)
 

@@ -45,12 +45,13 @@ from habitus.bus.pull import delivery_info
 from habitus.events import CATALOG, Catalog
 from habitus.projection.acks import ack_all
 from habitus.projection.base import Projection
-from habitus.projection.batch import BatchApplier, BatchOutcome
+from habitus.projection.batch import BatchApplier
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.consumer import ProjectionConsumer, check_contiguous
 from habitus.projection.decode import Item, decode_batch
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.leadership import Leadership
+from habitus.projection.outcome import BatchOutcome
 from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import collection_paused
 

@@ -11,11 +11,13 @@ clear it. A parent that died before the request was made is caught by comparing 
 A pid alone does not identify a process after its owner crashed: the number may have been reused.
 A pid recorded together with its start time does, which is what a later start relies on to stop
 what a crashed run left behind without ever touching an unrelated process.
+
+The other half, a service noticing that its supervisor is gone, runs in the service itself:
+`habitus.service.watchdog`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import os
@@ -148,31 +150,3 @@ def _wait_all_gone(pids: Iterable[int], timeout: float) -> None:
             except psutil.Error:
                 break
             time.sleep(0.05)
-
-
-#: Set by the supervisor of `habitus up` for each service it spawns: the pid its parent must be.
-SUPERVISOR_PID_ENV = "HABITUS_SUPERVISOR_PID"
-
-
-def orphan_watchdog(
-    on_orphaned: Callable[[], None], interval: float = 1.0, grace: float = 45.0
-) -> asyncio.Task[None] | None:
-    """For a service spawned by `habitus up`: once its parent is no longer the supervisor that
-    spawned it (it died; the parent-death signal covers this too, but not the instant between
-    the fork and arming it, nor systems without one), call `on_orphaned` (a graceful stop), and
-    exit outright if still alive `grace` s later. None when not run by a supervisor."""
-    expected = os.environ.get(SUPERVISOR_PID_ENV, "")
-    if not expected.isdigit():
-        return None
-    parent = int(expected)
-
-    async def watch() -> None:
-        while True:  # polled: no event tells a process that its parent changed
-            if os.getppid() != parent:
-                break
-            await asyncio.sleep(interval)
-        on_orphaned()
-        await asyncio.sleep(grace)
-        os._exit(70)
-
-    return asyncio.create_task(watch(), name="orphan-watchdog")

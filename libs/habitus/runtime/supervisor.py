@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from habitus.runtime.lifetime import SUPERVISOR_PID_ENV, death_signal_preexec
+from habitus.runtime.lifetime import death_signal_preexec
+from habitus.service.watchdog import SUPERVISOR_PID_ENV
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,11 @@ Fills in whatever the environment does not configure (embedded NATS, Postgres, R
 HABITUS_DATA_DIR), migrates, starts every service as a supervised process and the gateway, and
 prints where to reach it. A second run reuses the data directory.
 
-`habitus demo` runs the same system in a sandbox of its own (:func:`demo`, see
-:mod:`habitus.runtime.sandbox`), never on the data or the servers of the user's `habitus up`.
+Something can run with the system and on it alone: a `Guest` (the demo, `habitus demo`, whose
+`habitus.demo.system` runs `up` in a sandbox of its own with the demo as guest). `up` asks the
+guest whether these settings will do, what its services' environment needs, and runs it once
+the gateway is ready; it knows nothing of what the guest does, so the runtime never imports the
+demo.
 
 One `habitus up` owns a data directory at a time (an flock, see :mod:`habitus.runtime.state`).
 Everything it starts is supervised: a service or an embedded server that dies is restarted with
@@ -28,12 +31,13 @@ import time
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from habitus.auth.keys import generate_key
 from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
-from habitus.db.migrate import migrate
 from habitus.runtime.embedded import (
     EmbeddedNats,
     EmbeddedPostgres,
@@ -43,7 +47,6 @@ from habitus.runtime.embedded import (
     free_port,
 )
 from habitus.runtime.lifetime import ProcessRef
-from habitus.runtime.sandbox import MARKER, create, is_sandbox, remove
 from habitus.runtime.state import (
     RUNTIME_FILE,
     AlreadyRunning,
@@ -60,10 +63,10 @@ from habitus.runtime.supervisor import (
     backoff_delay,
     describe_exit,
 )
-from habitus.scripted_llm import ScriptedLlmServer
 from habitus.service import registry
+from habitus.service.migrations import migrate
 
-__all__ = ["RUNTIME_FILE", "Up", "demo", "runtime_file", "up"]
+__all__ = ["RUNTIME_FILE", "Guest", "System", "Up", "runtime_file", "up"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +116,47 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
+@dataclass(frozen=True)
+class System:
+    """A started system, as a guest reaches it."""
+
+    #: the gateway
+    base_url: str
+    #: the local `dev` tenant's API key
+    key: str
+    nats_url: str
+    database_url: str
+    data_dir: Path
+
+
+class Guest(Protocol):
+    """What runs with the system `habitus up` starts, and on it alone (the demo).
+
+    `up` asks it four things at four moments and knows nothing else of it, so the dependency
+    points from the guest to the runtime: `habitus.demo` implements this, the runtime never
+    imports the demo."""
+
+    def refusal(self, settings: Settings) -> str | None:
+        """Why the guest will not run on a system with these settings (`up` says it and starts
+        nothing), or None."""
+        ...
+
+    def service_env(self) -> dict[str, str]:
+        """Variables for the services' environment (theirs only), asked for once just before
+        they start: what the guest's run needs of them (the demo: its scripted model)."""
+        ...
+
+    def run(self, system: System) -> bool:
+        """The guest's work, in a worker thread once the gateway is ready; True when it did
+        all it should."""
+        ...
+
+    def stop(self) -> None:
+        """Release what `service_env` started; called at shutdown once the services stopped,
+        whether or not `run` ran."""
+        ...
+
+
 def _ready(url: str) -> bool:
     try:
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -123,11 +167,13 @@ def _ready(url: str) -> bool:
 
 
 class Up:
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, guest: Guest | None = None):
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
-        #: whether the demo (when asked for) showed everything it teaches
-        self.demo_ok = False
+        #: what runs on the system once it is ready (the demo), if anything
+        self.guest = guest
+        #: whether the guest (when there is one) did all it should
+        self.guest_ok = False
         self.embedded: list[EmbeddedServer] = []
         self.supervisor = Supervisor(on_spawn=self._record_service)
         self.env: dict[str, str] = {}
@@ -141,8 +187,6 @@ class Up:
         self._owns_directory = False
         # Set by shutdown: a start still running in the infra thread starts no further server.
         self._stopping = threading.Event()
-        #: the demo's scripted model (a local server), when it started one
-        self._demo_model: ScriptedLlmServer | None = None
 
     # -- runtime.json --------------------------------------------------------------------------
 
@@ -256,15 +300,11 @@ class Up:
             runtime_file(self.data_dir).unlink()
         return cleaned
 
-    async def run(self, ready_timeout: float = 120.0, demo: bool = False,
-                  keep: bool = True, observe: bool = False) -> int:
+    async def run(self, ready_timeout: float = 120.0, observe: bool = False) -> int:
         s = self.settings
-        if demo and not is_sandbox(s):
-            # The demo's tenants and its scripted model's answers must never reach a system the
-            # demo did not make: only `demo()`'s sandbox (marked, no server configured) will do.
-            _say(f"Habitus: the demo runs only in a sandbox of its own (a directory with a "
-                 f"{MARKER} file and no HABITUS_*_URL), not on {self.data_dir}: use "
-                 "`habitus demo`")
+        refused = self.guest.refusal(s) if self.guest is not None else None
+        if refused is not None:
+            _say(refused)
             return 1
         loop = asyncio.get_running_loop()
         _say("Habitus: starting")
@@ -313,12 +353,10 @@ class Up:
             "HABITUS_EXPECTED_SERVICES": ",".join(others),
             "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
         }
-        if demo:  # the scenario's scripted model, unless HABITUS_LLM_* names a real one
-            from habitus.demo import scripted_model_for_demo
-
-            # Only this sandbox's services get its URL: it answers for the demo's system alone.
-            self._demo_model, demo_env = scripted_model_for_demo()
-            base_env.update(demo_env)
+        if self.guest is not None:
+            # Only these services get what the guest adds (the demo: its scripted model's URL,
+            # which answers for the demo's system alone).
+            base_env.update(self.guest.service_env())
         logs = self.data_dir / "logs"
         metrics: dict[str, str] = {}  # service -> host:port of its /metrics
         for name in names:
@@ -349,12 +387,9 @@ class Up:
             _say(f"  prometheus {prometheus_url}   (data in {self.data_dir / 'prometheus'})")
         _say("")
         _say(f"Habitus is ready at {base_url} (Ctrl-C to stop)")
-        if demo:
-            from habitus.demo import run_demo
-
-            self.demo_ok = await asyncio.to_thread(
-                run_demo, base_url, key, nats_url=urls["nats"], database_url=urls["database"],
-                keep=keep, data_dir=self.data_dir)
+        if self.guest is not None:
+            system = System(base_url, key, urls["nats"], urls["database"], self.data_dir)
+            self.guest_ok = await asyncio.to_thread(self.guest.run, system)
         return 0
 
     def _observe(self, metrics: dict[str, str], env: dict[str, str]) -> str | None:
@@ -393,8 +428,8 @@ class Up:
             await self.supervisor.stop()
         except Exception:
             log.exception("stopping the services failed")
-        if self._demo_model is not None:
-            self._demo_model.stop()
+        if self.guest is not None:
+            self.guest.stop()
         try:
             await loop.run_in_executor(self._infra, self.stop_infrastructure)
         finally:
@@ -406,17 +441,17 @@ class Up:
         _say("Habitus: stopped")
 
 
-async def up(settings: Settings, demo: bool = False, keep: bool = True,
+async def up(settings: Settings, guest: Guest | None = None, keep: bool = True,
              observe: bool = False) -> int:
-    """Run until Ctrl-C/SIGTERM; with `demo`, replay the demo session once ready, and unless
-    `keep`, stop everything after it (exit 1 if it did not show what it teaches)."""
-    runner = Up(settings)
+    """Run until Ctrl-C/SIGTERM; with a `guest`, run it once ready, and unless `keep`, stop
+    everything after it (exit 1 if it did not do all it should)."""
+    runner = Up(settings, guest)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
-        start = asyncio.create_task(runner.run(demo=demo, keep=keep, observe=observe))
+        start = asyncio.create_task(runner.run(observe=observe))
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if start in done:
@@ -430,8 +465,8 @@ async def up(settings: Settings, demo: bool = False, keep: bool = True,
                 return 1
             if code != 0:
                 return code
-            if demo and not keep:
-                return 0 if runner.demo_ok else 1
+            if guest is not None and not keep:
+                return 0 if runner.guest_ok else 1
             await stop.wait()
         else:
             start.cancel()
@@ -440,24 +475,3 @@ async def up(settings: Settings, demo: bool = False, keep: bool = True,
         return 0
     finally:
         await runner.shutdown()
-
-
-async def demo(base: Settings, keep: bool = False) -> int:
-    """`habitus demo`: `up` in demo mode in a fresh sandbox, which is removed afterwards unless
-    `keep` (then the system runs until Ctrl-C and its data stays, and the demo says where)."""
-    sandbox = create(base)
-    _say(f"Habitus demo: in a sandbox of its own, {sandbox.data_dir}")
-    _say("  its own embedded NATS, Postgres and Redis and its own gateway, on free ports; "
-         + ("kept after it stops (--keep)" if keep else "removed when the demo ends"))
-    if sandbox.ignored:
-        _say(f"  not used by the demo (they name your own system): {', '.join(sandbox.ignored)}")
-    try:
-        return await up(sandbox.settings, demo=True, keep=keep)
-    finally:
-        if keep:
-            _say(f"Habitus demo: its data stays in {sandbox.data_dir} "
-                 f"(rm -rf {sandbox.data_dir} when done)")
-        else:
-            problem = await asyncio.to_thread(remove, sandbox.data_dir)
-            _say(f"Habitus demo: {problem}" if problem else
-                 f"Habitus demo: removed its sandbox {sandbox.data_dir}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
@@ -25,9 +25,7 @@ from habitus.events.envelope import Payload
 from habitus.projection.base import subject_for
 from habitus.projection.wait import DeadLettered, NotAppliedYet, wait_applied
 from habitus.projection.watch import CheckpointWatcher
-
-if TYPE_CHECKING:
-    from habitus.topology import ProjectionInfo, Topology
+from habitus.topology import ProjectionInfo, Topology
 
 #: dead-letter reasons that mean the caller's data can never be applied (else: our fault)
 _CALLERS_FAULT = ("invalid_event",)

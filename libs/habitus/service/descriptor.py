@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic_settings import BaseSettings
 
 from habitus.bus.rpc import RpcRegistry
+from habitus.contract.rpc import METHODS, conformance_problems
 from habitus.projection.base import Projection
+from habitus.projection.erasure import erasure_for
 from habitus.projection.runner import RunnerConfig
+from habitus.service.context import ServiceContext
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-
-    from habitus.service.context import ServiceContext
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DEPLOY = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -56,7 +57,7 @@ class Wiring:
     disabled: str | None = None
 
 
-Wire = Callable[["ServiceContext", Any], Awaitable[Wiring]]
+Wire = Callable[[ServiceContext, Any], Awaitable[Wiring]]
 
 
 async def _nothing(ctx: ServiceContext, settings: Any) -> Wiring:
@@ -114,6 +115,14 @@ class ServiceDescriptor:
     def answers(self, method: str) -> bool:
         return method.split(".", 1)[0] in self.rpc_prefixes
 
+    def running_projections(self) -> list[type[Projection]]:
+        """The projections as the service runs them: its own, then its erasure projection
+        (what the data flow and `habitus replay` know it by)."""
+        own = list(self.projections)
+        if own and self.schema:
+            own.append(erasure_for(self.schema, own))
+        return own
+
     def check_wiring(self, wiring: Wiring) -> None:
         """What `wire` built must be what the descriptor says: the same projection classes
         (the data flow is computed from the descriptor), methods under its prefixes only."""
@@ -126,8 +135,6 @@ class ServiceDescriptor:
         if stray:
             raise RuntimeError(f"{self.name}: methods {stray} are outside its RPC prefixes "
                                f"{list(self.rpc_prefixes)}")
-        from habitus.contract.rpc import METHODS, conformance_problems
-
         # Methods under the table's prefixes must be the table's (a test service may answer
         # methods of a prefix of its own).
         table_prefixes = {n.split(".", 1)[0] for n in METHODS}

@@ -28,12 +28,12 @@ from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.projection.erasure import erasure_for
 from habitus.projection.runner import ProjectionRunner
-from habitus.runtime.lifetime import orphan_watchdog
 from habitus.service import registry
 from habitus.service.command import Commands
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
 from habitus.service.health import add_standard_routes
+from habitus.service.watchdog import orphan_watchdog
 from habitus.subjects import rpc_method, rpc_subject
 from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import tune_gc
@@ -58,7 +58,7 @@ def _topology_for(descriptor: ServiceDescriptor) -> Topology:
     found = registry.services()
     if all(s.name != descriptor.name for s in found):
         found.append(descriptor)
-    return Topology.of(found)
+    return registry.topology_of(found)
 
 
 class ServiceHost:

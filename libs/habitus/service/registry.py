@@ -3,7 +3,7 @@
 Descriptors are discovered, never imported by name, so no service imports another and a new one
 is found by installing it. Everything derived from "the services" (the data flow, the
 migrations, `habitus up`, the deploy-file checks) takes the list from here, or from a list a test
-passes instead.
+passes instead; the data flow of the installed services is `topology()`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 
 from habitus.projection.base import Projection
 from habitus.service.descriptor import ServiceDescriptor
+from habitus.topology import Topology
 
 GROUP = "habitus.services"
 
@@ -77,3 +78,14 @@ def owner_of(projection: str) -> ServiceDescriptor:
         if descriptor.schema and projection == f"{descriptor.schema}.erasure":
             return descriptor
     raise LookupError(f"no installed service runs the projection {projection!r}")
+
+
+def topology_of(found: Iterable[ServiceDescriptor]) -> Topology:
+    """The data flow of these services: every projection each runs, its erasure included."""
+    return Topology.of(p for s in found for p in s.running_projections())
+
+
+@cache
+def topology() -> Topology:
+    """The data flow of the installed services."""
+    return topology_of(services())

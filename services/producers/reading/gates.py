@@ -14,6 +14,9 @@ the corpus covers (English, German, French, Spanish):
 - `hypothetical`: "if I used pnpm", "I might switch", "thinking about trying Deno";
 - `past`: "I used to work at Acme" says where the user was, not what holds now;
 - `stance`: declared ("from now on ..."), one-off (about this answer) or standing.
+
+Long on purpose: a table of patterns in four languages, each gate's patterns beside the
+function that uses them, read top to bottom.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # frozen: what habitus.db.checkpoints.checkpoint_ddl("producers") produced at this revision
+    # frozen: what habitus.projection.checkpoints.checkpoint_ddl("producers") produced at this
+    # revision
     op.execute("CREATE SCHEMA IF NOT EXISTS producers")
     op.execute("""CREATE TABLE IF NOT EXISTS producers.projection_checkpoints (
             projection text PRIMARY KEY,

@@ -16,7 +16,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # frozen: what habitus.db.checkpoints.tracking_ddl("profile") produced at this revision
+    # frozen: what habitus.projection.checkpoints.tracking_ddl("profile") produced at this
+    # revision
     op.execute("""CREATE TABLE IF NOT EXISTS profile.applied_events (
             projection text NOT NULL,
             tenant_id text NOT NULL,

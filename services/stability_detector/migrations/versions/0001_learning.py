@@ -14,7 +14,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    # frozen: what habitus.db.checkpoints.checkpoint_ddl("learning") produced at this revision
+    # frozen: what habitus.projection.checkpoints.checkpoint_ddl("learning") produced at this
+    # revision
     op.execute("CREATE SCHEMA IF NOT EXISTS learning")
     op.execute("""CREATE TABLE IF NOT EXISTS learning.projection_checkpoints (
             projection text PRIMARY KEY,

@@ -1,6 +1,9 @@
-"""Finding projections by name, for `habitus replay`: the installed services' projections
-(their descriptors list them), or a `module:attr` path (tests, one-off tools). The attribute is
-a Projection instance or a zero-argument factory."""
+"""Finding projections by name, for `habitus replay` and `habitus lag`: the installed services'
+projections (their descriptors list them), or a `module:attr` path (tests, one-off tools). The
+attribute is a Projection instance or a zero-argument factory.
+
+With the services, not the projections: the names come from the installed descriptors.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +12,11 @@ from typing import Any
 
 from habitus.projection.base import Projection
 from habitus.projection.erasure import ErasureProjection
+from habitus.service.registry import services
 
 
 def available() -> dict[str, type[Projection]]:
-    from habitus.service.registry import services
-    from habitus.topology import service_projections
-
-    return {p.name: p for s in services() for p in service_projections(s)}
+    return {p.name: p for s in services() for p in s.running_projections()}
 
 
 def resolve(name: str) -> Projection:

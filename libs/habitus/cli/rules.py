@@ -2,10 +2,10 @@
 
 It talks HTTP with an API key, not the bus: the same door, checks and answers an agent gets.
 The gateway and the key come from `--url`/`--key`, `HABITUS_URL`/`HABITUS_API_KEY`, or, next to
-a running `habitus up`, its gateway and the local `dev` key (see `habitus.cli_gateway`).
+a running `habitus up`, its gateway and the local `dev` key (see `habitus.cli.gateway`).
 
 A rule's text and priority print as they are: the prompt shows a rule as `**[critical]** ...`
-and an operator comparing the two must see the same brackets (see `habitus.cli_output`).
+and an operator comparing the two must see the same brackets (see `habitus.cli.output`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url
+from habitus.cli.output import console, echo_json
 
 rules_app = typer.Typer(help="Tool-scoped rules (through the gateway, with an API key).",
                         no_args_is_help=True)

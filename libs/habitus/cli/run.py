@@ -1,6 +1,9 @@
 """`habitus up` and `habitus demo`: start the whole system here (embedded servers for whatever
 is not configured); the demo starts one of its own in a sandbox and replays a scripted scenario
-through it."""
+through it.
+
+`up` is `habitus.runtime.up`; the demo is `habitus.demo.system`, which runs that same `up` in
+its sandbox with the demo as its guest (the runtime knows nothing of the demo)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def demo(keep: Annotated[bool, typer.Option(
     of two tenants' agents (examples/scenarios) through the gateway, and show per user what was
     learned (facets, PROFILE.md, tool rules, habits, prompt.context, routing), checked against
     the scenario; then stop and remove it all (unless --keep)."""
-    from habitus.runtime.up import demo as run_demo
+    from habitus.demo.system import demo as run_demo
 
     raise typer.Exit(asyncio.run(run_demo(_settings(), keep=keep)))
 

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.markdown import Markdown
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url
+from habitus.cli.output import console, echo_json
 
 profile_app = typer.Typer(help="PROFILE.md (through the gateway, with an API key).",
                           no_args_is_help=True)

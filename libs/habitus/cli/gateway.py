@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 
-from habitus.cli_output import console
+from habitus.cli.output import console
 from habitus.config import get_settings
 
 #: the header an admin key names the tenant it acts for with (see services/gateway/auth.py)

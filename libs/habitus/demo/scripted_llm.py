@@ -1,4 +1,5 @@
-"""A tiny OpenAI-compatible chat server whose answers a Python function computes.
+"""A tiny OpenAI-compatible chat server whose answers a Python function computes: a tool for
+the demo and its tests, never part of a running service.
 
 `habitus demo` (and its tests) need the LLM-driven services (the extractor, habits' Analyze
 and judge) to answer without a model: this server speaks just enough of the protocol the shared
@@ -6,8 +7,9 @@ client (`habitus.llm`, on the `openai` SDK) uses, `POST /v1/chat/completions` an
 `GET /v1/models`, on 127.0.0.1 and a free port, in its own threads. A `Responder` gets the
 request's JSON body and returns the assistant message's content: a string, or any JSON value
 (sent as its `json.dumps`). Its answers are invented, so `habitus demo` hands its URL to the
-services of its own sandbox and to no others (:mod:`habitus.runtime.sandbox`): a user's own
-system never gets a summary from it.
+services of its own sandbox and to no others (:mod:`habitus.demo.sandbox`): a user's own
+system never gets a summary from it. It lives in the demo package, which no service and no
+lower layer of the library imports (pyproject's import-linter contracts hold them to that).
 
 It is deliberately small; the richer test double (scripted queues, errors, delays) is
 `tests/support/llm_server.py`, which examples and the library must not import.

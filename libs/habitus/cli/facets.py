@@ -14,8 +14,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url, fail
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url, fail
+from habitus.cli.output import console, echo_json
 
 facets_app = typer.Typer(help="Learned facets (through the gateway, with an API key).",
                          no_args_is_help=True)

@@ -13,13 +13,15 @@
   words longer than a column).
 * JSON is printed with `echo_json`, never through Rich: Rich wraps long lines, which would put
   a newline inside a JSON string.
+* Shortened visibly. Where a table cell must be short (an event's payload, a dead letter's
+  detail) `cut` ends it with an ellipsis, and `--json` has it whole.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -83,3 +85,30 @@ def _plain(value: Any) -> Any:
 def echo_json(value: Any) -> None:
     """Print `value` as indented JSON (times as ISO 8601), exactly as given."""
     typer.echo(json.dumps(value, indent=1, ensure_ascii=False, default=_plain))
+
+
+#: the `--json` flag of the bus commands (`lag`, `dlq list`, `dlq replay`)
+AsJson = Annotated[bool, typer.Option("--json", help="print the answer as JSON")]
+
+
+def iso(epoch: float | None) -> str:
+    """An epoch as ISO 8601 UTC with milliseconds (`2026-01-02T03:04:05.000Z`), or `-`."""
+    if epoch is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+
+def cut(text: str, width: int) -> str:
+    """`text`, or its first `width` - 1 characters and an ellipsis: visibly shortened."""
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def short(value: Any, width: int = 100) -> str:
+    """Compact JSON on one line, cut to `width` characters (with an ellipsis)."""
+    return cut(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str), width)
+
+
+def or_dash(value: int | None) -> str:
+    """A count for a table cell: `-` when there is none to show."""
+    return "-" if value is None else str(value)

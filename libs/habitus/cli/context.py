@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url
+from habitus.cli.output import console, echo_json
 
 
 def tool_list(tools: str | None) -> list[str] | None:

@@ -1,5 +1,5 @@
 """`habitus traces`: the trace analyzer from a shell, through the gateway with an API key (as
-`habitus rules` does); `habitus route` is in `habitus.cli_route`.
+`habitus rules` does); `habitus route` is in `habitus.cli.route`.
 
 With no traces recorded, the statistics are zeros and an empty table, which reads like a
 failure; the commands say instead that nothing was recorded yet (a search with no hits checks
@@ -13,8 +13,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url
+from habitus.cli.output import console, echo_json
 
 traces_app = typer.Typer(help="The trace analyzer (through the gateway, with an API key).",
                          no_args_is_help=True)

@@ -17,6 +17,9 @@ and each is here:
 
 Component names are the models' class names, refused when two classes share one (as in the
 OpenAPI document): a code generator makes one class per component.
+
+It lives with the bus, not the catalog: the document describes the catalog's events as the bus
+carries them (its streams, the publisher's headers), and the catalog is below the bus.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from habitus.config import Settings
 from habitus.runtime.embedded import free_port
 
 PREFIX = "habitus-demo-"
-#: written into every sandbox: `habitus up` in demo mode refuses a directory without it
+#: written into every sandbox: the demo (`habitus.demo.system`) refuses a directory without it
 MARKER = "demo-sandbox"
 #: the settings that name the user's own system, which the sandbox replaces with its own
 REPLACED: tuple[str, ...] = ("nats_url", "database_url", "redis_url", "data_dir",

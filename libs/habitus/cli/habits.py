@@ -17,8 +17,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from habitus.cli_gateway import Gateway, Key, Tenant, Url, fail
-from habitus.cli_output import console, echo_json
+from habitus.cli.gateway import Gateway, Key, Tenant, Url, fail
+from habitus.cli.output import console, echo_json
 
 habits_app = typer.Typer(help="Reviewed habits (through the gateway, with an API key).",
                          no_args_is_help=True)

@@ -1,0 +1,92 @@
+"""Talking to the gateway as the scenario's agents would: one tenant's key each, the public HTTP
+API only (`POST /v1/events`, `POST /v1/rpc/<method>`, PROFILE.md).
+
+`tenant_keys` makes those keys in the key table when the database is known (the demo's own
+sandbox); without it every tenant acts through the one key given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import httpx
+from psycopg_pool import AsyncConnectionPool
+
+from habitus.auth.keys import create_key
+from habitus.demo.scenario import Scenario
+
+#: items per POST /v1/events
+BATCH = 25
+
+
+class Api:
+    """One tenant's view of the gateway."""
+
+    def __init__(self, base_url: str, key: str, timeout: float = 60.0):
+        self.client = httpx.Client(base_url=base_url, timeout=timeout, trust_env=False,
+                                   headers={"Authorization": f"Bearer {key}"})
+
+    def close(self) -> None:
+        self.client.close()
+
+    def call(self, method: str, **params: Any) -> httpx.Response:
+        return self.client.post(f"/v1/rpc/{method}", json=params)
+
+    def rpc(self, method: str, **params: Any) -> Any:
+        response = self.call(method, **params)
+        if response.status_code != 200:
+            raise RuntimeError(f"{method} answered {response.status_code}: {response.text}")
+        return response.json()["result"]
+
+    def send(self, items: Sequence[dict[str, Any]]) -> int:
+        response = self.client.post("/v1/events", json=list(items))
+        if response.status_code not in (200, 202):
+            raise RuntimeError(f"POST /v1/events answered {response.status_code}: "
+                               f"{response.text[:500]}")
+        return int(response.json().get("accepted", len(items)))
+
+    def profile_md(self, user: str) -> str:
+        return self.client.get(f"/v1/users/{user}/profile.md").text
+
+
+def apis(base_url: str, keys: dict[str, str]) -> dict[str, Api]:
+    return {tenant: Api(base_url, key) for tenant, key in keys.items()}
+
+
+def configure(api: dict[str, Api], scenario: Scenario) -> None:
+    """What each tenant sets before its agents report (habits keep a month of turns)."""
+    for t in scenario.tenants:
+        api[t.tenant_id].rpc("habits.configure", retention_days=t.retention_days)
+
+
+def send(api: dict[str, Api], pairs: Sequence[tuple[str, dict[str, Any]]],
+         on_batch: Callable[[int], None] | None = None) -> int:
+    """Send the items in order, a batch at a time (a batch holds one tenant's items)."""
+    accepted, i = 0, 0
+    while i < len(pairs):
+        tenant = pairs[i][0]
+        batch: list[dict[str, Any]] = []
+        while i < len(pairs) and pairs[i][0] == tenant and len(batch) < BATCH:
+            batch.append(pairs[i][1])
+            i += 1
+        accepted += api[tenant].send(batch)
+        if on_batch is not None:
+            on_batch(len(batch))
+    return accepted
+
+
+def tenant_keys(scenario: Scenario, key: str, database_url: str | None) -> dict[str, str]:
+    """A key per tenant of the scenario (made in the key table when the database is known;
+    else every tenant acts through `key`'s own tenant)."""
+    if database_url is None:
+        return {t.tenant_id: key for t in scenario.tenants}
+
+    async def make() -> dict[str, str]:
+        async with AsyncConnectionPool(database_url, min_size=1, max_size=1, open=False
+                                       ) as pool:
+            return {t.tenant_id: await create_key(pool, t.tenant_id, label="habitus demo")
+                    for t in scenario.tenants}
+
+    return asyncio.run(make())
