@@ -21,6 +21,7 @@ import hypothesis
 import pytest
 import pytest_asyncio
 import schemathesis
+import schemathesis.specs.openapi.schemas  # imported at collection: see below
 from hypothesis import HealthCheck, Phase
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -30,6 +31,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+# schemathesis imports its OpenAPI loader lazily, and the fuzz runs in a worker thread; pytest
+# rewrites that module's asserts on import (schemathesis is a pytest plugin), and CPython 3.11.7's
+# parser can fail in a thread with "AST constructor recursion depth mismatch" (a CPython bug,
+# seen here once). Imported here, at collection, in the main thread, it is parsed once and safely.
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher
 from habitus.contract import METHODS
