@@ -275,10 +275,18 @@ async def extracted(tenant: Tenant, user: str) -> None:
 
 
 async def settle(tenant: Tenant, user: str) -> dict[str, Any]:
-    """Extracted, learned, rendered, mirrored and in the prompt cache."""
+    """Extracted, learned, its tool rule captured, rendered, mirrored and in the prompt cache.
+
+    Each is waited for on its own: under load the renderer can show a profile before tool
+    memory has captured the rule from the same turns."""
     await extracted(tenant, user)
     await tenant.rpc("learning.rebuild_cache", user_id=user)
-    for _ in range(200):
+    deadline = time.monotonic() + 30
+    while not (await tenant.rpc("memory.tool_rule_list", user_id=user))["result"]["rules"]:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{user}'s tool rule was never captured")
+        await asyncio.sleep(0.05)
+    while time.monotonic() < deadline:
         context = await tenant.rpc("prompt.context", user_id=user)
         if context["result"]["version"] > 0:
             return dict(context["result"])
