@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 ASYNCAPI := $(VENV)/asyncapi
 ASYNCAPI_STAMP := $(ASYNCAPI)/.installed
 
-.PHONY: install run demo test test-fast bench eval eval-statements lint up down clean
+.PHONY: install run demo test check test-fast bench eval eval-statements lint up down clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -38,7 +38,7 @@ demo: $(STAMP)
 	$(BIN)/habitus demo
 
 test: $(STAMP) $(ASYNCAPI_STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest -n 2 tests
 
 # The reference implementation (openjarvis, issue 12's side-by-side bench) goes into a venv of its
 # own, never the project's: --no-deps plus httpx, the one module its traces package needs. Once
@@ -64,8 +64,17 @@ eval-statements: $(STAMP)
 	$(BIN)/python -m services.producers.evaluate
 
 lint: $(STAMP)
-	$(BIN)/ruff check libs services tests
+	$(BIN)/ruff check libs services tests examples
 	$(BIN)/mypy libs/habitus
+	$(BIN)/lint-imports
+
+# The inner loop: lint, types, the import layering and the unit tests (no servers), on both
+# cores. `make test` (everything) stays what CI runs.
+check: $(STAMP)
+	$(BIN)/ruff check libs services tests examples
+	$(BIN)/mypy libs/habitus
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider tests/unit
 
 up:
 	docker compose up --build
