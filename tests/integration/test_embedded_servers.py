@@ -321,3 +321,24 @@ def test_stale_server_from_crashed_owner_is_stopped(
             assert _direct_get(f"{server.monitor_url}/healthz") == 200
     finally:
         _kill_if_alive(stale_pid)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a system user needs root")
+def test_processes_creating_the_postgres_user_at_once_agree_on_one_uid() -> None:
+    """Two test workers (or two `habitus up`) starting Postgres as root on a fresh machine both
+    find the user missing; useradd refuses to run while another holds the passwd lock ("cannot
+    lock /etc/passwd"), so creation is serialised by a lock of ours and re-checked under it."""
+    import pwd
+    import uuid
+
+    name = f"habitus_t{uuid.uuid4().hex[:8]}"
+    code = ("import sys; from habitus.runtime.embedded.permissions import _ensure_system_user"
+            " as ensure; print(ensure(sys.argv[1]).uid)")
+    try:
+        children = [subprocess.Popen([sys.executable, "-c", code, name], stdout=subprocess.PIPE,
+                                     text=True) for _ in range(4)]
+        uids = {int(child.communicate(timeout=60)[0]) for child in children}
+        assert [child.returncode for child in children] == [0, 0, 0, 0]
+        assert uids == {pwd.getpwnam(name).pw_uid}
+    finally:
+        subprocess.run(["userdel", name], capture_output=True)

