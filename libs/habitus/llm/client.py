@@ -26,17 +26,14 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from openai import (
-    APIConnectionError,
-    APIError,
-    APIStatusError,
-    APITimeoutError,
-    AsyncOpenAI,
-)
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
-from openai.types.chat.completion_create_params import ResponseFormat
+if TYPE_CHECKING:
+    # The SDK is imported when a model is configured (`LlmClient.__init__`): it is a third of
+    # a second of every service process's start, and most deployments' services never call it.
+    from openai import APIStatusError, AsyncOpenAI
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+    from openai.types.chat.completion_create_params import ResponseFormat
 
 from habitus.llm import metrics
 from habitus.llm.budget import Budget
@@ -164,6 +161,8 @@ class LlmClient:
         self._structured_ok = False
         self._openai: AsyncOpenAI | None = None
         if settings.enabled:
+            from openai import AsyncOpenAI
+
             self._openai = AsyncOpenAI(base_url=settings.base_url, api_key=settings.api_key or
                                        "unused", timeout=settings.timeout_seconds, max_retries=0)
 
@@ -202,14 +201,16 @@ class LlmClient:
         if self._openai is not None:
             await self._openai.close()
 
-    async def _call(self, openai: AsyncOpenAI, tenant_id: str, system: str, user: str,
+    async def _call(self, client: AsyncOpenAI, tenant_id: str, system: str, user: str,
                     schema: dict[str, Any], schema_name: str, started: float) -> Completion:
+        import openai
+
         attempts = retries = 0
         while True:
             mode = self._mode
             attempts += 1
             try:
-                response = await self._request(openai, mode, system, user, schema, schema_name)
+                response = await self._request(client, mode, system, user, schema, schema_name)
             except _Retryable as exc:
                 metrics.ATTEMPTS.labels(self._service, exc.reason).inc()
                 if retries >= self._settings.max_retries:
@@ -224,7 +225,7 @@ class LlmClient:
                 retries += 1
                 await self._sleep(wait)
                 continue
-            except APIStatusError as exc:
+            except openai.APIStatusError as exc:
                 metrics.ATTEMPTS.labels(self._service, "bad_request").inc()
                 if mode == "json_schema" and self._auto and self._refuses_schema(exc):
                     self._fall_back(exc)
@@ -234,10 +235,13 @@ class LlmClient:
             return await self._completed(response, tenant_id, system, user, mode, attempts,
                                          started)
 
-    async def _request(self, openai: AsyncOpenAI, mode: Mode, system: str, user: str,
+    async def _request(self, client: AsyncOpenAI, mode: Mode, system: str, user: str,
                        schema: dict[str, Any], schema_name: str) -> ChatCompletion:
         """One HTTP attempt; transient failures come out as `_Retryable`, other 4xx as the
         SDK's `APIStatusError`."""
+        import openai
+        from openai.types.chat import ChatCompletion
+
         settings = self._settings
         assert settings.model is not None
         if mode == "fenced":
@@ -253,19 +257,19 @@ class LlmClient:
                 "name": schema_name, "schema": schema, "strict": False}}
         try:
             if response_format is None:
-                response = await openai.chat.completions.create(
+                response = await client.chat.completions.create(
                     model=settings.model, messages=messages,
                     max_tokens=settings.max_output_tokens, temperature=settings.temperature)
             else:
-                response = await openai.chat.completions.create(
+                response = await client.chat.completions.create(
                     model=settings.model, messages=messages,
                     max_tokens=settings.max_output_tokens, temperature=settings.temperature,
                     response_format=response_format)
-        except APITimeoutError as exc:
+        except openai.APITimeoutError as exc:
             raise _Retryable("timeout", str(exc), None) from exc
-        except APIConnectionError as exc:
+        except openai.APIConnectionError as exc:
             raise _Retryable("connection", str(exc), None) from exc
-        except APIStatusError as exc:
+        except openai.APIStatusError as exc:
             status = exc.status_code
             if status == 429 or status >= 500 or status == 408:
                 reason: Reason = ("rate_limited" if status == 429 else
@@ -274,7 +278,7 @@ class LlmClient:
                                           now=time.time())
                 raise _Retryable(reason, f"{status} {exc.message}", after) from exc
             raise
-        except (APIError, ValueError) as exc:
+        except (openai.APIError, ValueError) as exc:
             # A 200 whose body is not JSON (a proxy's error page): the server side is broken,
             # which is as likely to pass as a 5xx.
             raise _Retryable("server_error", f"unreadable response: {exc}", None) from exc
