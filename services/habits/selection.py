@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.events.domain import HabitStatus
@@ -38,6 +38,9 @@ from services.habits.prompts import judge_messages
 from services.habits.review import staleness
 from services.habits.scoring import AFFIRMATION_MIN_BP, MAX_STALENESS
 from services.habits.wording import do_line, when_line
+
+if TYPE_CHECKING:  # numpy arrives with the vectors (see embedding.py)
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +104,7 @@ def nearest(request_vector: np.ndarray, habits: Sequence[Habit],
             condition_vectors: Sequence[np.ndarray]) -> list[Habit]:
     scored = []
     for habit, vector in zip(habits, condition_vectors, strict=True):
-        bp = int(np.floor(float(request_vector @ vector) * 10_000))
+        bp = math.floor(float(request_vector @ vector) * 10_000)
         if bp >= RETRIEVAL_FLOOR_BP:
             scored.append((-bp, habit.habit_id, habit))
     scored.sort(key=lambda s: (s[0], s[1]))

@@ -17,10 +17,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from habitus import encoder
+
+if TYPE_CHECKING:  # numpy is imported by the classifier's methods (see habitus.encoder)
+    import numpy as np
 
 HERE = Path(__file__).parent
 BANK = HERE / "bank.txt"
@@ -70,6 +72,8 @@ class IntentClassifier:
                  prepare: Callable[[str], str] | None = None):
         """`prepare`: applied to every bank text before it is encoded, as the reader applies
         it to clauses (values replaced by stand-ins), so both sides are compared alike."""
+        import numpy as np
+
         self._bank = list(bank) if bank is not None else load_bank()
         self._prepare = prepare or (lambda text: text)
         self.thresholds = thresholds or Thresholds.load()
@@ -90,6 +94,8 @@ class IntentClassifier:
 
     def similarities(self, clauses: Sequence[str]) -> np.ndarray:
         """Cosines of each clause with every bank example: (clauses, examples)."""
+        import numpy as np
+
         if not clauses:
             return np.zeros((0, len(self._bank)), dtype=np.float32)
         result: np.ndarray = encoder.encode(clauses) @ self._bank_matrix().T
@@ -97,6 +103,8 @@ class IntentClassifier:
 
     def decide(self, sims: np.ndarray, thresholds: Thresholds | None = None) -> list[Decision]:
         """One decision per row of `similarities(...)`."""
+        import numpy as np
+
         t = thresholds or self.thresholds
         out = []
         k = min(t.k, sims.shape[1]) if sims.size else 0
