@@ -1,5 +1,6 @@
 """The extractor with no LLM configured: it starts, says why once, folds no material, answers
-its reads, refuses re-extraction, and is ready (not failing) with the reason in /readyz."""
+its reads, refuses re-extraction, and is ready (not failing) with the reason in /readyz; an
+erasure does not wait for the views it does not build, even after it once ran enabled."""
 
 from __future__ import annotations
 
@@ -57,10 +58,45 @@ async def test_without_an_endpoint_the_extractor_is_disabled_not_failing(
                                             headers=headers, json={"since": 0})
                 assert refused.status_code == 409
                 assert "disabled" in refused.json()["error"]["message"]
-            # it folded nothing: no runner of its material ever started
-            assert [r.projection.name for r in host.runners] == ["extractor.erasure"]
+            # it folded nothing: its projections only pass over the material
+            assert sorted(type(r.projection).__name__ for r in host.runners) == [
+                "Erasure_extractor", "PausedRequestsProjection", "PausedWindowsProjection"]
             async with pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT count(*) FROM extractor.open_windows WHERE tenant_id = %s",
                     (tenant,))
                 assert (await cur.fetchone())[0] == 0
+
+
+async def test_an_extractor_disabled_after_it_ran_does_not_hold_up_an_erasure(
+        servers: ServerUrls, pool: Any, nc: Any) -> None:
+    """Enabled once (its checkpoints exist, behind the stream), then run with no model: an
+    erasure used to wait for its windows until the deadline and answer 504, and the user's
+    data stayed. Its projections now pass over what arrives, so the erasure goes through."""
+    from services.stability_detector.main import build as learning
+    from services.stability_detector.settings import LearningSettings
+    from tests.support.services import skip_history
+
+    migrate(servers.database)
+    # what an enabled run left behind: the checkpoints, at the stream's end of that time
+    for projection in ("extractor.windows", "extractor.requests"):
+        await skip_history(servers.database, servers.nats, "extractor", projection)
+    settings = servers.settings(rpc_timeout_seconds=15)
+    off = ExtractorSettings(llm=LlmSettings(base_url=None, model=None))
+    tenant, user = unique("acme"), unique("dana")
+    headers = {"Authorization": f"Bearer {await create_key(pool, tenant)}"}
+    async with running(extractor(off), settings), \
+            running(learning(LearningSettings(scheduler_enabled=False)), settings), \
+            running(gateway, settings) as gw:
+        base = f"http://127.0.0.1:{gw.bound_port}"
+        async with httpx.AsyncClient(timeout=30) as client:
+            sent = await client.post(f"{base}/v1/events", headers=headers, json=[
+                turn_item(user, "Please keep answers short.")])
+            assert sent.status_code in (200, 202), sent.text
+            erased = await client.post(f"{base}/v1/rpc/admin.erase_user", headers=headers,
+                                       json={"user_id": user})
+            assert erased.status_code == 200, erased.text
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM extractor.open_windows WHERE tenant_id = %s", (tenant,))
+        assert (await cur.fetchone())[0] == 0

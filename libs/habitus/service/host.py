@@ -27,6 +27,7 @@ from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.projection.erasure import erasure_for
+from habitus.projection.paused import paused
 from habitus.projection.runner import ProjectionRunner
 from habitus.service import registry
 from habitus.service.command import Commands
@@ -144,12 +145,15 @@ class ServiceHost:
         d.check_wiring(wiring)
         if wiring.disabled is not None:
             # The service says why, once, in its own words; this records what the host did.
-            log.info("only the erasure runs: the service is disabled",
+            log.info("only the erasure runs, the projections pass: the service is disabled",
                      extra={"service": d.name, "reason": wiring.disabled})
         else:
             for task in wiring.background:
                 task.start()
-        projections = [] if wiring.disabled is not None else list(wiring.projections)
+        # A disabled service passes over what its projections read (moving their checkpoints,
+        # folding nothing), so nobody waits for a view it does not build.
+        projections = ([paused(p) for p in wiring.projections] if wiring.disabled is not None
+                       else list(wiring.projections))
         if wiring.projections and d.schema:
             # A disabled service still erases: what it folded while enabled is the user's too.
             projections.append(erasure_for(d.schema, d.projections)(wiring.projections))
