@@ -61,9 +61,9 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 async def live(servers: ServerUrls, pool: Any, nc: Any
                ) -> AsyncIterator[tuple[str, str, str]]:
     migrate(servers.database)
-    # The extractor's windows start at the stream's end: `admin.erase_user` waits for every
-    # reader of the user's events, and behind this worker's earlier modules' material the
-    # windows projection (the slowest reader) took longer than the erasure's deadline.
+    # The extractor (no model here: its projections pass) starts at the stream's end:
+    # `admin.erase_user` waits for every reader of the user's events, and passing over this
+    # worker's earlier modules' material first only spends the erasure's deadline.
     await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
     settings = servers.settings(max_batch_items=20, max_item_bytes=16 * 1024,
                                 max_body_bytes=256 * 1024,
