@@ -52,10 +52,12 @@ demo: $(STAMP)
 
 # Three workers on two cores: the suite waits on servers and processes a third of the time, so a
 # third worker fills it (two: 567 s, three: 440 s; docs/testing.md). Whole files per worker: a
-# module's shared stack (its services, in-process) starts once instead of on every worker.
+# module's shared stack (its services, in-process) starts once instead of on every worker. Files
+# in collection order (chaos and e2e, the heaviest, first): xdist's default puts the files with
+# most tests first, which left the demo sandbox test (one test, 150 CPU seconds) to run last.
 test: install
 	@$(COMPILE)
-	$(BIN)/python -m pytest -n 3 --dist loadfile tests
+	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder tests
 
 # The reference implementation (openjarvis, issue 12's side-by-side bench) goes into a venv of its
 # own, never the project's: --no-deps plus httpx, the one module its traces package needs. Once

@@ -46,7 +46,7 @@ from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
-from tests.support.services import every_service, skip_history
+from tests.support.services import every_service, skip_all_history
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
@@ -61,10 +61,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 async def live(servers: ServerUrls, pool: Any, nc: Any
                ) -> AsyncIterator[tuple[str, str, str]]:
     migrate(servers.database)
-    # The extractor (no model here: its projections pass) starts at the stream's end:
-    # `admin.erase_user` waits for every reader of the user's events, and passing over this
-    # worker's earlier modules' material first only spends the erasure's deadline.
-    await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
+    # Every projection starts at the stream's end: `admin.erase_user` waits for every reader
+    # of the user's events, and folding this worker's earlier modules' material first only
+    # spends the erasure's deadline.
+    await skip_all_history(servers.database, servers.nats)
     settings = servers.settings(max_batch_items=20, max_item_bytes=16 * 1024,
                                 max_body_bytes=256 * 1024,
                                 expected_services="stability_detector,profile_renderer,"

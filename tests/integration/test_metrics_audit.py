@@ -37,7 +37,7 @@ from tests.conftest import ServerUrls
 from tests.integration.test_erasure import model
 from tests.support.factories import turn_item, unique
 from tests.support.llm_server import ScriptedLlm
-from tests.support.services import running, skip_history
+from tests.support.services import running, skip_all_history
 
 pytestmark = [pytest.mark.slow]
 
@@ -101,7 +101,7 @@ async def hosts(servers: ServerUrls, nc: Any, tmp_path_factory: Any
                    "extractor": ExtractorSettings(window_tokens=40, window_seconds=3600,
                                                   sweep_seconds=0.1, llm=scripted),
                    "habits": HabitsSettings(llm=scripted)}
-        await skip_history(servers.database, servers.nats, "extractor", "extractor.windows")
+        await skip_all_history(servers.database, servers.nats)
         descriptors = registry.services()
         ordered = [d for d in descriptors if not d.public_http] + [
             d for d in descriptors if d.public_http]

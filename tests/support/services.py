@@ -93,6 +93,20 @@ async def skip_history(database_url: str, nats_url: str, schema: str, projection
             (projection, info.state.last_seq))
 
 
+async def skip_all_history(database_url: str, nats_url: str) -> None:
+    """`skip_history` for every installed service's projections: a module that starts the whole
+    system in-process on the worker's shared streams folds only its own material, not first
+    everything the worker's earlier modules ingested (tens of thousands of events late in a
+    run, which its waits would spend their deadlines on)."""
+    from habitus.service import registry
+
+    for descriptor in registry.services():
+        if descriptor.schema:
+            for projection in descriptor.projections:
+                await skip_history(database_url, nats_url, descriptor.schema, projection.name,
+                                   projection.stream)
+
+
 @contextmanager
 def isolated_database(database_url: str) -> Iterator[str]:
     """A fresh, migrated database on the same server (dropped after): for a module whose
