@@ -20,6 +20,7 @@ from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
+from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,23 @@ def settings(servers: ServerUrls) -> Settings:
     return servers.settings()
 
 
+#: a subject of each shared stream that no projection reads and no erasure purges
+SENTINELS = (f"{INGEST_ROOT}.SuiteSentinel.suite.sentinel",
+             f"{EVENT_ROOT}.SuiteSentinel.suite.sentinel")
+
+
 @pytest_asyncio.fixture(scope="session")
 async def nc(servers: ServerUrls, settings: Settings) -> AsyncIterator[object]:
     client = await connect(servers.nats, "tests")
-    await ensure_streams(client.jetstream(), settings)
+    js = client.jetstream()
+    await ensure_streams(js, settings)
+    # Sequence 1 of a fresh stream is a message nobody erases. An erasure purges the user's
+    # messages; when they were a worker's first, the stream then started past sequence 1 and
+    # every later `replay` on that worker was refused as "older events expired".
+    for subject in SENTINELS:
+        stream = await js.find_stream_name_by_subject(subject)
+        if (await js.stream_info(stream)).state.last_seq == 0:
+            await js.publish(subject, b"{}")
     yield client
     await client.drain()
 

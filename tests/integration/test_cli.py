@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,6 +12,8 @@ from typing import Any
 import pytest
 
 from habitus.auth.keys import hash_key, lookup
+from habitus.bus import connect, ensure_streams
+from habitus.runtime.embedded import EmbeddedNats
 from tests.conftest import ServerUrls
 from tests.integration.runner_support import new_tally, publish, run_to_end
 from tests.support.factories import turn, unique
@@ -69,18 +72,31 @@ async def test_keys_create_prints_the_key_once_and_stores_only_its_hash(servers:
 
 
 @pytest.mark.asyncio
-async def test_replay_command_rebuilds_an_identical_projection(servers: ServerUrls, nc: Any,
-                                                               pool: Any) -> None:
-    projection, tenant = await new_tally(pool)
-    events = [turn(tenant, f"u{i % 3}") for i in range(40)]
-    await publish(nc, events)
-    await run_to_end(projection, nc, pool)
-    before = await read_counts(pool, projection.schema), await read_seen(pool, projection.schema)
+async def test_replay_command_rebuilds_an_identical_projection(servers: ServerUrls, pool: Any,
+                                                               tmp_path: Path) -> None:
+    """On a NATS of its own: a replay refuses a stream whose first messages are gone, and in
+    the worker's shared one an earlier module's erasure may have removed them."""
+    bus = EmbeddedNats(tmp_path)
+    own = dataclasses.replace(servers, nats=bus.start())
+    try:
+        nc = await connect(own.nats, "tests-replay")
+        try:
+            await ensure_streams(nc.jetstream(), own.settings())
+            projection, tenant = await new_tally(pool)
+            events = [turn(tenant, f"u{i % 3}") for i in range(40)]
+            await publish(nc, events)
+            await run_to_end(projection, nc, pool)
+        finally:
+            await nc.drain()
+        before = (await read_counts(pool, projection.schema),
+                  await read_seen(pool, projection.schema))
 
-    result = habitus(servers, "replay", "tests.support.tally:from_env",
-                     extra={"TALLY_SCHEMA": projection.schema, "TALLY_TENANT": tenant})
+        result = habitus(own, "replay", "tests.support.tally:from_env",
+                         extra={"TALLY_SCHEMA": projection.schema, "TALLY_TENANT": tenant})
+    finally:
+        bus.stop()
 
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert "rebuilt up to stream sequence" in result.stdout
     after = await read_counts(pool, projection.schema), await read_seen(pool, projection.schema)
     assert after == before
