@@ -50,6 +50,14 @@ def test_a_correction_names_the_new_value_only() -> None:
     assert all(f[2] != "pnpm" for f in found)
 
 
+def test_a_clause_that_is_an_example_but_for_its_values_takes_that_examples_label() -> None:
+    """"I moved to Berlin last month" is the bank's "I moved to Madrid last month" with
+    another city, yet two looser `none` examples outvoted it, and a relocation was missed."""
+    assert read("Actually, I moved to Berlin last month.") == [
+        ("identity", "location", "Berlin", "standing")]
+    assert read("My sister moved to Berlin last month.") == []
+
+
 def test_a_batch_reads_each_message_on_its_own() -> None:
     out = READER.read(["No emojis, please.", "hello", "Call me Sam."])
     assert [[(s.key, s.value) for s in found] for found in out] == [

@@ -30,6 +30,10 @@ THRESHOLDS = HERE / "thresholds.json"
 NONE = "none"
 
 
+#: a cosine at which a clause is one of the bank's examples with other values in its slots
+NEAR_DUPLICATE = 0.93
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
     k: int = 3
@@ -110,12 +114,18 @@ class IntentClassifier:
         k = min(t.k, sims.shape[1]) if sims.size else 0
         for row in sims:
             top = np.argpartition(-row, k - 1)[:k]
+            nearest = int(top[np.argmax(row[top])])
+            best_sim = float(row[nearest])
+            if best_sim >= NEAR_DUPLICATE:
+                # The clause is a labelled example but for its values: that example decides.
+                # ("I moved to Berlin last month" was outvoted by two looser `none` examples.)
+                out.append(Decision(str(self._labels[nearest]), best_sim, 1.0))
+                continue
             votes = np.zeros(len(self._names), dtype=np.float64)
             np.add.at(votes, self._label_ids[top], row[top])
             order = np.argsort(-votes)
             best, second = votes[order[0]], (votes[order[1]] if len(order) > 1 else 0.0)
             label = self._names[int(order[0])]
-            best_sim = float(row[top].max())
             lead = float(best - second) / max(float(best), 1e-9)
             if best_sim < t.min_similarity or lead < t.margin:
                 label = NONE
