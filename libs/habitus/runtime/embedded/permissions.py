@@ -3,6 +3,7 @@ permissions that user needs on the wheel's binaries and on our data directory.""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import stat
@@ -44,8 +45,6 @@ def _ensure_system_user(name: str) -> _RunAs:
     Creation holds an exclusive lock on a file under /tmp and looks again under it: two
     processes starting Postgres at once (two test workers, two `habitus up`) would otherwise run
     useradd side by side, and useradd fails while another holds the passwd lock."""
-    import fcntl
-
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
