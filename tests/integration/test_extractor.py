@@ -89,8 +89,10 @@ async def stack(servers: ServerUrls) -> AsyncIterator[Stack]:
     model = MarkerResponder()
     settings = servers.settings()
     async with ScriptedLlm(responder=model) as llm:
+        # retry_seconds: long enough that a poll sees a window waiting for its next round (at
+        # 0.3 s a status read under load could miss the whole wait)
         config = ExtractorSettings(
-            window_tokens=400, window_seconds=0.4, sweep_seconds=0.1, retry_seconds=0.3,
+            window_tokens=400, window_seconds=0.4, sweep_seconds=0.1, retry_seconds=1.5,
             max_reflections_per_session=2,
             llm=LlmSettings(base_url=llm.url, model="scripted-model", timeout_seconds=1.0,
                             max_retries=2, backoff_seconds=0.01, backoff_max_seconds=3.0,
