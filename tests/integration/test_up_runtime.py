@@ -140,9 +140,13 @@ def _child_name(proc: psutil.Process) -> str | None:
             return None
         if proc.name() in _SERVER_NAMES:
             return _SERVER_NAMES[proc.name()]
-        argv = proc.cmdline()
+        # A service forked by the fork server shows its command as a title, one string (what
+        # `ps` prints): read it as words either way.
+        argv = " ".join(proc.cmdline()).split()
     except psutil.Error:
         return None
+    if "habitus.runtime.zygote" in argv:
+        return "forkserver"
     if "serve" in argv and argv.index("serve") + 1 < len(argv):
         return argv[argv.index("serve") + 1]
     return None
@@ -258,7 +262,7 @@ def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
     ups.append(first)
     first.wait_ready()
     children = first.children()
-    assert set(children) >= {"nats", "postgres", "redis", "gateway", "producers"}
+    assert set(children) >= {"nats", "postgres", "redis", "forkserver", "gateway", "producers"}
 
     second = subprocess.run(
         [sys.executable, "-m", "habitus.cli", "up"], cwd=REPO, text=True, capture_output=True,

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 #: Start times are read from /proc with clock-tick resolution; more than this apart is another
 #: process that got the same pid.
 _START_TIME_TOLERANCE = 0.5
@@ -50,6 +51,58 @@ def death_signal_preexec(sig: int) -> Callable[[], None] | None:
             os._exit(1)
 
     return arm
+
+
+def arm_death_signal(sig: int, parent: int) -> bool:
+    """In a process whose parent is `parent` now: receive `sig` when that parent's thread dies.
+
+    For a process that became `parent`'s child by being re-parented (see
+    :func:`become_subreaper`) rather than by a fork in `parent`. False when `parent` is no
+    longer the parent once the request is made (it died in between) or the platform has no such
+    request; the caller then exits, as nobody would stop it."""
+    if not sys.platform.startswith("linux"):
+        return os.getppid() == parent
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return os.getppid() == parent
+
+
+def become_subreaper() -> bool:
+    """Adopt this process's orphaned descendants (Linux's ``PR_SET_CHILD_SUBREAPER``).
+
+    A process whose parent exits is handed to the nearest ancestor that asked for this, not to
+    init: the fork server (:mod:`habitus.runtime.forkserver`) forks each service twice so that
+    the service becomes a child of `habitus up` itself, which can then wait for it and read its
+    exit status like any child's. False where the kernel offers no such request."""
+    if not sys.platform.startswith("linux"):
+        return False
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    return bool(prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+def reap_adopted_orphans() -> list[int]:
+    """Reap the exited orphans a subreaper adopted; their pids.
+
+    A subreaper is handed every orphan below it, not only the services it means to adopt: a
+    Postgres backend whose postmaster was killed, for one. Those exit on their own but stay as
+    zombies until reaped. They are told apart from the processes this one started by their
+    session: everything `habitus up` starts leads a session of its own, an adopted orphan is a
+    member of another's."""
+    import psutil
+
+    reaped: list[int] = []
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return reaped
+    for child in children:
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE or os.getsid(child.pid) == child.pid:
+                continue
+            if os.waitpid(child.pid, os.WNOHANG)[0] == child.pid:
+                reaped.append(child.pid)
+        except (psutil.Error, OSError):
+            continue
+    return reaped
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from habitus.runtime.lifetime import death_signal_preexec
 from habitus.service.watchdog import SUPERVISOR_PID_ENV
@@ -37,10 +38,47 @@ class ProcessSpec:
     log_path: Path
 
 
+class ChildProcess(Protocol):
+    """What the supervisor needs of a started process (an :class:`asyncio.subprocess.Process`,
+    or a service forked by :mod:`habitus.runtime.forkserver`)."""
+
+    pid: int
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def wait(self) -> int: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+
+#: How the supervisor starts a process: the spec, and the environment to start it with.
+Launch = Callable[[ProcessSpec, dict[str, str]], Awaitable[ChildProcess]]
+
+
+async def exec_process(spec: ProcessSpec, env: dict[str, str]) -> ChildProcess:
+    """Start `spec` the ordinary way (fork and exec), in its own session, with its output in
+    its log and a parent-death signal from the event loop's thread."""
+    spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+    logfile = open(spec.log_path, "ab")  # noqa: ASYNC230 - local file handed to the child
+    try:
+        return await asyncio.create_subprocess_exec(
+            *spec.argv,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=logfile,
+            stderr=logfile,
+            start_new_session=True,
+            preexec_fn=death_signal_preexec(signal.SIGTERM),
+        )
+    finally:
+        logfile.close()
+
+
 @dataclass
 class Supervised:
     spec: ProcessSpec
-    process: asyncio.subprocess.Process | None = None
+    process: ChildProcess | None = None
     restarts: int = 0
     started_at: float = 0.0
     task: asyncio.Task[None] | None = None
@@ -73,6 +111,7 @@ class Supervisor:
         stop_timeout: float = 35.0,
         on_spawn: Callable[[Supervised], None] | None = None,
         backoff: Callable[[int], float] = backoff_delay,
+        launch: Launch = exec_process,
     ):
         self._children: dict[str, Supervised] = {}
         self._stopping = False
@@ -80,6 +119,7 @@ class Supervisor:
         self._stop_timeout = stop_timeout
         self._on_spawn = on_spawn
         self._backoff = backoff
+        self._launch = launch
 
     @property
     def children(self) -> dict[str, Supervised]:
@@ -98,22 +138,9 @@ class Supervisor:
             log.error("supervisor watcher %s died", task.get_name(), exc_info=task.exception())
             say(f"  supervisor: {task.get_name()} stopped watching: {task.exception()!r}")
 
-    async def _spawn(self, child: Supervised) -> asyncio.subprocess.Process:
+    async def _spawn(self, child: Supervised) -> ChildProcess:
         spec = child.spec
-        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
-        logfile = open(spec.log_path, "ab")  # noqa: ASYNC230 - local file handed to the child
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *spec.argv,
-                env={**spec.env, SUPERVISOR_PID_ENV: str(os.getpid())},
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=logfile,
-                stderr=logfile,
-                start_new_session=True,
-                preexec_fn=death_signal_preexec(signal.SIGTERM),
-            )
-        finally:
-            logfile.close()
+        proc = await self._launch(spec, {**spec.env, SUPERVISOR_PID_ENV: str(os.getpid())})
         child.process = proc
         child.started_at = time.monotonic()
         log.info("process started", extra={"child": spec.name, "pid": proc.pid})

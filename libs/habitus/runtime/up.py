@@ -46,6 +46,7 @@ from habitus.runtime.embedded import (
     EmbeddedServerError,
     free_port,
 )
+from habitus.runtime.forkserver import ForkServer
 from habitus.runtime.lifetime import ProcessRef
 from habitus.runtime.state import (
     RUNTIME_FILE,
@@ -73,6 +74,12 @@ log = logging.getLogger(__name__)
 DEV_TENANT = "dev"
 #: A server that stayed up this long counts as healthy again: its next crash restarts fast.
 STABLE_AFTER_SECONDS = 60.0
+#: What `habitus serve` imports before it serves (the CLI, every service's descriptor through
+#: the registry, the host, logging, the event loop): the fork server imports it once for all.
+SERVICE_PRELOAD = (
+    "habitus.cli", "habitus.cli.serve", "habitus.service.registry:services",
+    "habitus.service.host", "habitus.telemetry.logging", "uvloop",
+)
 
 
 def public_services() -> set[str]:
@@ -175,7 +182,11 @@ class Up:
         #: whether the guest (when there is one) did all it should
         self.guest_ok = False
         self.embedded: list[EmbeddedServer] = []
-        self.supervisor = Supervisor(on_spawn=self._record_service)
+        #: services are forked from a process that imported them once (it starts with `run`)
+        self.forkserver = ForkServer(SERVICE_PRELOAD, self.data_dir / "logs" / "forkserver.log",
+                                     on_start=self._record_forkserver)
+        self.supervisor = Supervisor(on_spawn=self._record_service,
+                                     launch=self.forkserver.launch)
         self.env: dict[str, str] = {}
         self.lock = InstanceLock(self.data_dir)
         # Servers are spawned (and restarted) only from this one thread: their parent-death
@@ -211,6 +222,9 @@ class Up:
 
     def _record_server(self, server: EmbeddedServer) -> None:
         self._record(server.name, "server", server.process_ref, server.stop_signal)
+
+    def _record_forkserver(self, ref: ProcessRef | None) -> None:
+        self._record("forkserver", "forkserver", ref)
 
     def _record_service(self, child: Supervised) -> None:
         if child.process is not None:
@@ -316,6 +330,8 @@ class Up:
             _say(f"Habitus cannot start: port {s.http_port} on {s.http_host} is already in use "
                  "by another program (stop it, or set HABITUS_HTTP_PORT to a free port)")
             return 1
+        # Its imports overlap the servers' start; the first service waits for what is left.
+        self.forkserver.start()
         me = ProcessRef.of(os.getpid())
         self._update_state(pid=os.getpid(), create_time=me.create_time if me else None,
                            gateway=base_url, children={})
@@ -428,6 +444,10 @@ class Up:
             await self.supervisor.stop()
         except Exception:
             log.exception("stopping the services failed")
+        try:
+            await self.forkserver.stop()
+        except Exception:
+            log.exception("stopping the fork server failed")
         if self.guest is not None:
             self.guest.stop()
         try:
