@@ -5,36 +5,25 @@ Redis. The document is loaded from the running gateway, so what is fuzzed is wha
 operation gets a bounded, derandomised set of valid and invalid requests, and each answer must be
 no server error, a documented status, and match its documented schema.
 
-The fuzzing runs in a worker thread because schemathesis calls over blocking HTTP while the
-services answer on this test's event loop.
+The fuzzing runs in a process of its own (`tests.support.gateway_fuzz`): schemathesis calls over
+blocking HTTP while the services answer on this test's event loop, and a thread of this process
+would share a CPython 3.11.7 parser counter with the gateway (see that module).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
-import hypothesis
 import pytest
 import pytest_asyncio
-import schemathesis
-import schemathesis.specs.openapi.schemas  # imported at collection: see below
-from hypothesis import HealthCheck, Phase
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
-# schemathesis imports its OpenAPI loader lazily, and the fuzz runs in a worker thread; pytest
-# rewrites that module's asserts on import (schemathesis is a pytest plugin), and CPython 3.11.7's
-# parser can fail in a thread with "AST constructor recursion depth mismatch" (a CPython bug,
-# seen here once). Imported here, at collection, in the main thread, it is parsed once and safely.
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher
 from habitus.contract import METHODS
@@ -50,11 +39,7 @@ from tests.support.services import every_service, skip_all_history
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
 
-#: examples per operation and generation mode: enough to reach every documented branch of a
-#: small schema, few enough for the whole run to stay well under a minute on two cores
-EXAMPLES = 20
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -77,37 +62,6 @@ async def live(servers: ServerUrls, pool: Any, nc: Any
         yield f"http://127.0.0.1:{gateway.bound_port}", tenant, key
 
 
-def fuzz(base_url: str, tenant: str, key: str) -> dict[str, str]:
-    """Every operation's failures, by operation; empty when none failed.
-
-    Valid requests name the key's own tenant when they send X-Habitus-Tenant: a random one is
-    refused (403) before anything else is looked at, and would spend most examples there."""
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
-    headers = {"Authorization": f"Bearer {key}"}
-    failures: dict[str, str] = {}
-    for result in schema.get_all_operations():
-        operation = result.ok()
-        for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
-
-            fixed = ({"X-Habitus-Tenant": tenant}
-                     if mode is schemathesis.GenerationMode.POSITIVE else None)
-
-            @hypothesis.settings(max_examples=EXAMPLES, derandomize=True, database=None,
-                                 deadline=None, phases=[Phase.explicit, Phase.generate],
-                                 suppress_health_check=list(HealthCheck))
-            @hypothesis.given(case=operation.as_strategy(mode, headers=fixed))
-            def run(case: schemathesis.Case) -> None:
-                case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS,
-                                       timeout=30)
-
-            try:
-                run()
-            except (Exception, BaseExceptionGroup) as exc:  # collected, then reported together
-                failures[f"{operation.method.upper()} {operation.path} ({mode.value})"] = (
-                    f"{type(exc).__name__}: {exc}")
-    return failures
-
-
 async def test_the_gateway_answers_every_fuzzed_request_as_documented(
     live: tuple[str, str, str]
 ) -> None:
@@ -115,7 +69,7 @@ async def test_the_gateway_answers_every_fuzzed_request_as_documented(
     async with httpx.AsyncClient(base_url=base_url) as client:
         paths = (await client.get("/openapi.json")).json()["paths"]
     assert {f"/v1/rpc/{name}" for name in METHODS} <= set(paths)
-    failures = await asyncio.to_thread(fuzz, base_url, tenant, key)
+    failures = await _in_own_process("fuzz", base_url, key, tenant)
     assert failures == {}, "\n\n".join(f"{op}\n{detail}" for op, detail in failures.items())
 
 
@@ -132,50 +86,14 @@ async def test_an_unknown_method_is_404_naming_the_methods(live: tuple[str, str,
     assert all(name in error["message"] for name in METHODS)
 
 
-def lifecycle(base_url: str, key: str, user: str) -> dict[str, Any]:
-    """One facet and one profile through every method, each answer checked against the document
-    like a fuzzed one: random users rarely reach a facet that exists, so the results of pin,
-    unpin, explain and the rest are only seen here."""
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
-    headers = {"Authorization": f"Bearer {key}"}
-    answers: dict[str, Any] = {}
-
-    def call(path: str, body: Any = None, *, label: str | None = None, method: str = "POST",
-             **kwargs: Any) -> Any:
-        case = schema[path][method].Case(body=body, **kwargs) if body is not None else \
-            schema[path][method].Case(**kwargs)
-        response = case.call_and_validate(base_url=base_url, headers=headers, checks=CHECKS,
-                                          timeout=30)
-        markdown = path.endswith(".md") and response.status_code == 200
-        answers[label or path] = (response.status_code,
-                                  response.text if markdown else response.json())
-        return answers[label or path][1]
-
-    facet = {"user_id": user, "class": "style", "key": "verbosity"}
-    call("/v1/rpc/learning.rebuild_cache", {"user_id": user})
-    call("/v1/rpc/learning.list_facets", {"user_id": user})
-    call("/v1/rpc/learning.get_facet", facet)
-    call("/v1/rpc/learning.explain_facet", facet, label="explain")
-    call("/v1/rpc/learning.pin_facet", facet)
-    call("/v1/rpc/learning.explain_facet", facet, label="explain pinned")
-    call("/v1/rpc/learning.unpin_facet", facet, label="unpin with evidence")
-    call("/v1/rpc/learning.forget_facet", facet)
-    call("/v1/rpc/learning.unpin_facet", facet, label="unpin forgotten")
-    tone = {"user_id": user, "class": "style", "key": "tone"}
-    call("/v1/rpc/learning.update_facet", {**tone, "value": "formal"})
-    call("/v1/rpc/learning.unpin_facet", tone, label="unpin without evidence")
-    call("/v1/rpc/learning.unpin_facet", tone, label="unpin again")
-    call("/v1/rpc/learning.cache_stats", {"user_id": user})
-    call("/v1/rpc/learning.reset_cache", {"user_id": user})
-    profile = call("/v1/rpc/profile.get", {"user_id": user})["result"]
-    notes = profile["markdown"] + "\nI prefer answers in French.\n"
-    call("/v1/rpc/profile.save_notes", {"user_id": user, "markdown": notes,
-                                        "base_version": profile["version"]})
-    call("/v1/rpc/profile.save_notes", {"user_id": user, "markdown": notes,
-                                        "base_version": profile["version"]}, label="stale save")
-    call("/v1/rpc/prompt.context", {"user_id": user, "tools": ["search"], "budget_chars": 4000})
-    call("/v1/users/{user_id}/profile.md", method="GET", path_parameters={"user_id": user})
-    return answers
+async def _in_own_process(what: str, base_url: str, key: str, subject: str) -> Any:
+    """Run `tests.support.gateway_fuzz` (schemathesis) against the gateway this process serves."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tests.support.gateway_fuzz", what, base_url, key, subject,
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 600)
+    assert proc.returncode == 0, err.decode()[-4000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
 
 
 async def test_every_method_answers_as_documented_for_a_real_facet(
@@ -194,7 +112,7 @@ async def test_every_method_answers_as_documented_for_a_real_facet(
         seq = (await publisher.publish(event)).seq
     await wait_applied(pool, "learning", "learning.cache", seq)
 
-    answers = await asyncio.to_thread(lifecycle, base_url, key, user)
+    answers = await _in_own_process("lifecycle", base_url, key, user)
 
     statuses = {label: status for label, (status, _) in answers.items()}
     assert statuses.pop("unpin again") == 404  # nothing left to unpin
