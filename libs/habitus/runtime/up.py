@@ -75,10 +75,12 @@ DEV_TENANT = "dev"
 #: A server that stayed up this long counts as healthy again: its next crash restarts fast.
 STABLE_AFTER_SECONDS = 60.0
 #: What `habitus serve` imports before it serves (the CLI, every service's descriptor through
-#: the registry, the host, logging, the event loop): the fork server imports it once for all.
+#: the registry, the host, logging, the event loop), and the sentence encoder's model, which
+#: three services load on their first turn: the fork server loads it all once, and the forked
+#: services share its memory.
 SERVICE_PRELOAD = (
     "habitus.cli", "habitus.cli.serve", "habitus.service.registry:services",
-    "habitus.service.host", "habitus.telemetry.logging", "uvloop",
+    "habitus.service.host", "habitus.telemetry.logging", "uvloop", "habitus.encoder:warm",
 )
 
 
