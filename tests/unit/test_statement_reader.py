@@ -71,3 +71,13 @@ def test_held_out_accuracy_does_not_fall_below_what_was_measured() -> None:
     plain, _, _ = evaluate(rows, READER)
     assert plain.precision() >= 0.94
     assert plain.recall() >= 0.84
+
+
+def test_readers_in_one_process_share_one_encoded_bank() -> None:
+    # Each service start and each test stack makes its own reader; the ~700 examples are
+    # encoded once per process, and the shared rows cannot be changed by any one reader.
+    first, second = StatementReader(), StatementReader()
+    bank = first.classifier._bank_matrix()
+    assert second.classifier._bank_matrix() is bank
+    assert not bank.flags.writeable
+    assert first.read(["I prefer short answers."]) == second.read(["I prefer short answers."])

@@ -57,6 +57,25 @@ class Decision:
     lead: float
 
 
+#: The encoded banks of this process, by what was encoded: a reader is made per service and per
+#: test stack, and encoding the ~700 examples again for each cost more than a CPU second.
+_ENCODED: dict[tuple[str, ...], encoder.Matrix] = {}
+_ENCODED_LOCK = threading.Lock()
+
+
+def encoded(texts: Sequence[str]) -> encoder.Matrix:
+    """The encoder's rows for `texts`, encoded once per process for the same texts in the same
+    order (the arrays are read-only, so sharing them is safe)."""
+    key = tuple(texts)
+    with _ENCODED_LOCK:
+        matrix = _ENCODED.get(key)
+        if matrix is None:
+            matrix = encoder.encode(key)
+            matrix.flags.writeable = False
+            _ENCODED[key] = matrix
+        return matrix
+
+
 def load_bank(path: Path = BANK) -> list[tuple[str, str]]:
     """(label, text) pairs of the bank, in file order."""
     out = []
@@ -69,7 +88,8 @@ def load_bank(path: Path = BANK) -> list[tuple[str, str]]:
 
 
 class IntentClassifier:
-    """Nearest-example classification of clauses; the bank is encoded once, on first use."""
+    """Nearest-example classification of clauses; the bank is encoded on first use, once per
+    process for the same bank (see `encoded`)."""
 
     def __init__(self, bank: Sequence[tuple[str, str]] | None = None,
                  thresholds: Thresholds | None = None,
@@ -92,8 +112,7 @@ class IntentClassifier:
         if self._matrix is None:
             with self._lock:
                 if self._matrix is None:
-                    self._matrix = encoder.encode(
-                        [self._prepare(text) for _, text in self._bank])
+                    self._matrix = encoded([self._prepare(text) for _, text in self._bank])
         return self._matrix
 
     def similarities(self, clauses: Sequence[str]) -> np.ndarray:
