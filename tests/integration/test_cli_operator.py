@@ -376,10 +376,16 @@ async def test_events_tail_prints_one_line_per_event(servers: ServerUrls, acme: 
         assert (kind, owner) == ("FacetUpdated", f"{acme.tenant}/{user}")
         assert f'"key":"k{n}"' in payload
 
-    # from now: only what is published after the subscription
-    async def subscribed() -> bool:
+    # from now: only what is published after the subscription. The first tail's consumer
+    # may not be deleted yet: the live one is a consumer that was not there before.
+    async def tenant_consumers() -> set[str]:
         consumers = await nc.jetstream().consumers_info(EVENTS)
-        return any(acme.tenant in str(c.config.filter_subject) for c in consumers)
+        return {c.name for c in consumers if acme.tenant in str(c.config.filter_subject)}
+
+    before = await tenant_consumers()
+
+    async def subscribed() -> bool:
+        return bool(await tenant_consumers() - before)
 
     # Filtered by type: the profile renderer may still be publishing its CacheRebuilt for
     # the three facets above, after the subscription, and that is not what is looked for.
