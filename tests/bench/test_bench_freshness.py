@@ -48,6 +48,7 @@ from services.stability_detector.settings import LearningSettings
 from tests.bench.test_bench_prompt_context import percentile
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 from tests.support.streams import events_on
 
@@ -160,7 +161,7 @@ async def test_freshness_from_ingest_to_prompt_context(servers: ServerUrls, pool
             running(gateway, settings) as host:
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{host.bound_port}",
-                                     timeout=30, limits=limits) as client:
+                                     timeout=30, limits=limits, verify=TLS) as client:
             # warm-up: connections, code paths, and whatever earlier benches left for the
             # scheduler (its first tick also requests a periodic rebuild)
             await probe(client, headers, "warmup0")

@@ -19,6 +19,7 @@ from habitus.events import CATALOG
 from habitus.service.migrations import migrate
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
+from tests.support.http import TLS
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -50,7 +51,7 @@ async def test_gateway_ingest_ratio(servers: ServerUrls, nc: Any, pool: Any, rec
     with serve("gateway", env) as base:
         url = f"{base}/v1/events"
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as client:
             await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up
             started = time.perf_counter()
             sem = asyncio.Semaphore(4)

@@ -26,6 +26,7 @@ from tests.support import llm_server
 from tests.support.factories import unique
 from tests.support.habits_model import JUDGE, judgments, payload
 from tests.support.habits_stack import habits_stack
+from tests.support.http import TLS
 
 pytestmark = pytest.mark.asyncio
 HABITS = 100
@@ -90,7 +91,7 @@ async def test_habits_select_latency_ratio(servers: ServerUrls, pool: Any, recor
     async with habits_stack(servers) as stack:
         tenant, user = unique("bench"), unique("dana")
         headers = {"Authorization": f"Bearer {await create_key(pool, tenant)}"}
-        async with httpx.AsyncClient(base_url=stack.base, timeout=60) as client:
+        async with httpx.AsyncClient(base_url=stack.base, timeout=60, verify=TLS) as client:
             async def rpc(method: str, **params: Any) -> Any:
                 response = await client.post(f"/v1/rpc/{method}", json=params,
                                              headers=headers)

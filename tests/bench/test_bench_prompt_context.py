@@ -23,6 +23,7 @@ from habitus.service.migrations import migrate
 from services.profile_renderer.cache import ContextCache
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -74,7 +75,8 @@ async def test_prompt_context_latency_ratio(servers: ServerUrls, nc: Any, pool: 
         headers = {"Authorization": f"Bearer {key}"}
         body = {"user_id": "alice", "tools": ["send_email", "memory_recall"]}
         limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-        async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=30, limits=limits,
+                                     verify=TLS) as client:
             async def ready() -> bool:
                 r = await client.post("/v1/rpc/prompt.context", json=body, headers=headers)
                 return r.status_code == 200 and "Rule number 4." in r.text

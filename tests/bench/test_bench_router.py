@@ -42,6 +42,7 @@ from habitus.service.migrations import migrate
 from tests.bench import trace_corpus
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -156,7 +157,8 @@ async def test_select_model_latency_ratio(stack: Stack, record: Any) -> None:
     tenant, headers = await stack.tenant()
     await publish_traces(stack.nc, tenant, 2000)
     limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-    async with httpx.AsyncClient(base_url=stack.base, timeout=30, limits=limits) as client:
+    async with httpx.AsyncClient(base_url=stack.base, timeout=30, limits=limits,
+                                 verify=TLS) as client:
         await until_counted(client, headers, 2000, timeout=300, pause=0.2)
         for policy in ("learned", "sft", "grpo"):  # stored parameters, read on every call
             await rpc(client, headers, "router.update_policy", policy=policy)
@@ -207,7 +209,7 @@ async def test_select_model_latency_ratio(stack: Stack, record: Any) -> None:
 
 async def test_route_stats_scaling(stack: Stack, record: Any) -> None:
     tenant, headers = await stack.tenant()
-    async with httpx.AsyncClient(base_url=stack.base, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=stack.base, timeout=30, verify=TLS) as client:
         started = time.perf_counter()
         await publish_traces(stack.nc, tenant, 10_000)
         await until_counted(client, headers, 10_000, pause=0.2)
@@ -248,7 +250,7 @@ async def habitus_side(stack: Stack, count: int) -> dict[str, Any]:
         bodies.append(json.dumps([item(d) for d in trace_corpus.traces(
             min(BATCH, count - i), i)]).encode())
     post_headers = {**headers, "Content-Type": "application/json"}
-    async with httpx.AsyncClient(base_url=stack.base, timeout=120) as client:
+    async with httpx.AsyncClient(base_url=stack.base, timeout=120, verify=TLS) as client:
         await client.get("/healthz")
         sem = asyncio.Semaphore(4)
 

@@ -38,6 +38,7 @@ from services.producers.reading.reader import StatementReader
 from services.producers.reflection import reflection_candidates, without_restated
 from services.producers.stated import statement_candidates
 from tests.integration.test_up_runtime import UpProcess, _gone, data_root
+from tests.support.http import TLS
 
 __all__ = ["data_root"]  # a fixture, used by name
 
@@ -108,7 +109,7 @@ class Load:
     async def run(self) -> None:
         headers = {"Authorization": f"Bearer {self.key}"}
         async with httpx.AsyncClient(base_url=self.base_url, headers=headers,
-                                     timeout=10) as client:
+                                     timeout=10, verify=TLS) as client:
             for n in itertools.count():
                 if self.stopping.is_set():
                     return

@@ -35,6 +35,7 @@ from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import every_service, skip_all_history
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio]
@@ -66,7 +67,7 @@ async def test_the_gateway_answers_every_fuzzed_request_as_documented(
     live: tuple[str, str, str]
 ) -> None:
     base_url, tenant, key = live
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(base_url=base_url, verify=TLS) as client:
         paths = (await client.get("/openapi.json")).json()["paths"]
     assert {f"/v1/rpc/{name}" for name in METHODS} <= set(paths)
     failures = await _in_own_process("fuzz", base_url, key, tenant)
@@ -76,7 +77,7 @@ async def test_the_gateway_answers_every_fuzzed_request_as_documented(
 async def test_an_unknown_method_is_404_naming_the_methods(live: tuple[str, str, str]
                                                           ) -> None:
     base_url, _, key = live
-    async with httpx.AsyncClient(base_url=base_url) as client:
+    async with httpx.AsyncClient(base_url=base_url, verify=TLS) as client:
         response = await client.post("/v1/rpc/learning.pin_facets", json={"user_id": "u"},
                                      headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 404

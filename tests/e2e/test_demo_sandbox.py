@@ -43,6 +43,7 @@ from habitus.demo.scenario import build_scenario
 from habitus.runtime.embedded import free_port
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 from tests.e2e.test_habitus_up import printed_key, stop, wait_ready
+from tests.support.http import TLS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -207,7 +208,8 @@ async def test_demos_leave_the_users_own_system_byte_for_byte_as_it_was(data_roo
         key = printed_key(wait_ready(user))
         runtime = json.loads((home / "var" / "runtime.json").read_text())
         async with httpx.AsyncClient(base_url=base, timeout=30, trust_env=False,
-                                     headers={"Authorization": f"Bearer {key}"}) as client:
+                                     headers={"Authorization": f"Bearer {key}"},
+                                     verify=TLS) as client:
             sent = await client.post("/v1/events", json=alice_turns(time.time() - 600))
             assert sent.status_code == 200, sent.text
             await settled(client)
@@ -246,7 +248,8 @@ async def test_demos_leave_the_users_own_system_byte_for_byte_as_it_was(data_roo
         assert printed_key(wait_ready(user)) == key
         runtime = json.loads((home / "var" / "runtime.json").read_text())
         async with httpx.AsyncClient(base_url=base, timeout=30, trust_env=False,
-                                     headers={"Authorization": f"Bearer {key}"}) as client:
+                                     headers={"Authorization": f"Bearer {key}"},
+                                     verify=TLS) as client:
             await settled(client)
             after = await snapshot(client)
         for name, content in before.items():

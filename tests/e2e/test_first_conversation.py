@@ -24,6 +24,7 @@ from habitus.auth.keys import create_key
 from habitus.demo.scenario import session_turns
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import learning_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -85,7 +86,7 @@ async def test_what_a_new_user_plainly_said_is_in_the_prompt_within_seconds(
     tenant, user = unique("tn"), "priya"
     key = await create_key(pool, tenant)
     headers = {"Authorization": f"Bearer {key}"}
-    async with httpx.AsyncClient(base_url=stack, headers=headers, timeout=15) as client:
+    async with httpx.AsyncClient(base_url=stack, headers=headers, timeout=15, verify=TLS) as client:
         for item in conversation(user, time.time()):
             response = await client.post("/v1/events", json=[item])
             assert response.status_code == 200, response.text
@@ -120,7 +121,7 @@ async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_o
     key = await create_key(pool, tenant)
     now = time.time()
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
-                                 timeout=15) as client:
+                                 timeout=15, verify=TLS) as client:
         n = 0
 
         async def say(message: str) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from habitus.bus.streams import INGEST
 from habitus.runtime.embedded import free_port
+from tests.support.http import TLS
 
 pytestmark = [pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
         lines = wait_ready(proc)
         key = printed_key(lines)
         assert f"http://127.0.0.1:{port}" in "".join(lines)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", verify=TLS) as client:
             turn = {"type": "TurnRecorded", "user_id": "alice", "payload": {
                 "session_id": "s1", "turn_id": "t1", "channel": "cli",
                 "user_message": "Shorter answers please", "assistant_message": "ok",

@@ -29,6 +29,7 @@ import pytest
 from habitus.runtime.embedded import free_port
 from habitus.runtime.observe import prometheus_argv, scrape_config
 from tests.support import dashboards, prometheus
+from tests.support.http import TLS
 
 pytestmark = [pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ DONE_MARK = "demo: every expectation"
 
 
 def metrics_texts(targets: list[str]) -> list[str]:
-    with httpx.Client(timeout=10, trust_env=False) as client:
+    with httpx.Client(timeout=10, trust_env=False, verify=TLS) as client:
         return [client.get(f"http://{t}/metrics").text for t in targets]
 
 
@@ -100,11 +101,11 @@ def test_every_panel_has_data_and_every_alert_evaluates(data_root: Path) -> None
         # One refused item, so the rejection panels have something to show.
         refused = httpx.post(f"http://{gateway}/v1/events", json=[{"type": "NoSuchEvent"}],
                              headers={"Authorization": f"Bearer {key}"}, timeout=10,
-                             trust_env=False)
+                             trust_env=False, verify=TLS)
         assert refused.status_code < 500, refused.text
         url = f"http://127.0.0.1:{prom_port}"
         expected = len(targets) + 1
-        with httpx.Client(base_url=url, timeout=10, trust_env=False) as client:
+        with httpx.Client(base_url=url, timeout=10, trust_env=False, verify=TLS) as client:
             deadline = time.monotonic() + 30
             while True:
                 try:

@@ -21,6 +21,7 @@ from habitus.auth.keys import create_key
 from habitus.demo.scenario import session_turns
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import learning_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -91,7 +92,7 @@ async def test_what_two_users_plainly_said_is_in_their_prompts_within_five_secon
         stack: str, pool: Any) -> None:
     key = await create_key(pool, unique("tn"))
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
-                                 timeout=15) as client:
+                                 timeout=15, verify=TLS) as client:
         for item in _items(time.time()):
             response = await client.post("/v1/events", json=[item])
             assert response.status_code == 200, response.text

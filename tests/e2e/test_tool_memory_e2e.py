@@ -19,6 +19,7 @@ import pytest
 
 from habitus.runtime.embedded import free_port
 from tests.e2e.test_habitus_up import REPO, data_root, printed_key, start_up, stop, wait_ready
+from tests.support.http import TLS
 
 pytestmark = [pytest.mark.slow]
 SARAH = "Never email Sarah at sarah@example.com."
@@ -33,7 +34,7 @@ def habitus_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 async def rpc(base: str, key: str, method: str, **params: Any) -> Any:
-    async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=base, timeout=30, verify=TLS) as client:
         response = await client.post(f"/v1/rpc/{method}", json=params,
                                      headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 200, response.text
@@ -74,7 +75,7 @@ async def test_never_email_sarah_survives_restarts_and_replay(data_root: Path) -
             "assistant_message": "Understood.", "user_at": 1_764_000_000.0,
             "assistant_at": 1_764_000_002.0,
             "tool_calls": [{"tool_name": "send_email", "ok": True}]}}
-        async with httpx.AsyncClient(base_url=base) as client:
+        async with httpx.AsyncClient(base_url=base, verify=TLS) as client:
             response = await client.post("/v1/events", json=[turn],
                                          headers={"Authorization": f"Bearer {key}"})
         assert response.status_code == 200, response.text

@@ -57,6 +57,7 @@ from tests.support.habits_model import (
     refs,
 )
 from tests.support.habits_stack import observed
+from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
 from tests.support.services import every_service, skip_history
 
@@ -158,7 +159,7 @@ class Tenant:
         self.base, self.key, self.name = base, key, name
 
     async def rpc(self, method: str, **params: Any) -> Any:
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             response = await client.post(f"/v1/rpc/{method}", json=params,
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code == 200, response.text
@@ -186,7 +187,7 @@ class Tenant:
             "message_id": f"<{user}@example.com>", "direction": "sent",
             "from": f"{user}@example.com", "to": ["sarah@example.com"], "subject": "Hi",
             "body": "Short note.", "sent_at": 1_764_000_000.0}})
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             response = await client.post("/v1/events", json=items,
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code in (200, 202), response.text
@@ -197,7 +198,7 @@ class Tenant:
         item = turn_item(user, HABIT_TURN)
         now = time.time()
         item["payload"].update(session_id="s-habits", user_at=now - 2, assistant_at=now - 1)
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             response = await client.post("/v1/events", json=[item],
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code in (200, 202), response.text
@@ -372,7 +373,7 @@ async def test_erasure_refuses_a_bad_user_id(stack: tuple[str, Path], pool: Any)
     base, _ = stack
     name = unique("acme")
     key = await create_key(pool, name)
-    async with httpx.AsyncClient(base_url=base) as client:
+    async with httpx.AsyncClient(base_url=base, verify=TLS) as client:
         response = await client.post("/v1/rpc/admin.erase_user", json={"user_id": "a b"},
                                      headers={"Authorization": f"Bearer {key}"})
     assert response.status_code == 400

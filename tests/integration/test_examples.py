@@ -45,6 +45,7 @@ from services.tool_memory.settings import ToolMemorySettings
 from services.trace_router.main import build as trace_router
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -236,7 +237,7 @@ async def test_the_agent_client_completes_its_loop(stack: str, pool: Any) -> Non
     assert "| - **style/verbosity**: terse" in text, text
 
     async def rpc(method: str, **params: Any) -> Any:
-        async with httpx.AsyncClient(base_url=stack, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=stack, timeout=30, verify=TLS) as client:
             response = await client.post(f"/v1/rpc/{method}", json=params,
                                          headers={"Authorization": f"Bearer {key}"})
         assert response.status_code == 200, response.text

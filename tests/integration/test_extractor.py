@@ -39,6 +39,7 @@ from services.stability_detector.main import service as stability_detector
 from tests.conftest import ServerUrls
 from tests.support.extraction import MarkerResponder, chunks_of, extraction, facet
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
 from tests.support.services import isolated_database, running
 from tests.support.streams import events_on
@@ -108,7 +109,7 @@ class Client:
         self.n = 0
 
     async def post(self, path: str, body: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             return await client.post(path, json=body,
                                       headers={"Authorization": f"Bearer {self.key}"})
 

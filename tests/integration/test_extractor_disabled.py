@@ -18,6 +18,7 @@ from services.extractor.settings import ExtractorSettings
 from services.gateway.main import service as gateway
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -33,7 +34,7 @@ async def test_without_an_endpoint_the_extractor_is_disabled_not_failing(
                 running(gateway, settings) as gw:
             said = [r for r in caplog.records if "disabled" in r.getMessage()]
             assert len([r for r in said if r.name == "services.extractor.main"]) == 1
-            async with httpx.AsyncClient(timeout=10) as client:
+            async with httpx.AsyncClient(timeout=10, verify=TLS) as client:
                 ready = await client.get(f"http://127.0.0.1:{host.bound_port}/readyz")
                 assert ready.status_code == 200
                 body = ready.json()
@@ -91,7 +92,7 @@ async def test_an_extractor_disabled_after_it_ran_does_not_hold_up_an_erasure(
             headers = {"Authorization": f"Bearer {await create_key(own, tenant)}"}
             async with running(extractor(off), settings), running(gateway, settings) as gw:
                 base = f"http://127.0.0.1:{gw.bound_port}"
-                async with httpx.AsyncClient(timeout=30) as client:
+                async with httpx.AsyncClient(timeout=30, verify=TLS) as client:
                     sent = await client.post(f"{base}/v1/events", headers=headers, json=[
                         turn_item(user, "Please keep answers short.")])
                     assert sent.status_code in (200, 202), sent.text

@@ -20,6 +20,7 @@ from habitus.subjects import ingest_subject
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
+from tests.support.http import TLS
 from tests.support.services import echo_spec, running
 
 pytestmark = pytest.mark.asyncio
@@ -57,7 +58,7 @@ async def subject_count(nc: Any, tenant: str) -> int:
 
 
 async def post(url: str, key: str, body: Any, **kw: Any) -> httpx.Response:
-    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=10, verify=TLS) as client:
         content = body if isinstance(body, bytes) else json.dumps(body).encode()
         headers = {**auth(key), "Content-Type": "application/json", **kw.pop("headers", {})}
         return await client.post("/v1/events", content=content, headers=headers, **kw)
@@ -172,7 +173,7 @@ async def test_body_and_batch_limits(gateway: str, tenant: Any) -> None:
 
 
 async def test_requests_without_a_valid_key_are_refused(gateway: str) -> None:
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         missing = await client.post("/v1/events", json=[turn_item()])
         wrong = await client.post("/v1/events", json=[turn_item()], headers=auth("hab_nope"))
     assert missing.status_code == 401
@@ -184,7 +185,7 @@ async def test_a_tenant_key_cannot_touch_another_tenant(gateway: str, tenant: An
     a_name, a_key = tenant
     b_name = unique("tn")
     await create_key(pool, b_name)
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         # naming tenant B in the header
         header = await client.post("/v1/rpc/echo.whoami", json={"user_id": "u"},
                                    headers=auth(a_key, **{"X-Habitus-Tenant": b_name}))
@@ -205,7 +206,7 @@ async def test_admin_key_must_name_the_tenant_it_acts_for(gateway: str, pool: An
     admin = "hab_admin_" + unique("k")
     await store_key(pool, "admin", admin, is_admin=True)
     target = unique("tn")
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         unnamed = await client.post("/v1/rpc/echo.whoami", json={"user_id": "u"},
                                     headers=auth(admin))
         named = await client.post("/v1/rpc/echo.whoami", json={"user_id": "u"},
@@ -217,7 +218,7 @@ async def test_admin_key_must_name_the_tenant_it_acts_for(gateway: str, pool: An
 
 async def test_rpc_errors_keep_their_shape_and_status(gateway: str, tenant: Any) -> None:
     _, key = tenant
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         conflict = await client.post("/v1/rpc/echo.whoami",
                                      json={"user_id": "u", "fail": "conflict"}, headers=auth(key))
         bad = await client.post("/v1/rpc/echo.whoami", json={"nope": 1}, headers=auth(key))
@@ -240,7 +241,7 @@ async def test_rpc_errors_keep_their_shape_and_status(gateway: str, tenant: Any)
 
 
 async def test_health_ready_metrics_and_docs(gateway: str) -> None:
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         health = await client.get("/healthz")
         ready = await client.get("/readyz")
         metrics_text = (await client.get("/metrics")).text
@@ -256,7 +257,7 @@ async def test_health_ready_metrics_and_docs(gateway: str) -> None:
 async def test_readyz_is_503_while_an_expected_service_is_down(servers: ServerUrls,
                                                                migrated: None) -> None:
     settings = servers.settings(expected_services="nonexistent")
-    async with running(gateway_spec, settings) as host, httpx.AsyncClient() as client:
+    async with running(gateway_spec, settings) as host, httpx.AsyncClient(verify=TLS) as client:
         ready = await client.get(f"http://127.0.0.1:{host.bound_port}/readyz")
     assert ready.status_code == 503
     assert ready.json()["checks"]["service:nonexistent"] is not None
@@ -265,7 +266,7 @@ async def test_readyz_is_503_while_an_expected_service_is_down(servers: ServerUr
 async def test_rate_limit_answers_429(servers: ServerUrls, migrated: None, pool: Any) -> None:
     settings = servers.settings(rate_limit_per_minute=3)
     key = await create_key(pool, unique("tn"))
-    async with running(gateway_spec, settings) as host, httpx.AsyncClient() as client:
+    async with running(gateway_spec, settings) as host, httpx.AsyncClient(verify=TLS) as client:
         url = f"http://127.0.0.1:{host.bound_port}/v1/events"
         codes = [(await client.post(url, json=[turn_item()], headers=auth(key))).status_code
                  for _ in range(5)]
@@ -301,7 +302,7 @@ async def test_a_body_that_is_not_json_is_415(gateway: str, tenant: Any, nc: Any
                                               content_type: str | None) -> None:
     name, key = tenant
     headers = auth(key) | ({"Content-Type": content_type} if content_type else {})
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         response = await client.post("/v1/events", headers=headers,
                                      content=json.dumps([turn_item()]).encode())
         rpc = await client.post("/v1/rpc/echo.whoami", headers=headers,
@@ -322,7 +323,7 @@ async def test_a_body_that_is_not_json_is_415(gateway: str, tenant: Any, nc: Any
 async def test_rpc_bodies_get_the_same_checks(gateway: str, tenant: Any, body: bytes,
                                               field: str) -> None:
     _, key = tenant
-    async with httpx.AsyncClient(base_url=gateway) as client:
+    async with httpx.AsyncClient(base_url=gateway, verify=TLS) as client:
         response = await client.post("/v1/rpc/echo.whoami", content=body,
                                      headers=auth(key, **{"Content-Type": "application/json"}))
     assert response.status_code == 400, response.text
@@ -409,7 +410,7 @@ async def test_every_error_has_the_json_shape_even_a_bug(servers: ServerUrls, mi
         host.ctx.publisher = Broken()  # type: ignore[assignment]
         url = f"http://127.0.0.1:{host.bound_port}"
         bug = await post(url, key, [turn_item()])
-        async with httpx.AsyncClient(base_url=url) as client:
+        async with httpx.AsyncClient(base_url=url, verify=TLS) as client:
             unknown_route = await client.get("/v1/nothing-here")
             bad_query = await client.post("/v1/events?partial=maybe", json=[turn_item()],
                                           headers=auth(key))

@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from services.gateway.main import service as gateway
 from tests.conftest import ServerUrls
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio]
@@ -32,7 +33,7 @@ async def base(servers: ServerUrls) -> AsyncIterator[str]:
 
 @pytest.mark.parametrize("page", ["/docs", "/redoc"])
 async def test_the_docs_pages_load_everything_from_the_gateway(base: str, page: str) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=base, timeout=10, verify=TLS) as http:
         html = (await http.get(page)).raise_for_status().text
         loaded = [a or b for a, b in LOADED.findall(html)]
         assert any(u.endswith(".js") for u in loaded), html
@@ -47,6 +48,6 @@ async def test_the_docs_pages_load_everything_from_the_gateway(base: str, page: 
 
 
 async def test_swagger_ui_sends_the_document_to_no_validator(base: str) -> None:
-    async with httpx.AsyncClient(base_url=base, timeout=10) as http:
+    async with httpx.AsyncClient(base_url=base, timeout=10, verify=TLS) as http:
         html = (await http.get("/docs")).text
     assert '"validatorUrl": null' in html

@@ -30,6 +30,7 @@ from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = pytest.mark.asyncio
@@ -46,7 +47,7 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 30.0)
 
 
 async def post(url: str, key: str, body: Any, path: str = "/v1/events") -> httpx.Response:
-    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+    async with httpx.AsyncClient(base_url=url, timeout=30, verify=TLS) as client:
         return await client.post(path, content=json.dumps(body).encode(),
                                  headers={"Authorization": f"Bearer {key}",
                                           "Content-Type": "application/json"})
@@ -234,7 +235,7 @@ async def test_postgres_down_ingest_keeps_accepting_known_keys_and_the_rest_is_5
         garbage = await post(url, "hab_not_a_key_at_all", [turn_item("cy")])
         revoked_down = await post(url, revoked, [turn_item("cy")])
         rpc_down = await post(url, known, {}, path="/v1/rpc/dbcheck.read")
-        async with httpx.AsyncClient(base_url=url) as client:
+        async with httpx.AsyncClient(base_url=url, verify=TLS) as client:
             profile = await client.get("/v1/users/cy/profile.md",
                                        headers={"Authorization": f"Bearer {never_used}"})
 

@@ -34,6 +34,7 @@ from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -58,7 +59,7 @@ async def generated(base: str, tmp_path_factory: pytest.TempPathFactory
     generator printed."""
     root = tmp_path_factory.mktemp("generated")
     spec = root / "openapi.json"
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(verify=TLS) as http:
         spec.write_bytes((await http.get(f"{base}/openapi.json", timeout=10)).content)
     # The generator formats its output with ruff, which it finds on PATH: the venv's.
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}

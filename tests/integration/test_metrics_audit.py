@@ -36,6 +36,7 @@ from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.integration.test_erasure import model
 from tests.support.factories import turn_item, unique
+from tests.support.http import TLS
 from tests.support.llm_server import ScriptedLlm
 from tests.support.services import running, skip_all_history
 
@@ -118,7 +119,7 @@ class Tenant:
         self.base, self.key = base, key
 
     async def post(self, path: str, body: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             return await client.post(path, json=body,
                                      headers={"Authorization": f"Bearer {self.key}"})
 
@@ -174,7 +175,7 @@ async def until(check: Any, what: str, timeout: float = 60.0) -> Any:
 
 
 async def scrape(port: int) -> dict[str, Metric]:
-    async with httpx.AsyncClient(timeout=30) as client:
+    async with httpx.AsyncClient(timeout=30, verify=TLS) as client:
         response = await client.get(f"http://127.0.0.1:{port}/metrics")
     assert response.status_code == 200, response.text
     return {f.name: f for f in text_string_to_metric_families(response.text)}

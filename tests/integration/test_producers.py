@@ -25,6 +25,7 @@ from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 from tests.support.streams import events_on, fetch_all
 
@@ -53,7 +54,7 @@ class Agent:
         self.now = NOW
 
     async def post(self, *items: dict[str, Any]) -> list[dict[str, Any]]:
-        async with httpx.AsyncClient(base_url=self.base, timeout=15) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=15, verify=TLS) as client:
             response = await client.post("/v1/events", json=list(items),
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code == 200, response.text

@@ -32,6 +32,7 @@ from services.stability_detector.main import build as learning
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 from tests.support.streams import events_on
 
@@ -222,7 +223,7 @@ async def test_prompt_context_sections_rules_and_forgotten_facets(person: Person
 async def test_profile_md_over_http(person: Person) -> None:
     await person.learn("verbosity", "terse")
     await person.settled(lambda md: "terse" in md)
-    async with httpx.AsyncClient(base_url=person.base) as client:
+    async with httpx.AsyncClient(base_url=person.base, verify=TLS) as client:
         response = await client.get(f"/v1/users/{person.user}/profile.md",
                                     headers={"Authorization": f"Bearer {person.key}"})
         other = await client.get("/v1/users/alice/profile.md", headers={

@@ -28,6 +28,7 @@ from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import running
 from tests.support.streams import events_on
 
@@ -337,7 +338,7 @@ async def test_learning_over_http_is_scoped_to_the_callers_tenant(
     tenant_a, tenant_b = unique("ta"), unique("tb")
     key_a, key_b = await create_key(pool, tenant_a), await create_key(pool, tenant_b)
     async with running(gateway, servers.settings()) as host, httpx.AsyncClient(
-        base_url=f"http://127.0.0.1:{host.bound_port}", timeout=15
+        base_url=f"http://127.0.0.1:{host.bound_port}", timeout=15, verify=TLS
     ) as client:
         set_a = await client.post(
             "/v1/rpc/learning.update_facet",

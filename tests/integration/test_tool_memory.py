@@ -25,6 +25,7 @@ from services.tool_memory.main import build as tool_memory
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
+from tests.support.http import TLS
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -45,7 +46,7 @@ class Client:
         self.base, self.key = base, key
 
     async def post(self, path: str, body: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             return await client.post(path, json=body,
                                       headers={"Authorization": f"Bearer {self.key}"})
 

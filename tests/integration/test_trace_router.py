@@ -31,6 +31,7 @@ from services.tool_memory.settings import ToolMemorySettings
 from services.trace_router.settings import RouterSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
+from tests.support.http import TLS
 from tests.support.services import every_service
 from tests.support.streams import events_on
 
@@ -55,7 +56,7 @@ class Tenant:
         self.base, self.key, self.name = base, key, name
 
     async def post(self, path: str, body: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.base, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
             return await client.post(path, json=body,
                                       headers={"Authorization": f"Bearer {self.key}"})
 

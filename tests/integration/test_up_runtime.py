@@ -30,6 +30,7 @@ import pytest
 from habitus.runtime.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from habitus.runtime.lifetime import ProcessRef
 from habitus.runtime.state import InstanceLock, write_runtime
+from tests.support.http import TLS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,7 +115,8 @@ class UpProcess:
     def wait_readyz(self, timeout: float = 90.0) -> None:
         def ready() -> bool:
             try:
-                return httpx.get(f"{self.base_url}/readyz", timeout=3).status_code == 200
+                response = httpx.get(f"{self.base_url}/readyz", timeout=3, verify=TLS)
+                return response.status_code == 200
             except httpx.HTTPError:
                 return False
 
@@ -190,7 +192,7 @@ def _ingest_turn(base_url: str, key: str, turn_id: str) -> dict[str, Any]:
         "user_message": "hello", "assistant_message": "hi", "user_at": 1.0,
         "assistant_at": 2.0}}
     response = httpx.post(f"{base_url}/v1/events", json=[turn], timeout=10,
-                          headers={"Authorization": f"Bearer {key}"})
+                          headers={"Authorization": f"Bearer {key}"}, verify=TLS)
     assert response.status_code == 200, response.text
     return dict(response.json()["results"][0])
 

@@ -27,6 +27,8 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.support.http import TLS
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -161,7 +163,7 @@ def missing_metrics(exposition: Exposition, queries: Iterable[Query]) -> list[st
 def check(prometheus_url: str, exposition: Exposition, queries: list[Query],
           alerts: Mapping[str, str]) -> Result:
     out = Result(problems=missing_metrics(exposition, queries))
-    with httpx.Client(base_url=prometheus_url, timeout=30, trust_env=False) as client:
+    with httpx.Client(base_url=prometheus_url, timeout=30, trust_env=False, verify=TLS) as client:
         for q in queries:
             where = f"{q.dashboard} / {q.panel}"
             expr = substitute(q.expr)

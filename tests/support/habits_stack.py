@@ -27,6 +27,7 @@ from services.habits.settings import HabitsSettings
 from services.profile_renderer.main import build as profile_renderer
 from tests.conftest import ServerUrls
 from tests.support.habits_model import HabitsModel
+from tests.support.http import TLS
 from tests.support.llm_server import ScriptedLlm
 from tests.support.services import running
 
@@ -95,7 +96,7 @@ class Client:
         self.n = 0
 
     async def post(self, path: str, body: Any) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.base, timeout=60) as client:
+        async with httpx.AsyncClient(base_url=self.base, timeout=60, verify=TLS) as client:
             return await client.post(path, json=body,
                                       headers={"Authorization": f"Bearer {self.key}"})
 

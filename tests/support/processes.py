@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 
 from habitus.runtime.embedded import free_port
+from tests.support.http import TLS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def serve(service: str, env: dict[str, str], timeout: float = 60.0) -> Iterator[
                 err = proc.stderr.read().decode() if proc.stderr else ""
                 raise RuntimeError(f"{service} exited with {proc.returncode}:\n{err[-3000:]}")
             try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if httpx.get(f"{url}/healthz", timeout=1, verify=TLS).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
