@@ -2,8 +2,9 @@
 `--json` on every read, the help's order and the services `serve` names, and output that is
 literal and whole (a rule's `[critical]` survives; nothing is cut to 80 columns in a pipe).
 
-Gateway commands run against a fake gateway (`httpx.post` replaced), so what is asserted is
-what the command sends and prints; test_cli_operator.py runs them against real services.
+Gateway commands run against a fake gateway (the CLI's HTTP client on httpx's mock transport),
+so what is asserted is what the command sends and prints; test_cli_operator.py runs them
+against real services.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import typer
 from typer.testing import CliRunner, Result
 
 from habitus.cli import app, keys, serve
+from habitus.cli import gateway as cli_gateway
 from habitus.cli.context import context_lines, context_params, tool_list
 from habitus.cli.facets import facet_ref
 from habitus.cli.output import WIDE, CliConsole
@@ -130,16 +132,16 @@ def test_an_unknown_service_is_refused_naming_the_installed_ones() -> None:
 
 class FakeGateway:
     """Answers `POST /v1/rpc/<method>` from `answers` (a method without one: 503), recording
-    each request."""
+    each request: the transport of the CLI's HTTP client (httpx's own mock transport), so the
+    command's request is built and sent exactly as it would be to a real gateway."""
 
     def __init__(self, answers: dict[str, Any]):
         self.answers = answers
-        self.sent: list[tuple[str, dict[str, Any], dict[str, str]]] = []
+        self.sent: list[tuple[str, dict[str, Any], httpx.Headers]] = []
 
-    def post(self, url: str, *, json: Any, headers: dict[str, str], timeout: float
-             ) -> httpx.Response:
-        method = url.rsplit("/", 1)[1]
-        self.sent.append((method, json, headers))
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        method = request.url.path.rsplit("/", 1)[1]
+        self.sent.append((method, json.loads(request.content), request.headers))
         if method not in self.answers:
             body: dict[str, Any] = {"error": {"code": "unavailable", "message": "down"}}
             return httpx.Response(503, content=_dumps(body))
@@ -160,7 +162,8 @@ def gateway(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeGat
     monkeypatch.setenv("HABITUS_DATA_DIR", str(tmp_path))
     get_settings.cache_clear()
     fake = FakeGateway({})
-    monkeypatch.setattr(httpx, "post", fake.post)
+    client = httpx.Client(transport=httpx.MockTransport(fake.handle))
+    monkeypatch.setattr(cli_gateway, "http", lambda: client)
     yield fake
     get_settings.cache_clear()
 
