@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# uv installs what pip would (the same resolution) in seconds rather than half a minute;
 	@# pip does it where uv cannot be had or fails.
-	@$(BIN)/python -m pip install --quiet uv && \
+	@$(BIN)/python -m pip install -qq uv && \
 	  $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' || \
 	  { $(BIN)/python -m pip install --quiet --upgrade pip && \
 	    $(BIN)/python -m pip install --quiet -e '.[dev]'; }
