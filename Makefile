@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	@# uv installs what pip would (the same resolution) in seconds rather than half a minute;
 	@# pip does it where uv cannot be had or fails.
 	@$(BIN)/python -m pip install -qq uv && \
-	  $(BIN)/uv pip install --quiet --python $(BIN)/python -e '.[dev]' || \
+	  $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e '.[dev]' || \
 	  { $(BIN)/python -m pip install --quiet --upgrade pip && \
 	    $(BIN)/python -m pip install --quiet -e '.[dev]'; }
 	@# Prometheus and promtool for the rule tests and the live dashboard check: the Debian

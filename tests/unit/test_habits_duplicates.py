@@ -321,3 +321,16 @@ async def test_sentence_encoder_fails_closed_on_load_and_encode_errors() -> None
     with pytest.raises(EmbedderUnavailable):
         await zero.embed(["a", "b"])
     assert not zero.cached("a")  # nothing half-filled
+
+
+async def test_the_habit_embedder_uses_the_processs_one_encoder_model() -> None:
+    # Habits, tool-memory recall and the statement reader share one model per process (one
+    # load, one copy of the weights): the embedder's vectors are the shared encoder's rows.
+    from habitus import encoder
+
+    texts = ["When a deploy fails, open an incident.", "Wenn ein Deploy fehlschlägt"]
+    embedder = SentenceEncoder()
+    vectors = await embedder.embed(texts, keep=False)
+    assert isinstance(embedder._model, encoder.SharedModel)  # not a model of its own
+    expected = encoder.encode(texts)
+    assert all(np.allclose(v, row, atol=1e-6) for v, row in zip(vectors, expected, strict=True))
