@@ -1,9 +1,13 @@
 """Two users of one tenant say what they prefer in plain words, once, in four languages'
 worth of ordinary chat, and correct themselves along the way. Through the gateway, with every
-learning service running (the scheduler on, no LLM): within 5 s of the last ingest each
-plainly stated preference is in `prompt.context` with its latest value, the corrected values
-are gone, nothing that was a question, someone else's preference or a one-off request is
-there, and the second user's signature identity waits in PROFILE.md's "Not yet sure" block.
+learning service running (the scheduler on, no LLM): each plainly stated preference is in
+`prompt.context` with its latest value, the corrected values are gone, nothing that was a
+question, someone else's preference or a one-off request is there, and the second user's
+signature identity waits in PROFILE.md's "Not yet sure" block.
+
+How soon is measured where nothing else shares the cores (tests/bench/test_bench_freshness.py,
+docs/benchmarks.md: under two seconds). Here the suite's other workers run beside it, so the
+test waits up to WAIT seconds for what must arrive; it ends as soon as all of it has.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from tests.support.http import TLS
 from tests.support.services import learning_stack
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+#: how long the test waits for what must arrive (a bound for a loaded machine, not a latency)
+WAIT = 30.0
 
 MARTA = [
     ("Hey! I'm Marta, I lead the payments team at Fabrikam.", "Hi Marta!"),
@@ -88,7 +95,7 @@ def _items(now: float) -> list[dict[str, Any]]:
     return sorted(items, key=lambda i: i["payload"].get("user_at", i["payload"].get("sent_at")))
 
 
-async def test_what_two_users_plainly_said_is_in_their_prompts_within_five_seconds(
+async def test_what_two_users_plainly_said_is_in_their_prompts(
         stack: str, pool: Any) -> None:
     key = await create_key(pool, unique("tn"))
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
@@ -104,14 +111,15 @@ async def test_what_two_users_plainly_said_is_in_their_prompts_within_five_secon
             return str(answer.json()["result"]["text"])
 
         texts = {"marta": "", "kenji": ""}
-        while time.monotonic() - last_ingest < 5.0:
+        while time.monotonic() - last_ingest < WAIT:
             texts = {user: await context(user) for user in texts}
             if all(all(line in texts[u] for line in IN_PROMPT[u]) for u in texts):
                 break
             await asyncio.sleep(0.2)
         for user, text in texts.items():
             missing = [line for line in IN_PROMPT[user] if line not in text]
-            assert not missing, f"{user}: not in prompt.context 5 s after ingest: {missing}\n{text}"
+            assert not missing, (f"{user}: not in prompt.context {WAIT:g} s after ingest: "
+                                 f"{missing}\n{text}")
             learned = text.split("## Tool-scoped rules")[0]
             present = [word for word in NOT_IN_PROMPT[user] if word in learned]
             assert not present, f"{user}: should not be in the prompt: {present}\n{text}"
