@@ -58,7 +58,7 @@ demo: $(STAMP)
 # third worker fills it (two: 567 s, three: 440 s; docs/testing.md). Whole files per worker: a
 # module's shared stack (its services, in-process) starts once instead of on every worker. Files
 # in collection order (chaos and e2e, the heaviest, first): xdist's default puts the files with
-# most tests first, which left the demo sandbox test (one test, 150 CPU seconds) to run last.
+# most tests first, which left the demo sandbox test (one test, the heaviest) to run last.
 test: install
 	@$(COMPILE)
 	$(BIN)/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder tests

@@ -151,3 +151,16 @@ def test_orphans_adopted_as_a_subreaper_are_reaped_and_nothing_else(tmp_path: Pa
     assert result["reaped"] == [result["orphan"]]  # only the adopted one
     assert result["zombie_after"] is False
     assert result["own_status"] == 6  # our own child's status was left for its owner to read
+
+
+def test_a_zygote_forked_from_its_owner_serves_and_the_service_reads_its_own_settings(
+    tmp_path: Path,
+) -> None:
+    # `habitus up` forks its zygote from itself before its event loop starts; the owner had
+    # read its settings by then, and the service must not inherit them.
+    result = _owner("preforked", tmp_path)
+    said = [json.loads(line) for line in result["said"].splitlines() if line.startswith("{")]
+    assert result["zygote"] == said[0]["preforked"]  # the preforked zygote, not a fresh one
+    assert result["forked"] is True and result["code"] == 0
+    assert result["report"]["ppid"] == result["owner"]
+    assert result["report"]["metrics_port"] == 2222  # its environment, not the owner's 1111

@@ -14,6 +14,11 @@ import time
 from pathlib import Path
 
 
+def _metrics_port() -> int | None:
+    config = sys.modules.get("habitus.config")  # only where the owner had read its settings
+    return None if config is None else int(config.get_settings().metrics_port)
+
+
 def main() -> int:
     report = {
         "pid": os.getpid(),
@@ -25,6 +30,8 @@ def main() -> int:
         "cmdline": Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode().strip(),
         "preloaded": "csv" in sys.modules,  # what the tests preload
         "stdin": sys.stdin.read(),
+        # the settings as the service would read them (its environment, not its parent's)
+        "metrics_port": _metrics_port(),
     }
     print(json.dumps(report), flush=True)
     print("to stderr", file=sys.stderr, flush=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from habitus.runtime.forkserver import ForkedProcess, ForkServer
+from habitus.runtime.forkserver import ForkedProcess, ForkServer, Preforked, prefork
 from habitus.runtime.lifetime import reap_adopted_orphans
 from habitus.runtime.supervisor import ProcessSpec, Supervisor
 
@@ -141,15 +141,27 @@ def _is_zombie_child(pid: int) -> bool:
         return False
 
 
+async def preforked(work: Path, server: ForkServer) -> dict[str, Any]:
+    # `main` forked the zygote from this process (see below) after reading its settings with
+    # HABITUS_METRICS_PORT=1111; the service is given 2222.
+    spec = ProcessSpec("child", [*CHILD, "0"], {}, work / "child.log")
+    proc = await server.launch(spec, {**_env(), "HABITUS_METRICS_PORT": "2222"})
+    code = await proc.wait()
+    zygote = server.process_ref
+    return {"forked": isinstance(proc, ForkedProcess), "code": code,
+            "report": _report(spec.log_path), "zygote": zygote.pid if zygote else None}
+
+
 SCENARIOS: dict[str, Callable[[Path, ForkServer], Awaitable[dict[str, Any]]]] = {
     f.__name__: f
     for f in (exit_status, killed, raises, not_a_module, zygote_dies, supervised, owner_killed,
-              adopted_orphans)
+              adopted_orphans, preforked)
 }
 
 
-async def main(scenario: str, work: Path, preload: list[str]) -> None:
-    server = ForkServer(preload, work / "forkserver.log")
+async def main(scenario: str, work: Path, preload: list[str],
+               early: Preforked | None = None) -> None:
+    server = ForkServer(preload, work / "forkserver.log", preforked=early)
     server.start()
     try:
         result = await SCENARIOS[scenario](work, server)
@@ -159,4 +171,13 @@ async def main(scenario: str, work: Path, preload: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), sys.argv[3:]))
+    early = None
+    if sys.argv[1] == "preforked":  # as `habitus up` does: settings read, then the fork
+        from habitus.config import get_settings
+
+        os.environ["HABITUS_METRICS_PORT"] = "1111"
+        assert get_settings().metrics_port == 1111
+        early = prefork(sys.argv[3:])
+        assert early is not None
+        print(json.dumps({"preforked": early.pid}), flush=True)
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2]), sys.argv[3:], early))

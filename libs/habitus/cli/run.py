@@ -20,9 +20,15 @@ def up(observe: Annotated[bool, typer.Option(
        ] = False) -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
+    from habitus.runtime.forkserver import prefork
+    from habitus.runtime.up import SERVICE_PRELOAD
     from habitus.runtime.up import up as run_up
 
-    raise typer.Exit(asyncio.run(run_up(_settings(), observe=observe)))
+    # Forked before the event loop starts and before the settings are read: the fork server
+    # begins with what this process has imported (see habitus.runtime.forkserver.prefork).
+    preforked = prefork(SERVICE_PRELOAD)
+    settings = _settings()
+    raise typer.Exit(asyncio.run(run_up(settings, observe=observe, preforked=preforked)))
 
 
 def demo(keep: Annotated[bool, typer.Option(
@@ -34,8 +40,12 @@ def demo(keep: Annotated[bool, typer.Option(
     learned (facets, PROFILE.md, tool rules, habits, prompt.context, routing), checked against
     the scenario; then stop and remove it all (unless --keep)."""
     from habitus.demo.system import demo as run_demo
+    from habitus.runtime.forkserver import prefork
+    from habitus.runtime.up import SERVICE_PRELOAD
 
-    raise typer.Exit(asyncio.run(run_demo(_settings(), keep=keep)))
+    preforked = prefork(SERVICE_PRELOAD)  # before the event loop and the settings, as for `up`
+    settings = _settings()
+    raise typer.Exit(asyncio.run(run_demo(settings, keep=keep, preforked=preforked)))
 
 
 def _settings() -> Settings:

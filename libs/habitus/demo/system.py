@@ -17,6 +17,7 @@ from habitus.demo.model import scripted_model_for_demo
 from habitus.demo.run import run_demo
 from habitus.demo.sandbox import MARKER, create, is_sandbox, remove
 from habitus.demo.scripted_llm import ScriptedLlmServer
+from habitus.runtime.forkserver import Preforked
 from habitus.runtime.up import System, up
 
 
@@ -58,7 +59,7 @@ class DemoGuest:
             self._model = None
 
 
-async def demo(base: Settings, keep: bool = False) -> int:
+async def demo(base: Settings, keep: bool = False, preforked: Preforked | None = None) -> int:
     """`habitus demo`: `up` with the demo as its guest in a fresh sandbox, which is removed
     afterwards unless `keep` (then the system runs until Ctrl-C and its data stays, and the demo
     says where)."""
@@ -69,7 +70,7 @@ async def demo(base: Settings, keep: bool = False) -> int:
     if sandbox.ignored:
         _say(f"  not used by the demo (they name your own system): {', '.join(sandbox.ignored)}")
     try:
-        return await up(sandbox.settings, guest=DemoGuest(keep), keep=keep)
+        return await up(sandbox.settings, guest=DemoGuest(keep), keep=keep, preforked=preforked)
     finally:
         if keep:
             _say(f"Habitus demo: its data stays in {sandbox.data_dir} "

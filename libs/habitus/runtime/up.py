@@ -46,7 +46,7 @@ from habitus.runtime.embedded import (
     EmbeddedServerError,
     free_port,
 )
-from habitus.runtime.forkserver import ForkServer
+from habitus.runtime.forkserver import ForkServer, Preforked
 from habitus.runtime.lifetime import ProcessRef
 from habitus.runtime.state import (
     RUNTIME_FILE,
@@ -176,7 +176,10 @@ def _ready(url: str) -> bool:
 
 
 class Up:
-    def __init__(self, settings: Settings, guest: Guest | None = None):
+    def __init__(self, settings: Settings, guest: Guest | None = None,
+                 preforked: Preforked | None = None):
+        """`preforked`: the fork server's zygote, forked from this process before its event
+        loop started (`habitus.runtime.forkserver.prefork`); without it, one is started."""
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
         #: what runs on the system once it is ready (the demo), if anything
@@ -186,7 +189,7 @@ class Up:
         self.embedded: list[EmbeddedServer] = []
         #: services are forked from a process that imported them once (it starts with `run`)
         self.forkserver = ForkServer(SERVICE_PRELOAD, self.data_dir / "logs" / "forkserver.log",
-                                     on_start=self._record_forkserver)
+                                     on_start=self._record_forkserver, preforked=preforked)
         self.supervisor = Supervisor(on_spawn=self._record_service,
                                      launch=self.forkserver.launch)
         self.env: dict[str, str] = {}
@@ -432,6 +435,7 @@ class Up:
         """Stop services, then servers, then let go of the directory; each step runs even if
         an earlier one failed, so no server is left orphaned by a bug in the one before."""
         if not self._owns_directory:  # a refused start touches nothing of the live instance
+            await self.forkserver.stop()
             self._infra.shutdown(wait=True)
             return
         _say("Habitus: stopping")
@@ -464,10 +468,10 @@ class Up:
 
 
 async def up(settings: Settings, guest: Guest | None = None, keep: bool = True,
-             observe: bool = False) -> int:
+             observe: bool = False, preforked: Preforked | None = None) -> int:
     """Run until Ctrl-C/SIGTERM; with a `guest`, run it once ready, and unless `keep`, stop
-    everything after it (exit 1 if it did not do all it should)."""
-    runner = Up(settings, guest)
+    everything after it (exit 1 if it did not do all it should). `preforked`: see `Up`."""
+    runner = Up(settings, guest, preforked)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -142,6 +142,11 @@ def become_service(request: dict[str, Any]) -> None:
             traceback.print_exc()
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
+        # Settings are read from the environment once per process and kept; what this process
+        # (or the one it was forked from) read is not the service's.
+        config = sys.modules.get("habitus.config")
+        if config is not None:
+            config.get_settings.cache_clear()
         code = run_module(str(request["module"]), [str(a) for a in request["args"]])
     except BaseException:
         with contextlib.suppress(Exception):
