@@ -94,7 +94,7 @@ lint: $(STAMP)
 
 # The inner loop: lint, types, the import layering and the unit tests (no servers), on both
 # cores. `make test` (everything) stays what CI runs.
-check: $(STAMP)
+check: install
 	@$(COMPILE)
 	$(BIN)/ruff check libs services tests examples
 	$(BIN)/mypy libs/habitus
