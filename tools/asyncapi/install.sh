@@ -11,7 +11,8 @@ set -eu
 dest=$1
 here=$(dirname "$0")
 digest=$(sha256sum "$here/package-lock.json" | cut -c1-16)
-root="${XDG_CACHE_HOME:-$HOME/.cache}/habitus"
+cache_home="${XDG_CACHE_HOME:-${HOME:+$HOME/.cache}}"  # empty with neither set: no cache
+root="${cache_home:+$cache_home/habitus}"
 
 install_into() {  # a complete tree at $1, or nothing there
     rm -rf "$1.partial" && mkdir -p "$1.partial"
@@ -22,7 +23,8 @@ install_into() {  # a complete tree at $1, or nothing there
 }
 
 rm -rf "$dest"
-if mkdir -p "$root" 2>/dev/null && [ -w "$root" ]; then
+if [ -n "$root" ] && command -v flock >/dev/null 2>&1 && mkdir -p "$root" 2>/dev/null \
+        && [ -w "$root" ]; then
     shared="$root/asyncapi-$digest"
     (
         flock 9  # two clones installing at once: one writes, the other waits and links
