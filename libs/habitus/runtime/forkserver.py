@@ -149,13 +149,9 @@ def prefork(preload: Sequence[str]) -> Preforked | None:
                 os._exit(1)
             os.dup2(request_read, 0)
             os.dup2(answer_write, 1)
-            os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-            sys.stdin = open(0, closefd=False)
-            with contextlib.suppress(Exception):
-                import setproctitle
-
-                setproctitle.setproctitle(
-                    f"{sys.executable} -m habitus.runtime.zygote (fork server of pid {owner})")
+            zygote.keep_only_stdio()
+            zygote.set_title(
+                f"{sys.executable} -m habitus.runtime.zygote (fork server of pid {owner})")
             code = zygote.main(list(preload))
         except BaseException:
             with contextlib.suppress(Exception):
@@ -323,9 +319,13 @@ class ForkServer:
         try:
             await asyncio.shield(self._ready)
         except ForkServerUnavailable as exc:
-            self._unavailable = str(exc)
-            say(f"  fork server unavailable, services start without it: {exc}")
+            self._give_up(exc)
             raise
+
+    def _give_up(self, exc: ForkServerUnavailable) -> None:
+        """From now on services start the ordinary way; said once."""
+        self._unavailable = str(exc)
+        say(f"  fork server unavailable, services start without it: {exc}")
 
     async def fork(self, spec: ProcessSpec, env: dict[str, str]) -> ForkedProcess:
         """Fork `spec` (a ``python -m`` command) from the zygote with `env`."""
@@ -362,8 +362,7 @@ class ForkServer:
                 try:  # a zygote that died is started again once before giving it up
                     return await self.fork(spec, env)
                 except ForkServerUnavailable as exc:
-                    self._unavailable = str(exc)
-                    say(f"  fork server unavailable, services start without it: {exc}")
+                    self._give_up(exc)
             return await exec_process(spec, env)
 
     async def stop(self) -> None:

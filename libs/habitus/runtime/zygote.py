@@ -106,16 +106,32 @@ def finish(code: int | None) -> None:
     os._exit(1 if code is None else code)
 
 
+def keep_only_stdio() -> None:
+    """Close every descriptor but 0, 1 and 2 (as an exec with close_fds would), and read stdin
+    afresh: the parent's reader may hold bytes it had buffered from another pipe."""
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    sys.stdin = open(0, closefd=False)
+
+
+def set_title(title: str) -> None:
+    """What `ps` shows for this process (its command line would be the zygote's); set before
+    the environment is replaced: setting it finds its memory through the environment the
+    process started with."""
+    try:
+        import setproctitle
+
+        setproctitle.setproctitle(title)
+    except Exception:
+        traceback.print_exc()
+
+
 def _redirect(log_path: str) -> None:
     devnull = os.open(os.devnull, os.O_RDONLY)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(devnull, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
-    # This process's readers and writers held the protocol's pipes: a service starts with none
-    # of their buffered bytes.
-    sys.stdin = open(0, closefd=False)
+    keep_only_stdio()
 
 
 def become_service(request: dict[str, Any]) -> None:
@@ -132,14 +148,7 @@ def become_service(request: dict[str, Any]) -> None:
         if not arm_death_signal(signal.SIGTERM, parent):
             os._exit(1)
         _redirect(str(request["log"]))
-        # The title first: setting it finds the memory to write it in through the environment
-        # as the process started with it, which replacing the environment takes away.
-        try:
-            import setproctitle
-
-            setproctitle.setproctitle(shlex.join(str(a) for a in request["argv"]))
-        except Exception:
-            traceback.print_exc()
+        set_title(shlex.join(str(a) for a in request["argv"]))  # before the environment
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
         # Settings are read from the environment once per process and kept; what this process
