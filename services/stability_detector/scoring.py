@@ -16,21 +16,20 @@ state, the cache, budgets, diff) that a replay must reproduce byte for byte; rea
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from services.stability_detector.settings import LearningSettings
+from services.stability_detector.summary import ValueStats
 
 ACTIVE, PROVISIONAL, CANDIDATE, DROPPED = "active", "provisional", "candidate", "dropped"
 LEARNED, STATED, SET_BY_USER, PROVIDER = "learned", "stated", "set_by_user", "provider"
 #: statement stances (habitus.events.domain.Stance): what holds a value, what drops one
 HOLDING_STANCES = frozenset({"standing", "declared", "confirmed"})
 SETTING_STANCES = frozenset({"declared", "confirmed"})
-DENIED = "denied"
 #: classes that never become Active from weak cues (behavioral, recurrence) alone
 GUARDED_CLASSES = frozenset({"identity", "veto"})
 WEAK_CUES = frozenset({"behavioral", "recurrence"})
@@ -133,32 +132,26 @@ class FacetRow:
 # ---------------------------------------------------------------------------- scoring
 
 
-def score_value(
-    value: str, items: Sequence[Evidence], as_of: float, half_life: float,
-    settings: LearningSettings,
-) -> ValueScore:
-    by_family: dict[str, list[Evidence]] = defaultdict(list)
-    for item in items:
-        by_family[item.cue].append(item)
-    families = []
-    for family in sorted(by_family):
-        group = by_family[family]
-        newest = max(i.observed_at for i in group)
-        age = max(as_of - newest, 0.0)
-        families.append(FamilyScore(
+def score_value(value: str, stats: ValueStats, as_of: float, half_life: float,
+                settings: LearningSettings) -> ValueScore:
+    """A value's score at `as_of` from the summary of its evidence."""
+    families = tuple(
+        FamilyScore(
             family=family,
-            count=len(group),
-            newest=newest,
+            count=stats.counts[family],
+            newest=stats.newest[family],
             weight=settings.weights.get(family, 0.0),
-            decay=2.0 ** (-age / half_life),
-            log_count=math.log1p(len(group)),
-        ))
-    explicit = any(i.cue == "explicit" for i in items)
+            decay=2.0 ** (-max(as_of - stats.newest[family], 0.0) / half_life),
+            log_count=math.log1p(stats.counts[family]),
+        )
+        for family in sorted(stats.counts) if stats.counts[family]
+    )
+    explicit = stats.counts.get("explicit", 0) > 0
     return ValueScore(
         value=value,
-        families=tuple(families),
+        families=families,
         cue=settings.explicit_multiplier if explicit else 1.0,
-        newest=max((i.observed_at for i in items), default=0.0),
+        newest=max((f.newest for f in families), default=0.0),
     )
 
 
@@ -228,77 +221,87 @@ class KeyScores:
     facet_class: str
     key: str
     values: tuple[ValueScore, ...]  # best first
-    items: Mapping[str, Sequence[Evidence]]
+    stats: Mapping[str, ValueStats]
 
     @property
     def winner(self) -> ValueScore | None:
         return self.values[0] if self.values else None
 
 
+#: the summaries of one user's evidence: (class, key) -> value -> summary
+UserStats = dict[FacetKey, dict[str, ValueStats]]
+
+
 def in_window(item: Evidence, as_of: float, window_start: float | None) -> bool:
     return item.observed_at <= as_of and (window_start is None or item.observed_at > window_start)
 
 
+def counted(item: Evidence, window_start: float | None, settings: LearningSettings) -> bool:
+    """Whether `item` ever counts: a class the cache learns, inside the evidence window (its
+    time against `as_of` is the other half of `in_window`, which waits rather than drops)."""
+    return item.facet_class in settings.half_life_days and (
+        window_start is None or item.observed_at > window_start)
+
+
+def fold(stats: UserStats, item: Evidence, settings: LearningSettings) -> None:
+    """Fold one counted, in-window piece of evidence into the user's summaries (raises
+    `OutOfOrderDenial` for a denial older than evidence already folded; nothing changes)."""
+    values = stats.setdefault((item.facet_class, item.key), {})
+    target = values.get(item.value)
+    if target is None:
+        target = values[item.value] = ValueStats()
+    target.add(event_id=item.event_id, cue=item.cue, observed_at=item.observed_at,
+               seq=item.seq, refs=item.refs, stance=item.stance,
+               keep_refs=settings.evidence_refs_kept)
+
+
+def summarize(evidence: Iterable[Evidence], as_of: float, window_start: float | None,
+              settings: LearningSettings) -> UserStats:
+    """The summaries of all the evidence inside the window and observed by `as_of`, folded in
+    log order (so a denial never comes out of order)."""
+    stats: UserStats = {}
+    for item in sorted(evidence, key=lambda i: i.seq):
+        if in_window(item, as_of, window_start) and counted(item, window_start, settings):
+            fold(stats, item, settings)
+    return stats
+
+
 def score_keys(evidence: Iterable[Evidence], as_of: float, window_start: float | None,
                settings: LearningSettings) -> dict[FacetKey, KeyScores]:
-    grouped: dict[FacetKey, dict[str, list[Evidence]]] = defaultdict(lambda: defaultdict(list))
-    for item in evidence:
-        if in_window(item, as_of, window_start) and item.facet_class in settings.half_life_days:
-            grouped[(item.facet_class, item.key)][item.value].append(item)
+    return score_stats(summarize(evidence, as_of, window_start, settings), as_of, settings)
+
+
+def score_stats(stats: Mapping[FacetKey, Mapping[str, ValueStats]], as_of: float,
+                settings: LearningSettings) -> dict[FacetKey, KeyScores]:
+    """Every key's values scored at `as_of` (keys whose evidence was all denied are left out)."""
     result = {}
-    for fk, values in grouped.items():
-        denials = [i for items in values.values() for i in items if i.stance == DENIED]
-        for denial in denials:  # "no" to a confirmation: that value's evidence so far is gone
-            values[denial.value] = [i for i in values[denial.value] if i.seq > denial.seq]
-        grouped[fk] = defaultdict(list, {v: items for v, items in values.items() if items})
-    for (facet_class, key), by_value in grouped.items():
-        if not by_value:
+    for (facet_class, key), by_value in stats.items():
+        live = {v: s for v, s in by_value.items() if s.total}
+        if not live:
             continue
         half_life = settings.half_life(facet_class)
-        scores = [score_value(v, items, as_of, half_life, settings)
-                  for v, items in by_value.items()]
+        scores = [score_value(v, s, as_of, half_life, settings) for v, s in live.items()]
         # argmax of stability; ties go to newer evidence, then to value order
         scores.sort(key=lambda s: (-s.stability, -s.newest, s.value))
-        result[(facet_class, key)] = KeyScores(facet_class, key, tuple(scores), by_value)
+        result[(facet_class, key)] = KeyScores(facet_class, key, tuple(scores), live)
     return result
 
 
 def authoritative_value(scores: KeyScores | None) -> str | None:
     """The value of the newest authoritative evidence in the window, if any: the provider's
     latest report of the user's own account. Newer reports win, whatever their scores."""
-    newest: Evidence | None = None
-    for items in scores.items.values() if scores else ():
-        for item in items:
-            if item.cue == AUTHORITATIVE and (
-                    newest is None or (item.observed_at, item.seq) > (newest.observed_at,
-                                                                       newest.seq)):
-                newest = item
-    return newest.value if newest else None
-
-
-def _refs(items: Sequence[Evidence], keep: int) -> tuple[Mapping[str, Any], ...]:
-    """Newest first, de-duplicated, at most `keep`."""
-    seen: set[str] = set()
-    out: list[Mapping[str, Any]] = []
-    for item in sorted(items, key=lambda i: (-i.observed_at, -i.seq)):
-        for ref in item.refs:
-            token = json.dumps(ref, sort_keys=True)
-            if token in seen:
-                continue
-            seen.add(token)
-            out.append(ref)
-            if len(out) >= keep:
-                return tuple(out)
-    return tuple(out)
+    newest: tuple[float, int] | None = None
+    value = None
+    for v, stats in scores.stats.items() if scores else ():
+        if stats.authoritative is not None and (newest is None or stats.authoritative > newest):
+            newest, value = stats.authoritative, v
+    return value
 
 
 def _row_for(scores: KeyScores | None, facet_class: str, key: str, value: str, state: str,
              stability: float, user_state: str, as_of: float, settings: LearningSettings
              ) -> FacetRow:
-    items: Sequence[Evidence] = scores.items.get(value, ()) if scores else ()
-    counts: dict[str, int] = defaultdict(int)
-    for item in items:
-        counts[item.cue] += 1
+    stats = scores.stats.get(value) if scores else None
     next_change = None
     if user_state == AUTO:
         next_change = next_crossing(stability, as_of, settings.half_life(facet_class), settings)
@@ -309,13 +312,32 @@ def _row_for(scores: KeyScores | None, facet_class: str, key: str, value: str, s
         state=state,
         stability=stability,
         user_state=user_state,
-        evidence_refs=_refs(items, settings.evidence_refs_kept),
-        cue_counts=dict(sorted(counts.items())),
-        evidence_count=len(items),
-        first_seen_at=min((i.observed_at for i in items), default=None),
-        last_evidence_at=max((i.observed_at for i in items), default=None),
+        evidence_refs=stats.ref_list() if stats else (),
+        cue_counts=dict(sorted((c, n) for c, n in stats.counts.items() if n)) if stats else {},
+        evidence_count=stats.total if stats else 0,
+        first_seen_at=stats.first_at if stats else None,
+        last_evidence_at=stats.last_at if stats else None,
         next_change_at=next_change,
     )
+
+
+def value_when_given(fk: FacetKey, control: Control, commands: Sequence[Command],
+                     evidence: Iterable[Evidence], settings: LearningSettings) -> str | None:
+    """The value winning when the user pinned or forgot without naming one: the key's
+    evidence and the commands before it, at that moment."""
+    if control.value is not None:
+        return control.value
+    _, window = fold_commands([c for c in commands if c.seq < control.seq], control.since)
+    relevant = [e for e in evidence if (e.facet_class, e.key) == fk]
+    then = score_keys(relevant, control.since, window, settings).get(fk)
+    held = authoritative_value(then)
+    if held is not None:
+        return held
+    return then.winner.value if then and then.winner else None
+
+
+#: the value a control without one holds, given its key and itself
+HeldValue = Callable[[FacetKey, Control], "str | None"]
 
 
 def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_of: float,
@@ -330,22 +352,23 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
     """
     commands = list(commands)
     evidence = list(evidence)
-    controls, window_start = fold_commands(
+    _, window_start = fold_commands(
         commands, as_of if commands_as_of is None else commands_as_of)
-    scored = score_keys(evidence, as_of, window_start, settings)
+    stats = summarize(evidence, as_of, window_start, settings)
+    return cache_from_stats(
+        stats, commands, as_of, settings, commands_as_of=commands_as_of,
+        held=lambda fk, control: value_when_given(fk, control, commands, evidence, settings))
 
-    def value_when_given(fk: FacetKey, control: Control) -> str | None:
-        """The value winning when the user pinned or forgot without naming one."""
-        if control.value is not None:
-            return control.value
-        _, window = fold_commands([c for c in commands if c.seq < control.seq], control.since)
-        relevant = [e for e in evidence if (e.facet_class, e.key) == fk]
-        then = score_keys(relevant, control.since, window, settings).get(fk)
-        held = authoritative_value(then)
-        if held is not None:
-            return held
-        return then.winner.value if then and then.winner else None
 
+def cache_from_stats(stats: Mapping[FacetKey, Mapping[str, ValueStats]],
+                     commands: Sequence[Command], as_of: float, settings: LearningSettings, *,
+                     held: HeldValue, commands_as_of: float | None = None
+                     ) -> dict[FacetKey, FacetRow]:
+    """`compute_cache` from the summaries of the evidence (as `summarize` gives them, or as the
+    projection keeps them folded up to date) rather than the evidence itself. `held`: the value
+    a pin or forget without one holds (`value_when_given`, or what was recorded of it)."""
+    controls, _ = fold_commands(commands, as_of if commands_as_of is None else commands_as_of)
+    scored = score_stats(stats, as_of, settings)
     rows: dict[FacetKey, FacetRow] = {}
     for fk in sorted(set(scored) | set(controls)):
         facet_class, key = fk
@@ -365,21 +388,21 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
                 rows[fk] = row
                 continue
         if control is not None and control.user_state == FORGOTTEN:
-            value = value_when_given(fk, control) or (winner.value if winner else "")
+            value = held(fk, control) or (winner.value if winner else "")
             rows[fk] = _row_for(scores, facet_class, key, value, DROPPED, 0.0, FORGOTTEN,
                                 as_of, settings)
         elif control is not None and control.user_state == PINNED:
-            pinned_value = value_when_given(fk, control)
+            pinned_value = held(fk, control)
             if pinned_value is not None:  # a pin of nothing holds nothing
                 rows[fk] = dataclasses.replace(
                     _row_for(scores, facet_class, key, pinned_value, ACTIVE, INF, PINNED,
                              as_of, settings), origin=SET_BY_USER)
-        elif (held := authoritative_value(scores)) is not None:
+        elif (reported := authoritative_value(scores)) is not None:
             # Not learned but reported by the source system: Active at once and no decay,
             # until the user changes it (a control, above) or a newer report differs.
             rows[fk] = dataclasses.replace(
-                _row_for(scores, facet_class, key, held, ACTIVE, INF, AUTO, as_of, settings),
-                origin=PROVIDER)
+                _row_for(scores, facet_class, key, reported, ACTIVE, INF, AUTO, as_of,
+                         settings), origin=PROVIDER)
         elif winner is not None:
             state = _guarded(scores, winner, state_for(winner.stability, settings))  # type: ignore[arg-type]
             if state != DROPPED:
@@ -388,18 +411,25 @@ def compute_cache(evidence: Iterable[Evidence], commands: Iterable[Command], as_
     return apply_budgets(rows, settings, as_of)
 
 
-def latest_statement(scores: KeyScores | None) -> Evidence | None:
+@dataclass(frozen=True, slots=True)
+class Said:
+    """The user's newest statement about a key: its value, place in the log and stance."""
+
+    value: str
+    seq: int
+    stance: str
+
+
+def latest_statement(scores: KeyScores | None) -> Said | None:
     """The user's newest statement about this key (in log order), whatever its stance."""
-    newest: Evidence | None = None
-    for items in scores.items.values() if scores else ():
-        for item in items:
-            if item.stance is not None and item.stance != "one_off" and (
-                    newest is None or item.seq > newest.seq):
-                newest = item
+    newest: Said | None = None
+    for value, stats in scores.stats.items() if scores else ():
+        if stats.said is not None and (newest is None or stats.said[0] > newest.seq):
+            newest = Said(value, stats.said[0], stats.said[1])
     return newest
 
 
-def _held_by_statement(scores: KeyScores, said: Evidence, as_of: float,
+def _held_by_statement(scores: KeyScores, said: Said, as_of: float,
                        settings: LearningSettings) -> FacetRow | None:
     """The row a statement holds: its value, Active, until a newer statement, the user's own
     command or (for a plain statement) another value that earns Active on evidence newer than
@@ -408,7 +438,7 @@ def _held_by_statement(scores: KeyScores, said: Evidence, as_of: float,
     stated = next(v for v in scores.values if v.value == value)
     if said.stance not in SETTING_STANCES:
         for other in scores.values:
-            newer = [i for i in scores.items[other.value] if i.seq > said.seq]
+            newer = scores.stats[other.value].max_seq > said.seq
             if other.value != value and newer and state_for(
                     other.stability, settings) == ACTIVE and other.stability > stated.stability:
                 return None  # later evidence replaced what was said once
@@ -422,14 +452,14 @@ def _guarded(scores: KeyScores, winner: ValueScore, state: str) -> str:
     """Identity and vetoes: never Active from weak cues alone; an identity value two
     independent sources agree on (two signatures, a signature and a provider) is Active, and
     one structural source makes it at least Provisional."""
-    items = scores.items.get(winner.value, ())
-    cues = {i.cue for i in items}
+    stats = scores.stats.get(winner.value)
+    cues = stats.cues if stats else frozenset()
     if scores.facet_class in GUARDED_CLASSES and state == ACTIVE and cues <= WEAK_CUES:
         return PROVISIONAL
     if scores.facet_class == "identity":
         # one step up, never more: the state still changes exactly where the score crosses a
         # threshold, so the rebuild index (next_change_at) stays right
-        sources = {i.event_id for i in items if i.cue in ("structural", AUTHORITATIVE)}
+        sources = stats.sources if stats else []
         if len(sources) >= 2 and state == PROVISIONAL:
             return ACTIVE
         if sources and state == CANDIDATE:

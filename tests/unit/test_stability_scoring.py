@@ -708,7 +708,7 @@ def test_explain_numbers_add_up() -> None:
         assert v.base == sum(f.contribution for f in v.families)
         assert v.stability == v.base * v.cue
         assert v.cue == (2.0 if any(f.family == "explicit" for f in v.families) else 1.0)
-        assert sum(f.count for f in v.families) == len(ks.items[v.value])
+        assert sum(f.count for f in v.families) == ks.stats[v.value].total
         for f in v.families:
             assert f.weight == SETTINGS.weights[f.family]
             assert f.decay == pytest.approx(2 ** (-(T0 - f.newest) / h), rel=1e-15)

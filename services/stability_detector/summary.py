@@ -1,0 +1,157 @@
+"""What the cache needs of one (class, key, value)'s evidence, kept as a running summary.
+
+Every quantity the cache computes from a value's evidence is a fold that can be carried forward
+one piece of evidence at a time: per cue family a count and the newest time (the stability is
+weight · 2^(-age of the newest / half-life) · log(1 + count), so the decay needs only the newest
+time and the reference `as_of`); the first and last time; the newest authoritative report; the
+newest statement; up to two independent structural sources; the newest few evidence refs. So a
+rebuild folds only the evidence that arrived since the last one into the stored summaries and
+scores those: its cost follows how many distinct values the user has, never how much evidence.
+
+The one fold that is not a plain merge is a denial ("no" to a confirmation), which removes the
+value's evidence logged before it. Folded in log order it empties the summary and remembers its
+place; folded after later evidence of the same value (possible only when evidence stamped in
+the future waited for its time), `OutOfOrderDenial` asks the caller to summarise the key again
+from the log. Pure: no clock, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: how a denial is spelled in `Evidence.stance` (habitus.events.domain.Stance)
+DENIED = "denied"
+AUTHORITATIVE = "authoritative"
+#: the cues an independent source of an identity value comes by
+SOURCE_CUES = frozenset({"structural", AUTHORITATIVE})
+#: stances that are not statements about the user (said once, for this request only)
+NOT_STATEMENTS = frozenset({"one_off"})
+
+
+class OutOfOrderDenial(Exception):
+    """A denial folded after evidence of its value logged later than it: the value's summary
+    cannot tell which of what it holds came before the denial, so the key must be summarised
+    again from the log (in log order)."""
+
+
+@dataclass(slots=True)
+class ValueStats:
+    """The running summary of one value's evidence (all of it inside the evidence window and
+    observed by the summary's `as_of`). Mutable: folding is the hot path."""
+
+    #: per cue family: how many pieces of evidence, and the newest one's time
+    counts: dict[str, int] = field(default_factory=dict)
+    newest: dict[str, float] = field(default_factory=dict)
+    first_at: float | None = None
+    last_at: float | None = None
+    #: the highest log position folded in (0: none)
+    max_seq: int = 0
+    #: the newest authoritative piece: (observed_at, seq)
+    authoritative: tuple[float, int] | None = None
+    #: the newest statement by log position: (seq, stance)
+    said: tuple[int, str] | None = None
+    #: up to two distinct events that are independent sources (structural, authoritative)
+    sources: list[str] = field(default_factory=list)
+    #: the newest distinct refs: (observed_at, seq, place in its item, ref), newest first
+    refs: list[tuple[float, int, int, Mapping[str, Any]]] = field(default_factory=list)
+    #: evidence at or before this log position is gone (a denial's; 0: none)
+    denied_through: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def cues(self) -> frozenset[str]:
+        return frozenset(c for c, n in self.counts.items() if n)
+
+    def add(self, *, event_id: str, cue: str, observed_at: float, seq: int,
+            refs: Iterable[Mapping[str, Any]], stance: str | None, keep_refs: int) -> None:
+        """Fold one piece of evidence in. Raises `OutOfOrderDenial` (leaving the summary as it
+        was) for a denial older than evidence already folded."""
+        if seq <= self.denied_through:
+            return  # denied before it was folded in
+        if stance == DENIED:
+            if self.max_seq > seq:
+                raise OutOfOrderDenial(seq)
+            self._clear(seq)
+            return
+        self.counts[cue] = self.counts.get(cue, 0) + 1
+        newest = self.newest.get(cue)
+        self.newest[cue] = observed_at if newest is None else max(newest, observed_at)
+        self.first_at = observed_at if self.first_at is None else min(self.first_at,
+                                                                       observed_at)
+        self.last_at = observed_at if self.last_at is None else max(self.last_at, observed_at)
+        self.max_seq = max(self.max_seq, seq)
+        if cue == AUTHORITATIVE and (self.authoritative is None
+                                     or (observed_at, seq) > self.authoritative):
+            self.authoritative = (observed_at, seq)
+        if stance is not None and stance not in NOT_STATEMENTS and (
+                self.said is None or seq > self.said[0]):
+            self.said = (seq, stance)
+        if cue in SOURCE_CUES and len(self.sources) < 2 and event_id not in self.sources:
+            self.sources.append(event_id)
+        fresh = [(observed_at, seq, place, ref) for place, ref in enumerate(refs)]
+        if fresh:
+            self.refs = newest_distinct(self.refs + fresh, keep_refs)
+
+    def _clear(self, denied_through: int) -> None:
+        self.counts, self.newest = {}, {}
+        self.first_at = self.last_at = self.authoritative = self.said = None
+        self.max_seq, self.sources, self.refs = 0, [], []
+        self.denied_through = denied_through
+
+    def ref_list(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(r for *_, r in self.refs)
+
+    # ------------------------------------------------------------------ storage
+
+    def to_json(self) -> dict[str, Any]:
+        return {"c": self.counts, "n": self.newest, "f": self.first_at, "l": self.last_at,
+                "m": self.max_seq, "a": self.authoritative, "s": self.said,
+                "src": self.sources, "r": [list(r) for r in self.refs],
+                "d": self.denied_through}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ValueStats:
+        auth, said = doc.get("a"), doc.get("s")
+        return cls(
+            counts={k: int(v) for k, v in doc["c"].items()},
+            newest={k: float(v) for k, v in doc["n"].items()},
+            first_at=doc.get("f"), last_at=doc.get("l"), max_seq=int(doc.get("m", 0)),
+            authoritative=None if auth is None else (float(auth[0]), int(auth[1])),
+            said=None if said is None else (int(said[0]), str(said[1])),
+            sources=list(doc.get("src", ())),
+            refs=[(float(o), int(s), int(p), r) for o, s, p, r in doc.get("r", ())],
+            denied_through=int(doc.get("d", 0)),
+        )
+
+
+def _token(ref: Mapping[str, Any]) -> str:
+    return json.dumps(ref, sort_keys=True)
+
+
+def newest_distinct(entries: list[tuple[float, int, int, Mapping[str, Any]]], keep: int
+                    ) -> list[tuple[float, int, int, Mapping[str, Any]]]:
+    """The `keep` newest distinct refs, each at its newest occurrence. Exact under merging: a
+    ref among the newest `keep` of a union is among the newest `keep` of the side it is newest
+    in, so trimming each side first loses nothing."""
+    entries = sorted(entries, key=lambda e: (-e[0], -e[1], e[2]))  # stable: earlier first
+    seen: set[str] = set()
+    out = []
+    for entry in entries:
+        token = _token(entry[3])
+        if token in seen:
+            continue
+        seen.add(token)
+        out.append(entry)
+        if len(out) >= keep:
+            break
+    return out
+
+
+def dumps(stats: ValueStats) -> str:
+    return json.dumps(stats.to_json(), separators=(",", ":"))
