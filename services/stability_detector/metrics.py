@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from psycopg import AsyncCursor
 
 from habitus.events.domain import FacetClass
@@ -25,6 +25,19 @@ REBUILD_SECONDS = Histogram(
     "(candidates, command, requested, periodic).",
     ["trigger"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+    registry=registry,
+)
+SUMMARIES = Counter(
+    "habitus_learning_summaries",
+    "Users' evidence summaries brought to a rebuild's time, by how: folded (only the evidence "
+    "logged since the last rebuild read) or from_log (every piece read again: a user's first "
+    "rebuild, a reset, evidence applied out of order).",
+    ["how"], registry=registry,
+)
+FOLDED_EVIDENCE = Counter(
+    "habitus_learning_folded_evidence",
+    "Pieces of evidence read to fold into users' summaries (the new ones and those that "
+    "waited for their time), not counting summaries made from the log.",
     registry=registry,
 )
 

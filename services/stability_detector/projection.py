@@ -38,15 +38,20 @@ from habitus.events.envelope import Payload
 from habitus.events.evidence import EvidenceRef
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.stability_detector import metrics, store
+from services.stability_detector.incremental import advance, deferred_of, summarize_key
 from services.stability_detector.scoring import (
     AUTO,
     PROVISIONAL,
     Command,
     FacetRow,
+    UserStats,
     active_list,
-    compute_cache,
+    cache_from_stats,
     diff,
+    fold_commands,
     next_due,
+    summarize,
+    value_when_given,
 )
 from services.stability_detector.settings import LearningSettings, get_learning_settings
 
@@ -216,14 +221,72 @@ class LearningProjection(Projection):
 
     async def _rebuild_locked(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                               as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
-        last_as_of, _ = await store.user_state(cur, tenant_id, user_id)
-        as_of = max(as_of, last_as_of or as_of)  # the cache's clock never runs backwards
-        evidence = await store.load_evidence(cur, tenant_id, user_id)
+        state = await store.summary_state(cur, tenant_id, user_id)
+        as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
         commands = await store.load_commands(cur, tenant_id, user_id)
         old = await store.load_facets(cur, tenant_id, user_id)
-        new = compute_cache(evidence, commands, as_of, self.settings,
-                            commands_as_of=math.inf)
-        await store.save_facets(cur, tenant_id, user_id, as_of, old, new, next_due(new))
+        stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state)
+        held = await self._held_values(cur, tenant_id, user_id, commands)
+        new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
+                               held=lambda _fk, control: (control.value if control.value
+                                                          is not None else held[control.seq]))
+        await store.save_facets(cur, tenant_id, user_id, as_of, old, new, next_due(new),
+                                summaries)
         event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
         if event is not None:
             ctx.emit(event, cause)
+
+    async def _summaries(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                         as_of: float, commands: Sequence[Command], state: store.SummaryState
+                         ) -> tuple[UserStats, store.SummaryState]:
+        """The user's summaries brought to `as_of`, saved, and where they now stand.
+
+        Folded forward from the stored ones with only the evidence logged since (and what
+        waited for its time): the cost of a rebuild follows what is new, not the user's
+        history. Made again from the log for a user summarised never, with evidence applied out
+        of order, or whose evidence window a reset moved."""
+        settings = self.settings
+        _, window = fold_commands(commands, math.inf)
+        if state.folded_seq is None or window != state.window:
+            evidence = await store.load_evidence(cur, tenant_id, user_id)
+            stats = summarize(evidence, as_of, window, settings)
+            await store.save_stats(cur, tenant_id, user_id,
+                                   [(*fk, v, s) for fk, values in stats.items()
+                                    for v, s in values.items()], (), replace_all=True)
+            metrics.SUMMARIES.labels("from_log").inc()
+            return stats, store.SummaryState(
+                None, max((e.seq for e in evidence), default=0),
+                tuple(deferred_of(evidence, as_of, window, settings)), window)
+        stats = await store.load_stats(cur, tenant_id, user_id)
+        fresh = await store.load_evidence_since(cur, tenant_id, user_id, state.folded_seq,
+                                                state.deferred)
+        step = advance(stats, fresh, state.folded_seq, as_of, window, settings)
+        changed, gone = step.changed, set()
+        for fk in sorted(step.refold):
+            written, removed = summarize_key(
+                stats, fk, await store.load_evidence(cur, tenant_id, user_id, fk), as_of,
+                window, settings)
+            changed = (changed - removed) | written
+            gone |= removed
+        await store.save_stats(cur, tenant_id, user_id,
+                               [(c, k, v, stats[(c, k)][v]) for c, k, v in sorted(changed)],
+                               sorted(gone))
+        metrics.SUMMARIES.labels("folded").inc()
+        metrics.FOLDED_EVIDENCE.inc(len(fresh))
+        return stats, store.SummaryState(None, step.folded_seq, tuple(step.deferred), window)
+
+    async def _held_values(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                           commands: Sequence[Command]) -> dict[int, str | None]:
+        """The value each pin or forget without one holds: the value winning when it was
+        given, worked out from that key's evidence the first time it is needed and recorded,
+        so later rebuilds never read the key's history again."""
+        held = await store.load_held(cur, tenant_id, user_id)
+        controls, _ = fold_commands(commands, math.inf)
+        missing = {c.seq: fk for fk, c in controls.items()
+                   if c.value is None and c.seq not in held}
+        fresh: dict[int, str | None] = {}
+        for seq, fk in sorted(missing.items()):
+            evidence = await store.load_evidence(cur, tenant_id, user_id, fk)
+            fresh[seq] = value_when_given(fk, controls[fk], commands, evidence, self.settings)
+        await store.save_held(cur, tenant_id, user_id, fresh)
+        return held | fresh

@@ -14,14 +14,16 @@ from psycopg import AsyncCursor
 from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
-from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow
+from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
+from services.stability_detector.summary import ValueStats, dumps
 
 SCHEMA = "learning"
 EVIDENCE = f"{SCHEMA}.evidence"
 COMMANDS = f"{SCHEMA}.commands"
 FACETS = f"{SCHEMA}.facets"
 USERS = f"{SCHEMA}.users"
-TABLES = (EVIDENCE, COMMANDS, FACETS, USERS)
+VALUE_STATS = f"{SCHEMA}.value_stats"
+TABLES = (EVIDENCE, COMMANDS, FACETS, USERS, VALUE_STATS)
 
 
 class EvidenceRow(NamedTuple):
@@ -75,7 +77,10 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
                 SELECT {_EVIDENCE_COLUMNS} FROM moved
                 ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""")
     latest: dict[tuple[str, str], tuple[float, int, float]] = {}
+    lowest: dict[tuple[str, str], int] = {}
     for r in rows:
+        lowest[(r.tenant_id, r.user_id)] = min(lowest.get((r.tenant_id, r.user_id), r.seq),
+                                               r.seq)
         user = (r.tenant_id, r.user_id)
         # the later of when it arrived and when it says it happened: a rebuild counts only
         # evidence observed by its as_of, so evidence stamped a few seconds ahead (an agent's
@@ -86,22 +91,28 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
         latest[user] = (max(at, when), max(seq, r.seq), min(first, when))
     users = sorted(latest.items())
     await cur.execute(  # one statement for the whole batch's users (arrays, not N rows)
-        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,
+        f"""WITH x AS (
+              SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[],
+                                   %s::float8[], %s::int8[]) AS x(t, u, at, seq, first, low))
+            INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,
                 last_candidate_seq, pending_since)
-            SELECT t, u, true, at, seq, first
-            FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[], %s::float8[])
-              AS x(t, u, at, seq, first)
+            SELECT t, u, true, at, seq, first FROM x
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET dirty = true,
               last_candidate_at = GREATEST({USERS}.last_candidate_at, EXCLUDED.last_candidate_at),
               last_candidate_seq = EXCLUDED.last_candidate_seq,
               -- the oldest evidence still waiting for a rebuild (LEAST skips a NULL)
               pending_since = CASE WHEN {USERS}.dirty
                 THEN LEAST({USERS}.pending_since, EXCLUDED.pending_since)
-                ELSE EXCLUDED.pending_since END
+                ELSE EXCLUDED.pending_since END,
+              -- evidence from before where the user's summaries have come (applied out of
+              -- log order, e.g. replayed from dead letters): summarised again from the log
+              folded_seq = CASE WHEN (SELECT low FROM x WHERE x.t = EXCLUDED.tenant_id
+                                        AND x.u = EXCLUDED.user_id) <= {USERS}.folded_seq
+                THEN NULL ELSE {USERS}.folded_seq END
         """,
         ([t for (t, _), _ in users], [u for (_, u), _ in users],
          [at for _, (at, _, _) in users], [seq for _, (_, seq, _) in users],
-         [first for _, (_, _, first) in users]),
+         [first for _, (_, _, first) in users], [lowest[user] for user, _ in users]),
     )
 
 
@@ -136,17 +147,114 @@ async def unlock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> No
                       (_user_lock_key(tenant_id, user_id),))
 
 
+_EVIDENCE_READ = ("event_id, class, key, value, cue_family, observed_at, confidence, seq, refs, "
+                  "stance, sentence")
+
+
 async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                         facet: FacetKey | None = None) -> list[Evidence]:
-    query = (f"SELECT event_id, class, key, value, cue_family, observed_at, confidence, seq, "
-             f"refs, stance, sentence FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s")
+    query = f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s"
     params: tuple[Any, ...] = (tenant_id, user_id)
     if facet is not None:
         query += " AND class = %s AND key = %s"
         params += facet
     await cur.execute(query + " ORDER BY seq", params)
-    return [Evidence(r[0], r[1], r[2], r[3], r[4], float(r[5]), float(r[6]), int(r[7]),
-                     tuple(r[8] or ()), r[9], r[10]) for r in await cur.fetchall()]
+    return [_evidence(r) for r in await cur.fetchall()]
+
+
+def _evidence(r: Sequence[Any]) -> Evidence:
+    return Evidence(r[0], r[1], r[2], r[3], r[4], float(r[5]), float(r[6]), int(r[7]),
+                    tuple(r[8] or ()), r[9], r[10])
+
+
+async def load_evidence_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                              after_seq: int, also: Sequence[int]) -> list[Evidence]:
+    """The user's evidence logged after `after_seq`, and that at the positions `also` (the
+    evidence that waited for its time): what a rebuild folds in, from the (user, seq) index."""
+    await cur.execute(
+        f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s "
+        "AND (seq > %s OR seq = ANY(%s::int8[])) ORDER BY seq",
+        (tenant_id, user_id, after_seq, list(also)))
+    return [_evidence(r) for r in await cur.fetchall()]
+
+
+class SummaryState(NamedTuple):
+    """Where a user's cache and summaries stand (all None/empty for a user never rebuilt)."""
+
+    last_as_of: float | None
+    #: the log position the summaries hold everything up to; None: summarise from the log
+    folded_seq: int | None
+    #: evidence logged by `folded_seq` but stamped after `last_as_of`: folded when its time comes
+    deferred: tuple[int, ...]
+    #: the evidence window the summaries were folded for (a reset moves it)
+    window: float | None
+
+
+async def summary_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> SummaryState:
+    await cur.execute(f"SELECT last_as_of, folded_seq, deferred_seqs, summary_window "
+                      f"FROM {USERS} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))
+    row = await cur.fetchone()
+    if row is None:
+        return SummaryState(None, None, (), None)
+    return SummaryState(row[0], None if row[1] is None else int(row[1]),
+                        tuple(int(s) for s in row[2] or ()), row[3])
+
+
+async def load_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> UserStats:
+    await cur.execute(f"SELECT class, key, value, stats FROM {VALUE_STATS} "
+                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
+    stats: UserStats = {}
+    for r in await cur.fetchall():
+        stats.setdefault((r[0], r[1]), {})[r[2]] = ValueStats.from_json(r[3])
+    return stats
+
+
+async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                     changed: Sequence[tuple[str, str, str, ValueStats]],
+                     gone: Sequence[tuple[str, str, str]], *, replace_all: bool = False
+                     ) -> None:
+    """Write the summaries a rebuild changed (one statement), drop those gone (`replace_all`:
+    the user's summaries were made again from the log, every old row goes first)."""
+    if replace_all:
+        await cur.execute(f"DELETE FROM {VALUE_STATS} WHERE tenant_id = %s AND user_id = %s",
+                          (tenant_id, user_id))
+    elif gone:
+        await cur.execute(
+            f"""DELETE FROM {VALUE_STATS} AS v USING
+                  unnest(%s::text[], %s::text[], %s::text[]) AS g(c, k, val)
+                WHERE v.tenant_id = %s AND v.user_id = %s AND v.class = g.c AND v.key = g.k
+                  AND v.value = g.val""",
+            ([c for c, _, _ in gone], [k for _, k, _ in gone], [v for _, _, v in gone],
+             tenant_id, user_id))
+    if changed:
+        await cur.execute(
+            f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats)
+                SELECT %s, %s, c, k, v, s::jsonb
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS x(c, k, v, s)
+                ON CONFLICT (tenant_id, user_id, class, key, value)
+                DO UPDATE SET stats = EXCLUDED.stats""",
+            (tenant_id, user_id, [c for c, _, _, _ in changed], [k for _, k, _, _ in changed],
+             [v for _, _, v, _ in changed], [dumps(s) for *_, s in changed]))
+
+
+async def load_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                    ) -> dict[int, str | None]:
+    """The values pins and forgets without one hold, as recorded (by command seq)."""
+    await cur.execute(f"SELECT seq, held_value FROM {COMMANDS} WHERE tenant_id = %s "
+                      "AND user_id = %s AND held_known", (tenant_id, user_id))
+    return {int(r[0]): r[1] for r in await cur.fetchall()}
+
+
+async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                    held: Mapping[int, str | None]) -> None:
+    if not held:
+        return
+    await cur.execute(
+        f"""UPDATE {COMMANDS} AS c SET held_value = h.v, held_known = true
+            FROM unnest(%s::int8[], %s::text[]) AS h(s, v)
+            WHERE c.tenant_id = %s AND c.user_id = %s AND c.seq = h.s""",
+        (list(held), list(held.values()), tenant_id, user_id))
 
 
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
@@ -194,7 +302,9 @@ async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
 
 async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of: float,
                       old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
-                      next_due_at: float | None) -> None:
+                      next_due_at: float | None, summaries: SummaryState) -> None:
+    """The rebuilt cache and where the user now stands (`summaries`: how far they have come;
+    `last_as_of` in it is ignored, `as_of` is the new one)."""
     gone = [fk for fk in old if fk not in new]
     if gone:
         await cur.executemany(
@@ -225,8 +335,9 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
              for r in changed],
         )
     await cur.execute(
-        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at)
-            VALUES (%s, %s, false, %s, %s)
+        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at,
+                folded_seq, deferred_seqs, summary_window)
+            VALUES (%s, %s, false, %s, %s, %s, %s, %s)
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET
               -- evidence newer than this rebuild's as_of still waits for one
               dirty = coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false),
@@ -239,8 +350,11 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                   THEN NULL
                 WHEN {USERS}.pending_since > EXCLUDED.last_as_of THEN {USERS}.pending_since
                 ELSE {USERS}.last_candidate_at END,
-              last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at""",
-        (tenant_id, user_id, as_of, next_due_at),
+              last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at,
+              folded_seq = EXCLUDED.folded_seq, deferred_seqs = EXCLUDED.deferred_seqs,
+              summary_window = EXCLUDED.summary_window""",
+        (tenant_id, user_id, as_of, next_due_at, summaries.folded_seq,
+         list(summaries.deferred), summaries.window),
     )
 
 

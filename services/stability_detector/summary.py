@@ -53,7 +53,8 @@ class ValueStats:
     authoritative: tuple[float, int] | None = None
     #: the newest statement by log position: (seq, stance)
     said: tuple[int, str] | None = None
-    #: up to two distinct events that are independent sources (structural, authoritative)
+    #: up to two distinct events that are independent sources (structural, authoritative),
+    #: the first two in id order
     sources: list[str] = field(default_factory=list)
     #: the newest distinct refs: (observed_at, seq, place in its item, ref), newest first
     refs: list[tuple[float, int, int, Mapping[str, Any]]] = field(default_factory=list)
@@ -92,8 +93,9 @@ class ValueStats:
         if stance is not None and stance not in NOT_STATEMENTS and (
                 self.said is None or seq > self.said[0]):
             self.said = (seq, stance)
-        if cue in SOURCE_CUES and len(self.sources) < 2 and event_id not in self.sources:
-            self.sources.append(event_id)
+        if cue in SOURCE_CUES and event_id not in self.sources:
+            # two are all that matter; the two first in id order, whatever the folding order
+            self.sources = sorted([*self.sources, event_id])[:2]
         fresh = [(observed_at, seq, place, ref) for place, ref in enumerate(refs)]
         if fresh:
             self.refs = newest_distinct(self.refs + fresh, keep_refs)

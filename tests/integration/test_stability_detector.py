@@ -494,3 +494,57 @@ async def test_evidence_stamped_ahead_of_its_arrival_is_rebuilt_once_its_time_pa
 
     await until(set_by_user)
     await scheduler.stop()
+
+
+async def test_rebuilds_fold_only_new_evidence_and_match_the_log(user: User, pool: Any) -> None:
+    """The stored summaries, folded forward one rebuild at a time, give the cache the whole log
+    gives: across evidence stamped ahead of the rebuild (it waits), a value overtaking another,
+    a pin without a value and evidence applied out of log order (summarised again)."""
+    from services.stability_detector import store
+    from services.stability_detector.scoring import compute_cache
+
+    async def state() -> store.SummaryState:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            return await store.summary_state(cur, user.tenant, user.user)
+
+    async def from_log(as_of: float) -> bool:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            evidence = await store.load_evidence(cur, user.tenant, user.user)
+            commands = await store.load_commands(cur, user.tenant, user.user)
+            live = await store.load_facets(cur, user.tenant, user.user)
+        expected = compute_cache(evidence, commands, as_of, SETTINGS, commands_as_of=math.inf)
+        return {fk: (r.value, r.state, r.evidence_count, r.evidence_refs)
+                for fk, r in live.items()} == {
+            fk: (r.value, r.state, r.evidence_count, r.evidence_refs)
+            for fk, r in expected.items()}
+
+    await user.candidate(times=3)
+    await user.rebuild(T0)
+    first = await state()
+    assert first.folded_seq is not None and first.deferred == ()
+    # one piece stamped a day ahead: logged, waiting for its time
+    await user.candidate(value="detailed", at=T0 + DAY)
+    await user.candidate(value="detailed", cue="structural", at=T0 + 60, times=2)
+    await user.rebuild(T0 + 120)
+    second = await state()
+    assert second.folded_seq is not None and first.folded_seq is not None
+    assert second.folded_seq > first.folded_seq and len(second.deferred) == 1
+    assert await from_log(T0 + 120)
+    await user.rebuild(T0 + 2 * DAY)
+    assert (await state()).deferred == ()
+    assert await from_log(T0 + 2 * DAY)
+    # a pin without a value holds what won then, recorded once
+    await user.call("pin_facet", **{"class": "style", "key": "verbosity"})
+    await user.candidate(value="terse", times=4, at=T0 + 2 * DAY)
+    await user.rebuild(T0 + 2 * DAY + 60)
+    assert await from_log(T0 + 2 * DAY + 60)
+    # evidence applied below where the summaries have come: summarised from the log again
+    async with pool.connection() as conn, conn.cursor() as cur:
+        low = store.EvidenceRow(user.tenant, user.user, "out-of-order", 1, "style", "tone",
+                                "plain", "explicit", T0, 0.9, "tests", "[]", T0)
+        await store.insert_evidence(cur, [low])
+        await conn.commit()
+    assert (await state()).folded_seq is None
+    await user.rebuild(T0 + 3 * DAY)
+    assert (await state()).folded_seq is not None
+    assert await from_log(T0 + 3 * DAY)
