@@ -16,7 +16,7 @@ unexport PYTHONDONTWRITEBYTECODE
 # start side by side (compileall skips what is current: a tenth of a second after the first).
 COMPILE := $(BIN)/python -m compileall -q -j 0 libs services tests examples >/dev/null
 
-.PHONY: install run demo test check test-fast bench eval eval-statements lint up down clean
+.PHONY: install run demo test check test-fast bench load eval eval-statements lint up down clean
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
@@ -76,6 +76,14 @@ bench: $(STAMP)
 	  echo "bench: the reference openjarvis could not be installed; its comparison will skip"
 	@$(COMPILE)
 	$(BIN)/python -m pytest tests/bench -p no:cacheprovider -o addopts="" -s
+
+# A realistic mix through a running Habitus (`make run` in another terminal, or HABITUS_URL with
+# HABITUS_NATS_URL and HABITUS_DATABASE_URL), and how the whole pipeline keeps up: the report is
+# written to var/load/<stamp>/report.md (docs/load.md). LOAD_ARGS="--duration 120 --rate 600".
+LOAD_ARGS ?=
+load: $(STAMP)
+	@$(COMPILE)
+	$(BIN)/python -m tests.load.run $(LOAD_ARGS)
 
 # Precision and recall of the LLM extractor on the labelled corpus in examples/eval/; needs a
 # real endpoint (HABITUS_LLM_BASE_URL, HABITUS_LLM_MODEL), so it is not part of `make test`.

@@ -201,7 +201,10 @@ class Up:
         urls = {"nats": s.nats_url, "database": s.database_url, "redis": s.redis_url}
         makers: dict[str, Callable[[], EmbeddedServer]] = {
             "nats": lambda: EmbeddedNats(self.data_dir, die_with_owner=True),
-            "database": lambda: EmbeddedPostgres(self.data_dir, die_with_owner=True),
+            # pg_stat_statements loaded (not created): `make load` counts statements per schema
+            "database": lambda: EmbeddedPostgres(
+                self.data_dir, die_with_owner=True,
+                extra_options={"shared_preload_libraries": "pg_stat_statements"}),
             "redis": lambda: EmbeddedRedis(self.data_dir, die_with_owner=True),
         }
         for key, url in urls.items():
