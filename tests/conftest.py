@@ -23,6 +23,12 @@ from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRed
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
 
+#: The modules of a worker share its streams, so a runner catching up on earlier modules' events
+#: is real pipeline lag, and the gateway would push a test's tenant back for it. Backpressure is
+#: off unless a test turns it on (tests/integration/test_gateway_backpressure.py does).
+NO_BACKPRESSURE: dict[str, object] = {"backpressure_lag_seconds": 0}
+
+
 @dataclass(frozen=True)
 class ServerUrls:
     nats: str
@@ -36,6 +42,7 @@ class ServerUrls:
             "database_url": self.database,
             "redis_url": self.redis,
             "data_dir": self.data_dir,
+            **NO_BACKPRESSURE,
         }
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
@@ -46,6 +53,7 @@ class ServerUrls:
             "HABITUS_DATABASE_URL": self.database,
             "HABITUS_REDIS_URL": self.redis,
             "HABITUS_DATA_DIR": str(self.data_dir),
+            "HABITUS_BACKPRESSURE_LAG_SECONDS": "0",
         }
 
 

@@ -53,7 +53,21 @@ class Settings(BaseSettings):
     rpc_timeout_seconds: float = Field(default=10.0, description=(
         "how long an RPC (and a command's wait for its views) may take"))
     rate_limit_per_minute: int = Field(default=12_000, description=(
-        "ingested items (and RPC calls) per API key per minute; 0: no limit"))
+        "ingested items and commands (RPC calls that change state) per API key per minute; "
+        "0: no limit"))
+    read_rate_limit_per_minute: int = Field(default=12_000, description=(
+        "reads (RPC calls that change nothing, `prompt.context` among them, and PROFILE.md) "
+        "per API key per minute, a budget of their own that ingest never spends; 0: no limit"))
+    # Past this lag, ingest slows the tenants who sent the backlog (services/gateway/
+    # backpressure.py); reads and commands are never refused for it.
+    backpressure_lag_seconds: float = Field(default=30.0, ge=0, description=(
+        "pipeline lag (age of the oldest event a running projection has not applied) past "
+        "which ingest answers 429 to tenants sending at least their fair share of the "
+        "backlog; 0: off"))
+    backpressure_poll_seconds: float = Field(default=1.0, gt=0, le=60, description=(
+        "how often the gateway measures the pipeline lag (from JetStream) for backpressure"))
+    backpressure_max_retry_after_seconds: int = Field(default=30, ge=1, le=3600, description=(
+        "the longest Retry-After backpressure answers (habitus.client waits up to 30 s)"))
     # Deeper JSON cannot be stored and read back by every consumer (serialisers and Postgres
     # jsonb recurse), so the gateway refuses it before parsing.
     max_json_depth: int = Field(default=64, ge=2, le=512, description=(

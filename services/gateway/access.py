@@ -1,46 +1,86 @@
-"""Who is calling and whether their rate limit lets them: what every route but readiness checks
+"""Who is calling and whether their limits let them: what every route but readiness checks
 before doing anything.
+
+Two budgets per key, so one kind of traffic cannot starve the other: writes (ingested items and
+commands, HABITUS_RATE_LIMIT_PER_MINUTE) and reads (RPC methods that change nothing and
+PROFILE.md, HABITUS_READ_RATE_LIMIT_PER_MINUTE). Under one budget, an ingest burst used up the
+key's minute and `prompt.context`, the read every agent turn makes, was refused with it.
 
 Rate limits count ingested items, not requests: one batch of 1,000 costs what 1,000 single posts
 do, so ingest authenticates first and charges once it knows how many items the batch holds.
+Ingest alone is also subject to backpressure (services.gateway.backpressure): reads and commands
+never are.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Request
 
 from habitus.bus.rpc import RpcError
+from habitus.contract import METHODS
 from habitus.service.context import ServiceContext
 from services.gateway.auth import Caller, KeyCache, authenticate
+from services.gateway.backpressure_monitor import Backpressure
 from services.gateway.errors import GatewayError
 from services.gateway.ratelimit import RateLimiter
 
+Budget = Literal["write", "read"]
+
+
+def budget_of(method: str) -> Budget:
+    """Which budget an RPC method is charged to: a command (`changes_state` in the RPC table)
+    writes; everything else reads. A name the table lacks changes nothing (nobody implements
+    it, or it is a test's own service), so it reads."""
+    spec = METHODS.get(method)
+    return "write" if spec is not None and spec.changes_state else "read"
+
 
 class Access:
-    """The key cache and the rate limiter of one app, and the two checks made with them."""
+    """The key cache, the two rate limiters and backpressure of one app, and the checks made
+    with them."""
 
     def __init__(self, ctx: ServiceContext) -> None:
         settings = ctx.settings
         self.settings = settings
         self.keys = KeyCache(ctx.pool, ttl=settings.key_cache_seconds,
                              last_known=settings.key_last_known_max)
-        self.limiter = RateLimiter(ctx.redis, settings.rate_limit_per_minute)
+        self.limiters: dict[Budget, RateLimiter] = {
+            "write": RateLimiter(ctx.redis, settings.rate_limit_per_minute),
+            "read": RateLimiter(ctx.redis, settings.read_rate_limit_per_minute, scope="read"),
+        }
+        self.backpressure = Backpressure(ctx.js, ctx.redis, settings)
 
-    async def caller_for(self, request: Request, cost: int = 1) -> Caller:
-        """The authenticated caller, charged `cost` items of its rate limit."""
+    def _per_minute(self, budget: Budget) -> int:
+        s = self.settings
+        return s.read_rate_limit_per_minute if budget == "read" else s.rate_limit_per_minute
+
+    async def caller_for(self, request: Request, cost: int = 1,
+                         budget: Budget = "write") -> Caller:
+        """The authenticated caller, charged `cost` of its `budget`."""
         caller = await authenticate(request, self.keys)
-        await self.charge(caller, cost)
+        await self.charge(caller, cost, budget)
         return caller
 
-    async def charge(self, caller: Caller, cost: int) -> None:
-        """Take `cost` items from the caller's rate limit: 429 with Retry-After when it is used
-        up, 413 when `cost` alone exceeds it (waiting cannot help)."""
-        settings, limiter = self.settings, self.limiter
-        per_minute = settings.rate_limit_per_minute
+    async def charge(self, caller: Caller, cost: int, budget: Budget = "write") -> None:
+        """Take `cost` from the caller's `budget`: 429 with Retry-After when it is used up, 413
+        when `cost` alone exceeds it (waiting cannot help)."""
+        per_minute = self._per_minute(budget)
+        unit = "items" if budget == "write" else "reads"
         if 0 < per_minute < cost:  # waiting cannot help: permanent, not 429
             raise RpcError("payload_too_large", f"body: {cost} items; the rate limit allows "
                                                 f"{per_minute} per minute, send smaller batches")
-        allowed, retry_after = await limiter.allow(caller.principal.key_hash, cost)
+        allowed, retry_after = await self.limiters[budget].allow(caller.principal.key_hash, cost)
         if not allowed:
-            raise GatewayError("rate_limited", f"rate limit of {per_minute} items per minute "
+            raise GatewayError("rate_limited", f"rate limit of {per_minute} {unit} per minute "
                                f"exceeded; retry in {retry_after}s", 429, retry_after=retry_after)
+
+    def push_back(self, caller: Caller, items: int) -> None:
+        """429 with Retry-After when the pipeline is behind and this tenant sent at least its
+        fair share of the backlog (ingest only)."""
+        self.backpressure.check(caller.tenant_id, items)
+
+    def accepted(self, caller: Caller, items: int) -> None:
+        """Count what the caller's tenant added to the pipeline, for backpressure's shares."""
+        self.backpressure.accepted(caller.tenant_id, items)

@@ -5,7 +5,8 @@ and the answer (4xx) says, per item, what was wrong. `?partial=true` publishes t
 reports the rejected ones, for agents that prefer to drop bad records. What happens at publish
 time (a conflict, an outage) is reported per item too; see services.gateway.publishing.
 Rate limits count ingested items, not requests: one batch of 1,000 costs what 1,000 single
-posts do.
+posts do; reads have a budget of their own, and ingest alone is slowed by backpressure when the
+pipeline falls behind (services.gateway.access).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ from services.gateway.routes.rpc import add_rpc_route
 log = logging.getLogger(__name__)
 
 
-def create_app(ctx: ServiceContext) -> FastAPI:
+def create_app(ctx: ServiceContext, access: Access | None = None) -> FastAPI:
+    """The HTTP app; `access` is built here unless the caller runs its backpressure poll."""
     settings = ctx.settings
-    access = Access(ctx)
+    access = access if access is not None else Access(ctx)
     # /docs and /redoc with Swagger UI's and ReDoc's assets served from the installed package,
     # not a CDN: the pages work on an air-gapped deployment. No validator badge either (Swagger
     # UI would send the document to validator.swagger.io).

@@ -8,6 +8,7 @@ from typing import Any
 from habitus.auth import keys
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
+from services.gateway.access import Access
 from services.gateway.admin import AdminRpc
 from services.gateway.app import create_app
 
@@ -26,7 +27,10 @@ async def ensure_configured_keys(ctx: ServiceContext) -> None:
 
 async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
     await ensure_configured_keys(ctx)
-    return Wiring(rpc=AdminRpc(ctx).registry, http_app=create_app(ctx))
+    access = Access(ctx)
+    # The backpressure poll runs beside the HTTP server, started and stopped by the host.
+    return Wiring(rpc=AdminRpc(ctx).registry, http_app=create_app(ctx, access),
+                  background=(access.backpressure,))
 
 
 service = ServiceDescriptor(

@@ -50,6 +50,20 @@ STATUS_TEXT = {
     500: "A fault in Habitus itself: it was logged, and retrying will not help until it is "
          "fixed.",
 }
+#: 429 by budget: reads and writes are limited apart, and only ingest is pushed back
+TOO_MANY = {
+    "ingest": "The key's write budget (ingested items and commands, "
+              "HABITUS_RATE_LIMIT_PER_MINUTE) is used up, or backpressure: the pipeline is "
+              "more than HABITUS_BACKPRESSURE_LAG_SECONDS behind and this tenant sent at least "
+              "its fair share of the backlog (the body's `backpressure` names the projection "
+              "and its lag). Retry after Retry-After seconds.",
+    "write": "The key's write budget (ingested items and commands, "
+             "HABITUS_RATE_LIMIT_PER_MINUTE) is used up; retry after Retry-After seconds. "
+             "Commands are never refused by backpressure.",
+    "read": "The key's read budget (HABITUS_READ_RATE_LIMIT_PER_MINUTE, its own: ingest never "
+            "spends it, backpressure never refuses a read) is used up; retry after "
+            "Retry-After seconds.",
+}
 RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503, 504)
 INGEST_ERRORS = (400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 504)
 PROFILE_ERRORS = (400, 401, 403, 404, 429, 500, 503, 504)
@@ -245,9 +259,29 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
             "required": ["error"],
             "additionalProperties": False,
             "properties": {"error": _ref("ErrorDetail"),
-                           **counts},
+                           **counts,
+                           "backpressure": _ref("Backpressure")},
             "description": "An ingest failure; when items were looked at, the per-item "
                            "results and counts say which were at fault.",
+        },
+        "Backpressure": {
+            "type": "object",
+            "required": ["projection", "lag_seconds", "share", "fair_share"],
+            "additionalProperties": False,
+            "description": "Why ingest was pushed back (429): the pipeline is behind and this "
+                           "tenant sent at least its fair share of what it has still to apply. "
+                           "Retry-After is the tenant's part of the time the backlog needs.",
+            "properties": {
+                "projection": {"type": "string",
+                               "description": "The projection furthest behind."},
+                "lag_seconds": {"type": "number", "minimum": 0,
+                                "description": "Age of the oldest event it has not applied."},
+                "share": {"type": "number", "minimum": 0, "maximum": 1,
+                          "description": "This tenant's part of the items accepted over the "
+                                         "lag."},
+                "fair_share": {"type": "number", "minimum": 0, "maximum": 1,
+                               "description": "1 / the tenants that sent items over the lag."},
+            },
         },
         "IngestItem": {
             "oneOf": [_ref(f"{t}Item") for t in ingest_types],
@@ -293,11 +327,12 @@ def _ingest_item(type_name: str, version: int, description: str,
 
 
 def _errors(statuses: tuple[int, ...], schema: str = "Error",
-            overrides: dict[int, str] | None = None) -> dict[str, Any]:
+            overrides: dict[int, str] | None = None,
+            texts: dict[int, str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status in statuses:
         response: dict[str, Any] = {
-            "description": STATUS_TEXT[status],
+            "description": (texts or {}).get(status, STATUS_TEXT[status]),
             "content": {"application/json": {"schema": _ref((overrides or {}).get(status,
                                                                                   schema))}},
         }
@@ -344,7 +379,8 @@ def _ingest_operation(settings: Settings, ingest: list[Any]) -> dict[str, Any]:
             "207": {"description": "With `partial=true`: the valid items were stored, the "
                                    "rejected ones are reported.", "content": accepted},
             **_errors(INGEST_ERRORS, overrides={s: "IngestError"
-                                                for s in (409, 413, 422, 503, 504)}),
+                                                for s in (409, 413, 422, 429, 503, 504)},
+                      texts={429: TOO_MANY["ingest"]}),
         },
     }
 
@@ -370,7 +406,8 @@ def _rpc_operation(spec: MethodSpec, params: dict[str, Any], answer: str) -> dic
         "responses": {
             "200": {"description": "The method's result.",
                     "content": {"application/json": {"schema": _ref(answer)}}},
-            **_errors(RPC_ERRORS),
+            **_errors(RPC_ERRORS,
+                      texts={429: TOO_MANY["write" if spec.changes_state else "read"]}),
         },
         "x-habitus-service": spec.service,
         "x-habitus-changes-state": spec.changes_state,
@@ -399,6 +436,6 @@ def _profile_operation() -> dict[str, Any]:
                 },
                 "content": {"text/markdown": {"schema": {"type": "string"}}},
             },
-            **_errors(PROFILE_ERRORS),
+            **_errors(PROFILE_ERRORS, texts={429: TOO_MANY["read"]}),
         },
     }

@@ -1,4 +1,8 @@
-"""Per-key rate limits in Redis (fixed one-minute windows), counted in ingested items.
+"""Per-key rate limits in Redis (fixed one-minute windows), counted in ingested items or calls.
+
+One limiter per budget: `scope` keeps the budgets' counters apart (the writes' keys stay
+`habitus:rl:<key>:<window>`, as before; reads count under `habitus:rl:read:...`), so spending one
+never spends the other.
 
 Redis is a cache here, never the source of truth: when it is unreachable the limiter lets the
 request through rather than failing ingest.
@@ -16,9 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class RateLimiter:
-    def __init__(self, redis: Redis, per_minute: int):
+    def __init__(self, redis: Redis, per_minute: int, scope: str = ""):
         self._redis = redis
         self._per_minute = per_minute
+        self._prefix = f"habitus:rl:{scope}:" if scope else "habitus:rl:"
 
     async def allow(self, key_id: str, cost: int = 1) -> tuple[bool, int]:
         """Returns (allowed, seconds until the window resets)."""
@@ -26,7 +31,7 @@ class RateLimiter:
             return True, 0
         now = time.time()
         window = int(now // 60)
-        name = f"habitus:rl:{key_id}:{window}"
+        name = f"{self._prefix}{key_id}:{window}"
         try:
             pipe = self._redis.pipeline(transaction=True)
             pipe.incrby(name, cost)

@@ -69,6 +69,8 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
         if len(items) > settings.max_batch_items:
             raise RpcError("payload_too_large",
                            f"body: {len(items)} items; the limit is {settings.max_batch_items}")
+        # Backpressure before the rate limit: a batch refused for the lag spends no budget.
+        access.push_back(caller, len(items))
         await charge(caller, len(items))
         now = time.time()
         # No item can exceed the item limit if the whole body does not: skip measuring them.
@@ -120,6 +122,7 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
             "failed": statuses["not_stored"] + statuses["not_confirmed"],
             "results": results,
         }
+        access.accepted(caller, statuses["accepted"])
         failure = _publish_error(valid, published)
         if failure is not None:
             return error_response(failure, retry_after=settings.retry_after_seconds, **body)

@@ -19,7 +19,7 @@ def add_profile_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None
              response_class=Response,
              responses={200: {"content": {"text/markdown": {}}}})
     async def profile_markdown(user_id: str, request: Request) -> Response:
-        caller = await caller_for(request)
+        caller = await caller_for(request, budget="read")
         try:
             result = await ctx.rpc.call("profile.get", caller.tenant_id, {"user_id": user_id})
         except RpcError as exc:

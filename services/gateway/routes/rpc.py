@@ -9,7 +9,7 @@ from habitus.bus.rpc import RpcError
 from habitus.contract import METHODS, method_names
 from habitus.service.context import ServiceContext
 from habitus.telemetry import metrics
-from services.gateway.access import Access
+from services.gateway.access import Access, budget_of
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
 from services.gateway.body_limit import BodyTooLarge, read_body
 
@@ -27,7 +27,8 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
 
     @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
     async def rpc(method: str, request: Request) -> JSONResponse:
-        caller = await caller_for(request)
+        # Reads and commands have budgets of their own: ingest never spends a read's.
+        caller = await caller_for(request, budget=budget_of(method))
         try:
             raw = await read_body(request, settings.max_body_bytes)
         except BodyTooLarge:

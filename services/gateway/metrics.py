@@ -1,0 +1,34 @@
+"""The gateway's backpressure metrics. No tenant in any label (tenants are unbounded): the
+reason is a bounded category and the projection one of the installed ones."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge
+
+from habitus.telemetry.metrics import registry
+
+PIPELINE_LAG = Gauge(
+    "habitus_gateway_pipeline_lag_seconds",
+    "Age of the oldest event a running projection has not applied, the worst projection's, "
+    "as the gateway last measured it for backpressure (0: caught up).",
+    registry=registry,
+)
+SHED_REQUESTS = Counter(
+    "habitus_gateway_backpressure_shed_requests_total",
+    "Ingest requests answered 429 by backpressure, by reason (sole_tenant: the only tenant "
+    "sending; over_fair_share: at or over its fair share of the backlog) and the projection "
+    "behind.",
+    ["reason", "projection"], registry=registry,
+)
+SHED_ITEMS = Counter(
+    "habitus_gateway_backpressure_shed_items_total",
+    "Items of the ingest requests backpressure refused, by reason and projection (as "
+    "habitus_gateway_backpressure_shed_requests_total).",
+    ["reason", "projection"], registry=registry,
+)
+LAG_FAILURES = Counter(
+    "habitus_gateway_lag_measurement_failures_total",
+    "Backpressure lag measurements that failed (the bus did not answer); ingest is let "
+    "through while the lag is unknown.",
+    registry=registry,
+)

@@ -1,0 +1,100 @@
+"""How many seconds the pipeline is behind, measured cheaply and straight from JetStream.
+
+`habitus lag` counts sequences and reads checkpoints from Postgres; the gateway asks about once
+a second, on the ingest path's behalf, so it asks only the bus: each installed projection's
+durable consumer (`consumer_info`, one small request), and, for a consumer with work left, the
+publish time of the first message after its ack floor on its subjects (a direct get per subject
+filter). Its age is the projection's lag in seconds; the pipeline's is the worst projection's.
+
+A consumer that delivered nothing within the activity window (the backpressure bound) is not
+behind but stopped: its service is down or gone (a durable left by a removed service, a test's),
+which the alerts report (HabitusProjectionStalled, HabitusServiceGone). Refusing ingest would
+not bring it back, and JetStream keeps what arrives meanwhile, so a stopped consumer does not
+count. Window = bound is what keeps the rule sound: events published after a consumer stopped
+are younger than the time since, so a stopped consumer could only look `bound` behind once it
+had been idle longer than the window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nats.js.errors import NotFoundError
+
+from habitus.service.registry import topology
+from services.gateway.backpressure import CAUGHT_UP, PipelineLag
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """A projection's durable consumer, as the gateway watches it."""
+
+    projection: str
+    stream: str
+    durable: str
+    subjects: tuple[str, ...]
+
+
+def watched_projections() -> list[Watched]:
+    """Every installed projection's consumer (erasures included: a late erasure is lag too)."""
+    out = []
+    for p in topology().in_flow_order():
+        durable = "proj_" + p.name.replace(".", "_").replace("-", "_")  # Projection.durable
+        out.append(Watched(p.name, p.stream, durable, tuple(p.filter_subjects())))
+    return out
+
+
+def _epoch(moment: datetime.datetime | None) -> float | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+async def _oldest_unapplied(js: Any, w: Watched, after_seq: int) -> float | None:
+    """Publish time (epoch seconds) of the first message after `after_seq` on the consumer's
+    subjects; None when there is none (it was purged or erased meanwhile)."""
+    async def first(subject: str) -> tuple[int, float] | None:
+        try:
+            msg = await js.get_msg(w.stream, seq=after_seq + 1, subject=subject, next=True,
+                                   direct=True)
+        except NotFoundError:
+            return None
+        stamp = _epoch(msg.time)
+        return None if stamp is None else (int(msg.seq or 0), stamp)
+
+    found = [f for f in await asyncio.gather(*(first(s) for s in w.subjects)) if f is not None]
+    return min(found)[1] if found else None
+
+
+async def consumer_lag(js: Any, w: Watched, *, now: float, active_within: float) -> float:
+    """Seconds the projection is behind (0: caught up, stopped, or no consumer)."""
+    try:
+        info = await js.consumer_info(w.stream, w.durable)
+    except NotFoundError:
+        return 0.0
+    if not (info.num_pending or info.num_ack_pending):
+        return 0.0
+    delivered = _epoch(info.delivered.last_active if info.delivered else None)
+    if delivered is None or now - delivered > active_within:
+        return 0.0  # stopped, not behind (see the module's docstring)
+    floor = int(info.ack_floor.stream_seq or 0) if info.ack_floor else 0
+    oldest = await _oldest_unapplied(js, w, floor)
+    return 0.0 if oldest is None else max(0.0, now - oldest)
+
+
+async def pipeline_lag(js: Any, watched: Sequence[Watched], *, now: float,
+                       active_within: float) -> PipelineLag:
+    """The worst projection's lag. Raises what the bus raises (the caller decides what a
+    failed measurement means)."""
+    lags = await asyncio.gather(*(consumer_lag(js, w, now=now, active_within=active_within)
+                                  for w in watched))
+    worst = max(zip(lags, (w.projection for w in watched), strict=True), default=None)
+    if worst is None or worst[0] <= 0:
+        return CAUGHT_UP
+    return PipelineLag(worst[0], worst[1])
