@@ -34,7 +34,7 @@ import httpx
 
 from tests.load import latency, report, snapshot
 from tests.load.baseline import raw_acked_publish
-from tests.load.mix import Mix, Plan
+from tests.load.mix import READ_SHARES, Mix, Plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -61,10 +61,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-samples", type=int, default=50)
     p.add_argument("--projections", default="",
                    help="comma-separated projections to wait for (default: every installed one)")
+    p.add_argument("--reads", default=",".join(READ_SHARES),
+                   help="comma-separated read methods (default: all four of the mix)")
     p.add_argument("--url", default=None,
                    help="the gateway (default HABITUS_URL, else `habitus up`'s)")
     p.add_argument("--out", type=Path, default=None, help="default var/load/<stamp>")
     return p.parse_args(argv)
+
+
+def read_shares(names: str) -> dict[str, float]:
+    """The mix's read shares of the methods named (a stack without tool memory or habits
+    answers theirs with 503: leave them out rather than count them as errors)."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - set(READ_SHARES))
+    if unknown or not wanted:
+        raise SystemExit(f"--reads: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(READ_SHARES)}")
+    return {n: READ_SHARES[n] for n in wanted}
 
 
 def connections() -> tuple[Any, dict[str, Any]]:
@@ -190,7 +203,7 @@ async def main(args: argparse.Namespace) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plan = Plan(prefix=f"load{int(time.time()) % 10**8}", tenants=args.tenants,
                 users_per_tenant=args.users_per_tenant, zipf=args.zipf, batch=args.batch,
-                seed=args.seed)
+                seed=args.seed, read_shares=read_shares(args.reads))
     tenants = plan.tenant_ids()
     flow = {p.name: p for p in topology().in_flow_order()}
     names = [n.strip() for n in args.projections.split(",") if n.strip()] or list(flow)

@@ -123,7 +123,7 @@ def schema_of(query: str, schemas: list[str]) -> str:
     """The schema a statement works on, from the names it qualifies (services qualify every
     table they touch); the others are labelled by what they are (transaction control,
     liveness checks, advisory locks)."""
-    named = [s for s in schemas if re.search(rf'(?<![\w"]){re.escape(s)}"?\.', query)]
+    named = [s for s in schemas if re.search(rf'(?<![\w."])"?{re.escape(s)}"?\.', query)]
     if not named:
         return _unqualified(query)
     return named[0] if len(named) == 1 else "+".join(sorted(named))
