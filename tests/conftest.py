@@ -22,7 +22,6 @@ from habitus.db.pool import open_pool
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
-
 #: The modules of a worker share its streams, so a runner catching up on earlier modules' events
 #: is real pipeline lag, and the gateway would push a test's tenant back for it. Backpressure is
 #: off unless a test turns it on (tests/integration/test_gateway_backpressure.py does).
