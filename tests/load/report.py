@@ -254,6 +254,10 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
         ["**pipeline turns/s / raw acked publish/s**", fig["ratio_turns_to_raw"]],
         ["accepted items/s / raw acked publish/s", fig["ratio_accepted_to_raw"]],
     ])
+    if args["rate"]:
+        lines += ["", f"At a set rate ({args['rate']} items/s) the pipeline ratio measures the "
+                  "offered rate, not the ceiling: `--rate 0` (with enough tenants that the per-key "
+                  "rate limit does not stop it first: see the 429s) measures that."]
     if raw["locust"].get("errors"):
         lines += ["", "Errors seen (a sample):", ""]
         lines += [f"- `{e}`" for e in raw["locust"]["errors"][:10]]
