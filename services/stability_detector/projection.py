@@ -9,6 +9,7 @@ publish a second one.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -47,6 +48,7 @@ from services.stability_detector.scoring import (
     UserStats,
     active_list,
     cache_from_stats,
+    counted,
     diff,
     fold_commands,
     next_due,
@@ -54,6 +56,7 @@ from services.stability_detector.scoring import (
     value_when_given,
 )
 from services.stability_detector.settings import LearningSettings, get_learning_settings
+from services.stability_detector.summary import parse_refs
 
 log = logging.getLogger(__name__)
 PRODUCER = "stability_detector"
@@ -230,6 +233,7 @@ class LearningProjection(Projection):
         new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
                                held=lambda _fk, control: (control.value if control.value
                                                           is not None else held[control.seq]))
+        new = await self._with_refs(cur, tenant_id, user_id, stats, old, new)
         await store.save_facets(cur, tenant_id, user_id, as_of, old, new, next_due(new),
                                 summaries)
         event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
@@ -260,6 +264,9 @@ class LearningProjection(Projection):
         stats = await store.load_stats(cur, tenant_id, user_id)
         fresh = await store.load_evidence_since(cur, tenant_id, user_id, state.folded_seq,
                                                 state.deferred)
+        await self._load_refs(cur, tenant_id, user_id, stats, {
+            (e.facet_class, e.key, e.value) for e in fresh
+            if e.observed_at <= as_of and counted(e, window, settings)})
         step = advance(stats, fresh, state.folded_seq, as_of, window, settings)
         changed, gone = step.changed, set()
         for fk in sorted(step.refold):
@@ -274,6 +281,39 @@ class LearningProjection(Projection):
         metrics.SUMMARIES.labels("folded").inc()
         metrics.FOLDED_EVIDENCE.inc(len(fresh))
         return stats, store.SummaryState(None, step.folded_seq, tuple(step.deferred), window)
+
+    @staticmethod
+    async def _load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                         stats: UserStats, values: set[tuple[str, str, str]]) -> None:
+        """Read the refs of those of `values` that have a stored summary without them."""
+        wanted = sorted(v for v in values
+                        if (s := stats.get(v[:2], {}).get(v[2])) is not None and s.refs is None)
+        loaded = await store.load_refs(cur, tenant_id, user_id, wanted)
+        for c, k, v in wanted:
+            stats[(c, k)][v].refs = parse_refs(loaded.get((c, k, v), ()))
+
+    async def _with_refs(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                         stats: UserStats, old: dict[Any, FacetRow], new: dict[Any, FacetRow]
+                         ) -> dict[Any, FacetRow]:
+        """The rows of `new` with their refs: a value's summary untouched since the last
+        rebuild has the refs its row had then; the others' are read (a value that overtook
+        another by decay alone, say)."""
+        def unloaded(row: FacetRow) -> bool:
+            s = stats.get((row.facet_class, row.key), {}).get(row.value)
+            return s is not None and s.refs is None
+
+        missing = {(r.facet_class, r.key, r.value) for fk, r in new.items()
+                   if unloaded(r) and (fk not in old or old[fk].value != r.value)}
+        await self._load_refs(cur, tenant_id, user_id, stats, missing)
+        out = {}
+        for fk, row in new.items():
+            s = stats.get(fk, {}).get(row.value)
+            if s is not None and s.refs is None:
+                row = dataclasses.replace(row, evidence_refs=old[fk].evidence_refs)
+            elif s is not None and (row.facet_class, row.key, row.value) in missing:
+                row = dataclasses.replace(row, evidence_refs=s.ref_list())
+            out[fk] = row
+        return out
 
     async def _held_values(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            commands: Sequence[Command]) -> dict[int, str | None]:

@@ -15,7 +15,7 @@ from psycopg.errors import UniqueViolation
 from psycopg.types.json import Jsonb
 
 from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
-from services.stability_detector.summary import ValueStats, dumps
+from services.stability_detector.summary import ValueStats, dumps, dumps_refs
 
 SCHEMA = "learning"
 EVIDENCE = f"{SCHEMA}.evidence"
@@ -202,20 +202,39 @@ async def summary_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
 
 
 async def load_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> UserStats:
+    """The user's summaries, without their refs (`load_refs` reads those of the values that
+    need them): the refs are most of a summary's size."""
     await cur.execute(f"SELECT class, key, value, stats FROM {VALUE_STATS} "
                       "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
     stats: UserStats = {}
     for r in await cur.fetchall():
-        stats.setdefault((r[0], r[1]), {})[r[2]] = ValueStats.from_json(r[3])
+        stats.setdefault((r[0], r[1]), {})[r[2]] = ValueStats.from_json(r[3], refs=None)
     return stats
+
+
+async def load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                    values: Sequence[tuple[str, str, str]]) -> dict[tuple[str, str, str],
+                                                                    list[Any]]:
+    """The stored refs of these (class, key, value)s, as stored (one statement)."""
+    if not values:
+        return {}
+    await cur.execute(
+        f"""SELECT v.class, v.key, v.value, v.refs FROM {VALUE_STATS} AS v
+            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS w(c, k, val)
+              ON v.class = w.c AND v.key = w.k AND v.value = w.val
+            WHERE v.tenant_id = %s AND v.user_id = %s""",
+        ([c for c, _, _ in values], [k for _, k, _ in values], [v for _, _, v in values],
+         tenant_id, user_id))
+    return {(r[0], r[1], r[2]): r[3] for r in await cur.fetchall()}
 
 
 async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                      changed: Sequence[tuple[str, str, str, ValueStats]],
                      gone: Sequence[tuple[str, str, str]], *, replace_all: bool = False
                      ) -> None:
-    """Write the summaries a rebuild changed (one statement), drop those gone (`replace_all`:
-    the user's summaries were made again from the log, every old row goes first)."""
+    """Write the summaries a rebuild changed (one statement; their refs must be loaded), drop
+    those gone (`replace_all`: the user's summaries were made again from the log, every old
+    row goes first)."""
     if replace_all:
         await cur.execute(f"DELETE FROM {VALUE_STATS} WHERE tenant_id = %s AND user_id = %s",
                           (tenant_id, user_id))
@@ -229,13 +248,15 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
              tenant_id, user_id))
     if changed:
         await cur.execute(
-            f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats)
-                SELECT %s, %s, c, k, v, s::jsonb
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) AS x(c, k, v, s)
+            f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats, refs)
+                SELECT %s, %s, c, k, v, s::jsonb, r::jsonb
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+                  AS x(c, k, v, s, r)
                 ON CONFLICT (tenant_id, user_id, class, key, value)
-                DO UPDATE SET stats = EXCLUDED.stats""",
+                DO UPDATE SET stats = EXCLUDED.stats, refs = EXCLUDED.refs""",
             (tenant_id, user_id, [c for c, _, _, _ in changed], [k for _, k, _, _ in changed],
-             [v for _, _, v, _ in changed], [dumps(s) for *_, s in changed]))
+             [v for _, _, v, _ in changed], [dumps(s) for *_, s in changed],
+             [dumps_refs(s) for *_, s in changed]))
 
 
 async def load_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str

@@ -18,7 +18,7 @@ from the log. Pure: no clock, no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,10 +56,13 @@ class ValueStats:
     #: up to two distinct events that are independent sources (structural, authoritative),
     #: the first two in id order
     sources: list[str] = field(default_factory=list)
-    #: the newest distinct refs: (observed_at, seq, place in its item, ref), newest first
-    refs: list[tuple[float, int, int, Mapping[str, Any]]] = field(default_factory=list)
+    #: the newest distinct refs: (observed_at, seq, place in its item, ref), newest first;
+    #: None: not loaded (stored apart, read only for the values a rebuild touches or shows)
+    refs: list[tuple[float, int, int, Mapping[str, Any]]] | None = field(default_factory=list)
     #: evidence at or before this log position is gone (a denial's; 0: none)
     denied_through: int = 0
+    #: each ref's dedup token, aligned with `refs` (worked out once per loaded summary)
+    _tokens: list[Hashable] | None = field(default=None, compare=False, repr=False)
 
     @property
     def total(self) -> int:
@@ -98,27 +101,52 @@ class ValueStats:
             self.sources = sorted([*self.sources, event_id])[:2]
         fresh = [(observed_at, seq, place, ref) for place, ref in enumerate(refs)]
         if fresh:
-            self.refs = newest_distinct(self.refs + fresh, keep_refs)
+            self._add_refs(fresh, keep_refs)
+
+    def _add_refs(self, fresh: list[tuple[float, int, int, Mapping[str, Any]]], keep: int
+                  ) -> None:
+        if self.refs is None:
+            raise ValueError("a summary's refs must be loaded before evidence is folded in")
+        tokens = self._tokens
+        if tokens is None:
+            tokens = [_token(e[3]) for e in self.refs]
+        new = [_token(e[3]) for e in fresh]
+        observed_at, seq = fresh[0][0], fresh[0][1]
+        # the common case, evidence newer than all kept: the new refs go first, as they are
+        if (not self.refs or (observed_at, seq) > self.refs[0][:2]) and \
+                len(set(new)) == len(new) and not set(new) & set(tokens):
+            self.refs = (fresh + self.refs)[:keep]
+            self._tokens = (new + tokens)[:keep]
+            return
+        self.refs = newest_distinct(self.refs + fresh, keep)
+        self._tokens = [_token(e[3]) for e in self.refs]
 
     def _clear(self, denied_through: int) -> None:
         self.counts, self.newest = {}, {}
         self.first_at = self.last_at = self.authoritative = self.said = None
-        self.max_seq, self.sources, self.refs = 0, [], []
+        self.max_seq, self.sources, self.refs, self._tokens = 0, [], [], []
         self.denied_through = denied_through
 
     def ref_list(self) -> tuple[Mapping[str, Any], ...]:
-        return tuple(r for *_, r in self.refs)
+        """The refs, newest first (empty when not loaded: the caller fills them in)."""
+        return tuple(r for *_, r in self.refs or ())
 
     # ------------------------------------------------------------------ storage
 
     def to_json(self) -> dict[str, Any]:
         return {"c": self.counts, "n": self.newest, "f": self.first_at, "l": self.last_at,
                 "m": self.max_seq, "a": self.authoritative, "s": self.said,
-                "src": self.sources, "r": [list(r) for r in self.refs],
-                "d": self.denied_through}
+                "src": self.sources, "d": self.denied_through}
+
+    def refs_json(self) -> list[list[Any]]:
+        if self.refs is None:
+            raise ValueError("the summary's refs were not loaded")
+        return [list(r) for r in self.refs]
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> ValueStats:
+    def from_json(cls, doc: Mapping[str, Any], refs: Iterable[Sequence[Any]] | None = None
+                  ) -> ValueStats:
+        """A summary as stored (`refs`: its refs as stored, or None: not loaded)."""
         auth, said = doc.get("a"), doc.get("s")
         return cls(
             counts={k: int(v) for k, v in doc["c"].items()},
@@ -127,13 +155,25 @@ class ValueStats:
             authoritative=None if auth is None else (float(auth[0]), int(auth[1])),
             said=None if said is None else (int(said[0]), str(said[1])),
             sources=list(doc.get("src", ())),
-            refs=[(float(o), int(s), int(p), r) for o, s, p, r in doc.get("r", ())],
+            refs=None if refs is None else parse_refs(refs),
             denied_through=int(doc.get("d", 0)),
         )
 
 
-def _token(ref: Mapping[str, Any]) -> str:
-    return json.dumps(ref, sort_keys=True)
+def parse_refs(refs: Iterable[Sequence[Any]]) -> list[tuple[float, int, int,
+                                                           Mapping[str, Any]]]:
+    return [(float(o), int(s), int(p), r) for o, s, p, r in refs]
+
+
+def _token(ref: Mapping[str, Any]) -> Hashable:
+    """What makes two refs the same ref: their items (refs are flat, so a sorted tuple of them
+    is cheap and hashable); JSON text for one that is not."""
+    try:
+        token = tuple(sorted(ref.items()))
+        hash(token)
+        return token
+    except TypeError:
+        return json.dumps(ref, sort_keys=True)
 
 
 def newest_distinct(entries: list[tuple[float, int, int, Mapping[str, Any]]], keep: int
@@ -142,7 +182,7 @@ def newest_distinct(entries: list[tuple[float, int, int, Mapping[str, Any]]], ke
     ref among the newest `keep` of a union is among the newest `keep` of the side it is newest
     in, so trimming each side first loses nothing."""
     entries = sorted(entries, key=lambda e: (-e[0], -e[1], e[2]))  # stable: earlier first
-    seen: set[str] = set()
+    seen: set[Hashable] = set()
     out = []
     for entry in entries:
         token = _token(entry[3])
@@ -157,3 +197,7 @@ def newest_distinct(entries: list[tuple[float, int, int, Mapping[str, Any]]], ke
 
 def dumps(stats: ValueStats) -> str:
     return json.dumps(stats.to_json(), separators=(",", ":"))
+
+
+def dumps_refs(stats: ValueStats) -> str:
+    return json.dumps(stats.refs_json(), separators=(",", ":"))

@@ -351,12 +351,14 @@ EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
     "TurnRecorded": _turn,
     "EmailObserved": _email,
     "ProviderProfileSynced": _provider,
+    # a fresh start, then what the user says after it (evidence from before a reset never
+    # counts again, so a reset after the round's evidence would leave its summaries empty)
+    "CacheResetRequested": _reset,
     "CandidateEmitted": _candidate,
     "FacetPinned": _pinned,
     "FacetUnpinned": _unpinned,
     "FacetForgotten": _forgotten,
     "FacetUpdated": _updated,
-    "CacheResetRequested": _reset,
     "RebuildRequested": _rebuild,
     "CacheRebuilt": _rebuilt,
     "ConnectedAccountSynced": _account,
@@ -386,9 +388,15 @@ def examples_for(event_type: str, tenant: str, user: str, i: int) -> Payload:
     return payload
 
 
+#: events that happen a moment before the others of their index (a reset, before the evidence
+#: that follows it)
+EARLIER = {"CacheResetRequested": STEP / 2}
+
+
 def example_event(event_type: str, tenant: str, user: str, i: int) -> Event[Any]:
     return CATALOG.new(examples_for(event_type, tenant, user, i), tenant_id=tenant,
-                       user_id=user, producer="contract", occurred_at=at(i))
+                       user_id=user, producer="contract",
+                       occurred_at=at(i) - EARLIER.get(event_type, 0.0))
 
 
 def sequence(consumes: tuple[str, ...], tenant: str, user: str, rounds: int,

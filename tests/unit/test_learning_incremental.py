@@ -45,7 +45,8 @@ VALUES = ("a", "b", "c")
 
 
 def _as_doc(stats: UserStats) -> dict[str, dict[str, object]]:
-    return {f"{c}/{k}": {v: s.to_json() for v, s in sorted(vals.items()) if s.total}
+    return {f"{c}/{k}": {v: {**s.to_json(), "refs": s.refs_json()}
+                         for v, s in sorted(vals.items()) if s.total}
             for (c, k), vals in sorted(stats.items())
             if any(s.total for s in vals.values())}
 
@@ -88,7 +89,8 @@ def test_folding_forward_equals_summarising_the_log(case: tuple[list[Evidence], 
                           as_of, None, SETTINGS)
         folded_seq, deferred = step.folded_seq, step.deferred
         # stored and read back, as the projection does between rebuilds
-        stats = {fk: {v: ValueStats.from_json(json.loads(json.dumps(s.to_json())))
+        stats = {fk: {v: ValueStats.from_json(json.loads(json.dumps(s.to_json())),
+                                              refs=json.loads(json.dumps(s.refs_json())))
                       for v, s in vals.items()} for fk, vals in stats.items()}
         reference = summarize(logged, as_of, None, SETTINGS)
         assert _as_doc(stats) == _as_doc(reference)
@@ -136,6 +138,7 @@ def test_a_user_with_ten_thousand_pieces_folds_only_what_is_new() -> None:
     recent = summarize(many[-300:], as_of, None, SETTINGS)[("style", "verbosity")]["terse"]
     # as big as the summary of the last 300 (the counts have a digit more or two)
     assert len(json.dumps(summary.to_json())) <= len(json.dumps(recent.to_json())) + 8
+    assert len(json.dumps(summary.refs_json())) == len(json.dumps(recent.refs_json()))
     new = _e(10_001, "terse", as_of)
     step = advance(stats, [new], 10_000, as_of, None, SETTINGS)
     assert step.changed == {("style", "verbosity", "terse")} and step.folded_seq == 10_001

@@ -29,6 +29,8 @@ def upgrade() -> None:
             key text NOT NULL,
             value text NOT NULL,
             stats jsonb NOT NULL,
+            -- apart from the rest: read only for the values a rebuild touches or shows
+            refs jsonb NOT NULL DEFAULT '[]',
             PRIMARY KEY (tenant_id, user_id, class, key, value)
         )""")
     op.execute("ALTER TABLE learning.users ADD COLUMN IF NOT EXISTS folded_seq bigint")
