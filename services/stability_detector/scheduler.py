@@ -12,7 +12,10 @@ The scheduler reads the wall clock (the fold never does) and publishes, every
 A tick is one query over two partial indexes of dirty users: with nothing pending it reads
 nothing. One replica schedules (advisory-lock leader). Event ids derive from what triggered
 them, so two replicas, or one restarting, or the next tick while the request is on its way,
-publish the same ids and the stream keeps one.
+publish the same ids and the stream keeps one. While the projection is behind, every tick finds
+the same settled users again: a request already published is not published again for
+`request_repeat_seconds` (then it is, in case it was lost), so a backlog is not fed four copies a
+second of every waiting user's request.
 """
 
 from __future__ import annotations
@@ -42,8 +45,11 @@ ALL_USERS = "_all"
 
 @dataclass(frozen=True)
 class TickResult:
+    #: settled users found (whether or not their request was published this tick)
     debounced: int
     periodic: bool
+    #: requests published this tick (those published recently are left out)
+    published: int = 0
 
 
 class SchedulerResources(Protocol):
@@ -70,6 +76,8 @@ class RebuildScheduler:
         self._last_periodic = last_periodic
         self._task: asyncio.Task[None] | None = None
         self._lock = LeaderLock(str(self._pool.conninfo), "learning.scheduler")
+        #: request id -> when this scheduler last published it
+        self._sent: dict[str, float] = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="learning.scheduler")
@@ -119,12 +127,17 @@ class RebuildScheduler:
                 producer="stability_detector.scheduler", occurred_at=now,
                 event_id=derived_event_id("periodic", str(bucket)),
             ))
-        for outcome in await self._publisher.publish_many(events):
+        repeat = settings.request_repeat_seconds
+        self._sent = {i: at for i, at in self._sent.items() if now - at < repeat}
+        events = [e for e in events if e.event_id not in self._sent]
+        for event, outcome in zip(events, await self._publisher.publish_many(events),
+                                  strict=True):
             if isinstance(outcome, Exception):
                 raise outcome
+            self._sent[event.event_id] = now
         if periodic:
             self._last_periodic = now
-        return TickResult(len(settled), periodic)
+        return TickResult(len(settled), periodic, len(events))
 
 
 def _request_id(user: store.Settled) -> str:

@@ -48,6 +48,10 @@ class LearningSettings(BaseSettings):
     scheduler_tick_seconds: float = Field(default=0.25, gt=0, description=(
         "how often the scheduler looks for settled evidence (one indexed query; keep it well "
         "under the debounce)"))
+    request_repeat_seconds: float = Field(default=30.0, gt=0, description=(
+        "a rebuild request the scheduler published is published again only after this long "
+        "(it is still on its way while the projection is behind; the stream's duplicate "
+        "window would drop the copy, but each copy still costs a publish and an ack)"))
     scheduler_enabled: bool = Field(default=True, description=(
         "publish the debounce and periodic rebuilds (tests that give `as_of` turn it off)"))
 

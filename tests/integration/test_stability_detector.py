@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -548,3 +549,37 @@ async def test_rebuilds_fold_only_new_evidence_and_match_the_log(user: User, poo
     await user.rebuild(T0 + 3 * DAY)
     assert (await state()).folded_seq is not None
     assert await from_log(T0 + 3 * DAY)
+
+
+class HeldPublisher:
+    """Records what the scheduler publishes and never delivers it: a projection that is
+    behind, for as long as the test likes."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    async def publish_many(self, events: Any) -> list[Any]:
+        self.ids.extend(e.event_id for e in events)
+        return [None for _ in events]
+
+
+async def test_a_request_on_its_way_is_not_published_again_every_tick(user: User) -> None:
+    from types import SimpleNamespace
+
+    from services.stability_detector.scheduler import RebuildScheduler
+
+    held = HeldPublisher()
+    scheduler = RebuildScheduler(
+        SimpleNamespace(pool=user.pool, publisher=held),  # type: ignore[arg-type]
+        LearningSettings(scheduler_enabled=False, debounce_seconds=1.5, max_wait_seconds=600,
+                         request_repeat_seconds=30), last_periodic=T0 + 10 * DAY)
+    await user.candidate(times=2, at=T0)
+    ticks = [await scheduler.tick(T0 + 2 + 0.25 * k) for k in range(12)]  # three seconds
+    assert all(t.debounced >= 1 for t in ticks)  # the user stays settled: nothing applied it
+    # every settled user's request (this one's, and other tests' users still dirty) went out
+    # once, not twelve times
+    assert held.ids and set(Counter(held.ids).values()) == {1}
+    assert sum(t.published for t in ticks) == len(held.ids)
+    once = set(held.ids)
+    later = await scheduler.tick(T0 + 2 + 31)  # past the repeat: published again (lost?)
+    assert once <= set(held.ids[-later.published:])
