@@ -81,7 +81,8 @@ class IngestUser(FastHttpUser):
         waited = 0.0
         window.setdefault("first_at", time.time())
         while True:
-            with self.client.post("/v1/events", data=body, headers=headers, name="/v1/events",
+            with self.client.post("/v1/events", data=body,  # type: ignore[arg-type]
+                                  headers=headers, name="/v1/events",
                                   catch_response=True) as response:
                 window["last_at"] = time.time()
                 totals["ingest_requests"] += 1
@@ -143,7 +144,7 @@ class ReaderUser(FastHttpUser):
                 response.failure(f"status {response.status_code}")
 
 
-@events.test_stop.add_listener
+@events.test_stop.add_listener  # type: ignore[untyped-decorator]
 def _write_totals(environment: Any, **_: Any) -> None:
     """The run's totals, for `tests.load.run` to read once locust has exited."""
     out = os.environ.get("HABITUS_LOAD_OUT")

@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: what the quiet tenant's probe says (tests/load/probes.py)
+SENTENCE = "Please keep answers short."
 #: one row of the lag-over-time table per this many seconds of samples
 TABLE_EVERY_S = 5.0
 
@@ -137,8 +139,56 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
                         sorted(loc.get("read_latencies_s", {}).items())},
         },
     }
+    second = raw.get("second_tenant") or {}
+    out["second_tenant"] = {"seconds": second.get("seconds"), "at_s": second.get("at_s"),
+                            "error": second.get("error")}
+    out["soak"] = soak(raw.get("resources") or [], raw["samples"], burst_end)
     out["projections"] = _projections(raw, msgs, burst_end, first_t)
     out["cost"] = _cost(raw, msgs, turns)
+    return out
+
+
+def growth(first: float, last: float) -> float | None:
+    """How much `last` grew over `first`, as a fraction (None when `first` is 0)."""
+    return None if not first else round((last - first) / first, 4)
+
+
+def soak(resources: Sequence[Mapping[str, Any]], samples: Sequence[Mapping[str, Any]],
+         burst_end: float, settle_s: float = 60.0) -> dict[str, Any]:
+    """Whether the processes stayed flat under the load: per process RSS and descriptors at the
+    first sample after `settle_s` (caches and pools fill in the first minute) and the last one
+    before the burst ended, and their growth; database connections likewise; and the pipeline's
+    lag (all projections' pending, summed) averaged over the first and the last third of that
+    span (a backlog that grows shows there)."""
+    during = [r for r in resources if r["t"] <= burst_end]
+    settled = [r for r in during if r["t"] >= settle_s] or during
+    out: dict[str, Any] = {"samples": len(during), "from_s": None, "to_s": None,
+                           "processes": [], "db_connections": None, "lag": None}
+    if len(settled) >= 2:
+        first, last = settled[0], settled[-1]
+        out["from_s"], out["to_s"] = first["t"], last["t"]
+        for name in sorted(set(first["processes"]) & set(last["processes"])):
+            a, b = first["processes"][name], last["processes"][name]
+            out["processes"].append({
+                "process": name, "rss_mb_first": round(a["rss"] / 2**20, 1),
+                "rss_mb_last": round(b["rss"] / 2**20, 1),
+                "rss_growth": growth(a["rss"], b["rss"]),
+                "rss_mb_peak": round(max(r["processes"].get(name, {}).get("rss", 0)
+                                         for r in settled) / 2**20, 1),
+                "fds_first": a["fds"], "fds_last": b["fds"]})
+        if first.get("db_connections") is not None and last.get("db_connections") is not None:
+            out["db_connections"] = {"first": first["db_connections"],
+                                     "last": last["db_connections"],
+                                     "peak": max(r.get("db_connections") or 0
+                                                 for r in settled)}
+        span = [s for s in samples if out["from_s"] <= s["t"] <= out["to_s"]]
+        third = max(1, len(span) // 3)
+        def mean_lag(part: Sequence[Mapping[str, Any]]) -> float:
+            return round(sum(sum(lag_of(e) for e in s["lag"].values()) for s in part)
+                         / max(1, len(part)), 1)
+        if span:
+            out["lag"] = {"first_third_mean": mean_lag(span[:third]),
+                          "last_third_mean": mean_lag(span[-third:])}
     return out
 
 
@@ -226,6 +276,29 @@ def lag_table(raw: Mapping[str, Any]) -> list[str]:
     return _table(["t (s)", "phase", "ingest msgs/s", *busy], rows)
 
 
+def _soak_lines(soak_fig: Mapping[str, Any]) -> list[str]:
+    if not soak_fig.get("processes"):
+        return []
+    lines = ["", "## Memory, descriptors, connections (the soak)", "",
+             f"From {soak_fig['from_s']:g} s (after the first minute) to {soak_fig['to_s']:g} s "
+             f"of the burst, {soak_fig['samples']} samples.", ""]
+    lines += _table(["process", "RSS MB first", "RSS MB last", "growth", "RSS MB peak",
+                     "fds first", "fds last"],
+                    [[p["process"], p["rss_mb_first"], p["rss_mb_last"],
+                      "-" if p["rss_growth"] is None else f"{p['rss_growth']:+.1%}",
+                      p["rss_mb_peak"], p["fds_first"], p["fds_last"]]
+                     for p in soak_fig["processes"]])
+    db = soak_fig.get("db_connections")
+    if db:
+        lines += ["", f"Database connections: {db['first']} first, {db['last']} last, "
+                  f"{db['peak']} at most."]
+    lag = soak_fig.get("lag")
+    if lag:
+        lines += [f"Pending messages, all projections: {lag['first_third_mean']:,} on average "
+                  f"in the first third, {lag['last_third_mean']:,} in the last."]
+    return lines
+
+
 def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
     """report.md: the headline, then latency, projections, lag over time, the cost table."""
     plan, args = raw["plan"], raw["args"]
@@ -254,6 +327,13 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
         ["**pipeline turns/s / raw acked publish/s**", fig["ratio_turns_to_raw"]],
         ["accepted items/s / raw acked publish/s", fig["ratio_accepted_to_raw"]],
     ])
+    second = fig.get("second_tenant") or {}
+    if second.get("at_s") is not None:
+        lines += ["", f"A quiet tenant's \"{SENTENCE}\" sent {second['at_s']:g} s into the "
+                  "burst reached its `prompt.context` in "
+                  + (f"**{second['seconds']:.2f} s**." if second.get("seconds") is not None
+                     else "**not within the probe's timeout** "
+                     f"({second.get('error') or 'no error'}).")]
     if args["rate"]:
         lines += ["", f"At a set rate ({args['rate']} items/s) the pipeline ratio measures the "
                   "offered rate, not the ceiling: `--rate 0` (with enough tenants that the per-key "
@@ -283,6 +363,7 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
     lines += ["", "## Lag over time (messages pending per projection)", ""]
     lines += lag_table(raw)
     cost = fig["cost"]
+    lines += _soak_lines(fig.get("soak") or {})
     lines += ["", "## Cost per turn", "", "### CPU seconds per 1,000 turns, per process", ""]
     if cost["cpu_note"]:
         lines.append(cost["cpu_note"])

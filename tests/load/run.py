@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -32,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from tests.load import latency, report, snapshot
+from tests.load import latency, probes, report, snapshot
 from tests.load.baseline import raw_acked_publish
 from tests.load.mix import READ_SHARES, Mix, Plan
 
@@ -66,6 +67,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--url", default=None,
                    help="the gateway (default HABITUS_URL, else `habitus up`'s)")
     p.add_argument("--out", type=Path, default=None, help="default var/load/<stamp>")
+    p.add_argument("--probe-at", type=float, default=None,
+                   help="seconds into the burst a quiet tenant says one sentence and its "
+                        "prompt.context is polled until it shows (default: half the duration; "
+                        "negative: no probe)")
+    p.add_argument("--probe-timeout", type=float, default=60,
+                   help="how long the quiet tenant's probe waits (default 60)")
+    p.add_argument("--resources-every", type=float, default=5,
+                   help="seconds between samples of RSS, descriptors, connections (default 5)")
     return p.parse_args(argv)
 
 
@@ -96,9 +105,15 @@ def connections() -> tuple[Any, dict[str, Any]]:
 class Sampler:
     """Every projection's lag once a second, from the burst's start to the drain's end."""
 
-    def __init__(self, nc: Any, database_url: str, names: list[str], t0: float) -> None:
+    def __init__(self, nc: Any, database_url: str, names: list[str], t0: float,
+                 children: dict[str, Any] | None = None, pool: Any = None,
+                 resources_every: float = 5.0) -> None:
         self.nc, self.url, self.names, self.t0 = nc, database_url, names, t0
         self.samples: list[dict[str, Any]] = []
+        #: RSS, descriptors and connections every `resources_every` s (the soak's figures)
+        self.resources: list[dict[str, Any]] = []
+        self._children, self._pool, self._every = children or {}, pool, resources_every
+        self._last_resources = -math.inf
 
     async def sample(self) -> dict[str, Any]:
         from habitus.bus.streams import INGEST
@@ -106,11 +121,18 @@ class Sampler:
 
         lags = await measure(self.nc, self.url, self.names)
         info = await self.nc.jetstream().stream_info(INGEST)
-        row = {"t": round(time.time() - self.t0, 2), "ingest_last_seq": int(info.state.last_seq),
+        row: dict[str, Any] = {
+               "t": round(time.time() - self.t0, 2), "ingest_last_seq": int(info.state.last_seq),
                "lag": {lag.projection: {"pending": lag.pending, "ack_pending": lag.ack_pending,
                                         "behind": lag.behind, "checkpoint": lag.checkpoint,
                                         "stream_seq": lag.stream_seq} for lag in lags}}
         self.samples.append(row)
+        if self._children and row["t"] - self._last_resources >= self._every:
+            self._last_resources = row["t"]
+            self.resources.append({"t": row["t"],
+                                   "processes": probes.resources(self._children),
+                                   "db_connections": await probes.database_connections(
+                                       self._pool) if self._pool is not None else None})
         return row
 
     def caught_up(self) -> bool:
@@ -215,6 +237,7 @@ async def main(args: argparse.Namespace) -> Path:
     nc = await connect(str(settings.nats_url), "load")
     js = nc.jetstream()
     keys = {t: await create_key(pool, t, label="make load") for t in tenants}
+    extra_keys: list[str] = []  # the quiet tenant's
     statements_note = await snapshot.enable_statements(db)
     quiet_db = snapshot.untracked_url(db) if statements_note is None else db
     try:
@@ -233,8 +256,11 @@ async def main(args: argparse.Namespace) -> Path:
             before = await take(js, children, quiet_db, statements_note is None, tenants)
             ingest_first = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
 
+            quiet = {"tenant": f"{plan.prefix}-quiet", "user": "newcomer"}
+            quiet_key = await create_key(pool, quiet["tenant"], label="make load probe")
+            extra_keys.append(quiet_key)
             t0 = time.time()
-            sampler = Sampler(nc, quiet_db, names, t0)
+            sampler = Sampler(nc, quiet_db, names, t0, children, pool, args.resources_every)
             state = {"bursting": True}
             say(f"load: {args.duration:g} s of load")
             sampling = asyncio.create_task(sampler.until(
@@ -242,14 +268,18 @@ async def main(args: argparse.Namespace) -> Path:
                 or time.time() - t0 > args.duration + args.drain_timeout + 30))
             probing = asyncio.create_task(latency.while_running(
                 client, probe_users, keys[tenants[0]], lambda: state["bursting"]))
+            probe_at = args.duration / 2 if args.probe_at is None else args.probe_at
+            second = asyncio.create_task(_second_tenant(
+                url, quiet_key, quiet["user"], probe_at, args.probe_timeout))
             code, _, end = await burst(args, plan, keys, url, out)
             state["bursting"] = False
             say(f"load: burst over (locust exit {code}), draining")
             loaded_ctx = await probing
+            second_result = {**quiet, "at_s": probe_at, **(await second)}
             await sampling
             after = await take(js, children, quiet_db, statements_note is None, tenants)
         ingest_last = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
-        locust = json.loads((out / "locust.json").read_text()) \
+        locust: dict[str, Any] = json.loads((out / "locust.json").read_text()) \
             if (out / "locust.json").exists() else {"totals": {}, "errors": [
                 f"locust wrote no totals (exit {code}): see {out / 'locust.log'}"]}
         accepted = int(locust.get("totals", {}).get("accepted", 0))
@@ -259,7 +289,7 @@ async def main(args: argparse.Namespace) -> Path:
                                                   settings.stream_storage)
     finally:
         with contextlib.suppress(Exception):
-            for key in keys.values():
+            for key in [*keys.values(), *extra_keys]:
                 await revoke(pool, key)
         await pool.close()
         await nc.close()
@@ -270,6 +300,7 @@ async def main(args: argparse.Namespace) -> Path:
                                        for k, v in vars(args).items()},
         "locust_exit": code, "locust": locust, "t0": t0, "burst_end_t": round(end - t0, 2),
         "drain_timeout_s": args.drain_timeout, "samples": sampler.samples,
+        "resources": sampler.resources, "second_tenant": second_result,
         "projections": {n: {"service": owner.get(n, "?"), "schema": flow[n].schema,
                             "filters": flow[n].filter_subjects()} for n in names if n in flow},
         "services": {s: [p for p, o in owner.items() if o == s and p in names]
@@ -290,6 +321,17 @@ async def main(args: argparse.Namespace) -> Path:
     (out / "report.md").write_text(report.markdown(raw, figures))
     headline(figures, out)
     return out
+
+
+async def _second_tenant(url: str, key: str, user: str, at: float, timeout: float
+                         ) -> dict[str, Any]:
+    """The quiet tenant's probe, `at` seconds into the burst, on a client of its own (so it
+    never queues behind the latency probe's calls)."""
+    if at < 0:
+        return {"seconds": None, "status": None, "error": "not run (--probe-at < 0)"}
+    await asyncio.sleep(at)
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        return await probes.second_tenant(client, key, user, timeout=timeout)
 
 
 def where(url: str) -> str:

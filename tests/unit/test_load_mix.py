@@ -212,3 +212,38 @@ def test_cpu_not_measured_is_said_not_zeroed() -> None:
     text = report.markdown(raw, fig)
     assert "not measured: no pids" in text
     assert all(r["process"].startswith("(load generator") for r in fig["cost"]["cpu"])
+
+
+def _resources(t: float, rss_mb: float, fds: int, conns: int) -> dict[str, Any]:
+    return {"t": t, "processes": {"gateway": {"rss": int(rss_mb * 2**20), "fds": fds,
+                                              "processes": 1}},
+            "db_connections": conns}
+
+
+def _pending(t: float, n: int) -> dict[str, Any]:
+    return {"t": t, "lag": {"learning.cache": {"pending": n, "ack_pending": 0, "behind": n,
+                                               "checkpoint": 1, "stream_seq": 1 + n}}}
+
+
+def test_the_soak_compares_the_first_settled_sample_with_the_last_of_the_burst() -> None:
+    resources = [_resources(5, 80, 30, 12),     # the first minute: pools and caches filling
+                 _resources(60, 100, 40, 20), _resources(900, 104, 40, 21),
+                 _resources(1800, 108, 41, 20),
+                 _resources(1830, 300, 90, 40)]  # after the burst: not counted
+    samples = [_pending(t, 10) for t in range(60, 601, 60)] + \
+              [_pending(t, 500) for t in range(660, 1801, 60)]
+    fig = report.soak(resources, samples, burst_end=1800.0)
+    (gateway,) = fig["processes"]
+    assert (fig["from_s"], fig["to_s"]) == (60, 1800)
+    assert gateway["rss_growth"] == pytest.approx(0.08)
+    assert gateway["rss_mb_peak"] == 108.0 and (gateway["fds_first"], gateway["fds_last"]) == (
+        40, 41)
+    assert fig["db_connections"] == {"first": 20, "last": 20, "peak": 21}
+    # a backlog that grew: the last third's mean is far above the first's
+    assert fig["lag"]["first_third_mean"] < 100 < fig["lag"]["last_third_mean"]
+    assert "+8.0%" in "\n".join(report._soak_lines(fig))
+
+
+def test_a_short_run_has_no_soak_figures() -> None:
+    fig = report.soak([_resources(1, 80, 30, 12)], [], burst_end=10.0)
+    assert fig["processes"] == [] and report._soak_lines(fig) == []
