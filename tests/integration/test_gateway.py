@@ -263,6 +263,24 @@ async def test_readyz_is_503_while_an_expected_service_is_down(servers: ServerUr
     assert ready.json()["checks"]["service:nonexistent"] is not None
 
 
+async def test_rpc_has_a_connection_apart_from_the_bulk_one_and_readyz_checks_both(
+        servers: ServerUrls, migrated: None) -> None:
+    """RPC is served and called on the broker's connection; pulls, acks and publishes on a
+    second one, so a read never queues behind a batch in one socket. Losing either is not
+    ready."""
+    async with running(gateway_spec, servers.settings()) as host, \
+            httpx.AsyncClient(verify=TLS) as client:
+        ctx = host.ctx
+        assert ctx is not None and ctx.rpc_nc is not None
+        assert ctx.nc is not ctx.rpc_nc and ctx.nc.is_connected and ctx.rpc_nc.is_connected
+        assert ctx.rpc._nc is ctx.rpc_nc  # calls to other services: the RPC connection
+        ready = f"http://127.0.0.1:{host.bound_port}/readyz"
+        assert (await client.get(ready)).status_code == 200
+        await ctx.nc.close()  # the bulk connection gone: ingest could not publish
+        lost = await client.get(ready)
+    assert lost.status_code == 503 and lost.json()["checks"]["nats"] is not None
+
+
 async def test_rate_limit_answers_429(servers: ServerUrls, migrated: None, pool: Any) -> None:
     settings = servers.settings(rate_limit_per_minute=3)
     key = await create_key(pool, unique("tn"))

@@ -20,10 +20,16 @@ from habitus.service.command import Commands
 class ServiceContext:
     name: str
     settings: Settings
+    #: the bulk connection: JetStream publishes, the projections' pulls and acks
     nc: Client
     js: JetStreamContext
     pool: AsyncConnectionPool
     redis: Redis
     publisher: EventPublisher
+    #: calls to other services, on the connection that serves this one's RPC (`rpc_nc`)
     rpc: RpcClient
     commands: Commands
+    #: the connection RPC is served and called on, apart from the bulk one, so a request or a
+    #: reply never waits in a socket or a parser behind a batch of pulled events or a
+    #: pipeline of publish acks (None: the same connection as `nc`)
+    rpc_nc: Client | None = None

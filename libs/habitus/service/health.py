@@ -27,9 +27,10 @@ async def _postgres(ctx: ServiceContext) -> None:
 
 
 async def _nats(ctx: ServiceContext) -> None:
-    if not ctx.nc.is_connected:
-        raise ConnectionError("not connected")
-    await ctx.nc.flush(timeout=2)
+    for nc in {id(c): c for c in (ctx.nc, ctx.rpc_nc) if c is not None}.values():
+        if not nc.is_connected:
+            raise ConnectionError("not connected")
+        await nc.flush(timeout=2)
 
 
 async def _redis(ctx: ServiceContext) -> None:

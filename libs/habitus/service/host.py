@@ -19,8 +19,10 @@ import uvicorn
 from fastapi import FastAPI
 from faststream.nats import NatsBroker
 from faststream.nats.prometheus import NatsPrometheusMiddleware
+from nats.aio.client import Client
 from redis.asyncio import Redis
 
+from habitus.bus.connect import connect
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient, RpcError
 from habitus.bus.streams import ensure_streams
@@ -71,6 +73,7 @@ class ServiceHost:
         self.runners: list[ProjectionRunner] = []
         self._wiring: Wiring | None = None
         self._broker: NatsBroker | None = None
+        self._bulk: Client | None = None
         self._server: uvicorn.Server | None = None
         self._server_task: asyncio.Task[None] | None = None
         self._http_port = http_port
@@ -121,7 +124,11 @@ class ServiceHost:
         d = self.descriptor
         self._broker = self._make_broker()
         await self._broker.start()
-        nc = self._broker.connection
+        rpc_nc = self._broker.connection
+        # Pulls, acks and publishes on a connection of their own: RPC (`prompt.context` on
+        # every agent turn) must not queue behind a fetched batch or a pipeline of acks.
+        nc = self._bulk = await connect(_require(settings.nats_url, "NATS_URL"),
+                                        f"habitus-{d.name}-bulk")
         js = nc.jetstream(timeout=10.0)
         await ensure_streams(js, settings)
         pool = await open_pool(_require(settings.database_url, "DATABASE_URL"), min_size=1,
@@ -136,9 +143,10 @@ class ServiceHost:
             pool=pool,
             redis=redis,
             publisher=publisher,
-            rpc=RpcClient(nc, timeout=settings.rpc_timeout_seconds),
+            rpc=RpcClient(rpc_nc, timeout=settings.rpc_timeout_seconds),
             commands=Commands(publisher, js, pool, timeout=settings.rpc_timeout_seconds,
                               topology=_topology_for(d)),
+            rpc_nc=rpc_nc,
         )
         self.ctx = ctx
         wiring = await d.wire(ctx, d.load_settings())
@@ -205,6 +213,9 @@ class ServiceHost:
         if self._broker is not None:
             with contextlib.suppress(Exception):
                 await self._broker.stop()
+        if self._bulk is not None:
+            with contextlib.suppress(Exception):
+                await self._bulk.drain()
         if ctx is not None:
             with contextlib.suppress(Exception):
                 await ctx.commands.close()
