@@ -55,8 +55,11 @@ async def second_tenant(client: httpx.AsyncClient, key: str, user: str, *, timeo
 
 
 def resources(children: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """RSS bytes and open file descriptors of every process runtime.json names (a process
-    with its children, such as Postgres and its backends, as one)."""
+    """RSS and PSS bytes and open file descriptors of every process runtime.json names (a
+    process with its children, such as Postgres and its backends, as one). PSS shares each
+    shared page among the processes that map it: summed RSS counts Postgres's shared buffers
+    once per backend that touched them, so it grows as backends touch more of them, which is
+    no leak."""
     try:
         import psutil
     except ImportError:
@@ -68,14 +71,16 @@ def resources(children: dict[str, Any]) -> dict[str, dict[str, int]]:
             if abs(proc.create_time() - float(child["create_time"])) > 1.0:
                 continue
             procs = [proc, *proc.children(recursive=True)]
-            rss = fds = 0
+            rss = pss = fds = 0
             for p in procs:
                 try:
-                    rss += p.memory_info().rss
+                    full = p.memory_full_info()
+                    rss += full.rss
+                    pss += getattr(full, "pss", full.rss)
                     fds += p.num_fds()
                 except psutil.Error:
                     continue
-            out[str(name)] = {"rss": rss, "fds": fds, "processes": len(procs)}
+            out[str(name)] = {"rss": rss, "pss": pss, "fds": fds, "processes": len(procs)}
         except (psutil.Error, KeyError, TypeError, ValueError):
             continue
     return out

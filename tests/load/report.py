@@ -175,6 +175,9 @@ def soak(resources: Sequence[Mapping[str, Any]], samples: Sequence[Mapping[str, 
                 "rss_growth": growth(a["rss"], b["rss"]),
                 "rss_mb_peak": round(max(r["processes"].get(name, {}).get("rss", 0)
                                          for r in settled) / 2**20, 1),
+                "pss_mb_first": round(a.get("pss", a["rss"]) / 2**20, 1),
+                "pss_mb_last": round(b.get("pss", b["rss"]) / 2**20, 1),
+                "pss_growth": growth(a.get("pss", a["rss"]), b.get("pss", b["rss"])),
                 "fds_first": a["fds"], "fds_last": b["fds"]})
         if first.get("db_connections") is not None and last.get("db_connections") is not None:
             out["db_connections"] = {"first": first["db_connections"],
@@ -282,12 +285,18 @@ def _soak_lines(soak_fig: Mapping[str, Any]) -> list[str]:
     lines = ["", "## Memory, descriptors, connections (the soak)", "",
              f"From {soak_fig['from_s']:g} s (after the first minute) to {soak_fig['to_s']:g} s "
              f"of the burst, {soak_fig['samples']} samples.", ""]
-    lines += _table(["process", "RSS MB first", "RSS MB last", "growth", "RSS MB peak",
-                     "fds first", "fds last"],
-                    [[p["process"], p["rss_mb_first"], p["rss_mb_last"],
-                      "-" if p["rss_growth"] is None else f"{p['rss_growth']:+.1%}",
-                      p["rss_mb_peak"], p["fds_first"], p["fds_last"]]
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:+.1%}"
+
+    lines += _table(["process", "RSS MB first", "RSS MB last", "RSS growth", "RSS MB peak",
+                     "PSS MB first", "PSS MB last", "PSS growth", "fds first", "fds last"],
+                    [[p["process"], p["rss_mb_first"], p["rss_mb_last"], pct(p["rss_growth"]),
+                      p["rss_mb_peak"], p.get("pss_mb_first"), p.get("pss_mb_last"),
+                      pct(p.get("pss_growth")), p["fds_first"], p["fds_last"]]
                      for p in soak_fig["processes"]])
+    lines += ["", "PSS counts a shared page once among the processes that map it (Postgres's "
+              "shared buffers, the fork server's pages its services share); RSS summed over "
+              "a process's children counts it once per child."]
     db = soak_fig.get("db_connections")
     if db:
         lines += ["", f"Database connections: {db['first']} first, {db['last']} last, "
