@@ -52,6 +52,7 @@ from services.stability_detector.scoring import (
     diff,
     fold_commands,
     next_due,
+    settled_rows,
     summarize,
     value_when_given,
 )
@@ -234,7 +235,8 @@ class LearningProjection(Projection):
                                held=lambda _fk, control: (control.value if control.value
                                                           is not None else held[control.seq]))
         new = await self._with_refs(cur, tenant_id, user_id, stats, old, new)
-        await store.save_facets(cur, tenant_id, user_id, as_of, old, new, next_due(new),
+        await store.save_facets(cur, tenant_id, user_id, as_of, old, new,
+                                settled_rows(old, new, as_of, self.settings), next_due(new),
                                 summaries)
         event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
         if event is not None:

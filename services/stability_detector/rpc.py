@@ -40,6 +40,7 @@ from services.stability_detector.scoring import (
     PROVISIONAL,
     FacetRow,
     compute_cache,
+    decayed,
 )
 from services.stability_detector.settings import LearningSettings
 
@@ -84,9 +85,18 @@ class LearningRpc:
 
     # ------------------------------------------------------------------ reads
 
+    async def _stored(self, cur: Any, tenant_id: str, user_id: str) -> dict[Any, FacetRow]:
+        """The user's cache as of their last rebuild: rows a rebuild left as they were (they
+        changed by decay alone) decayed to its time."""
+        rows = await store.load_facets(cur, tenant_id, user_id)
+        last_as_of, _ = await store.user_state(cur, tenant_id, user_id)
+        if last_as_of is None:
+            return rows
+        return {fk: decayed(r, last_as_of, self.settings) for fk, r in rows.items()}
+
     async def _facets(self, tenant_id: str, user_id: str) -> dict[Any, FacetRow]:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return await store.load_facets(cur, tenant_id, user_id)
+            return await self._stored(cur, tenant_id, user_id)
 
     async def _at(self, tenant_id: str, user_id: str, as_of: float) -> dict[Any, FacetRow]:
         """The cache as it was at `as_of`, recomputed from the log."""
@@ -99,7 +109,7 @@ class LearningRpc:
                        ) -> tuple[dict[Any, FacetRow], float | None]:
         """The cache and when its oldest evidence not yet rebuilt arrived (None: none)."""
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            rows = await store.load_facets(cur, tenant_id, user_id)
+            rows = await self._stored(cur, tenant_id, user_id)
             return rows, await store.pending_since(cur, tenant_id, user_id)
 
     async def list_facets(self, p: ListFacets, rc: RpcContext) -> dict[str, Any]:

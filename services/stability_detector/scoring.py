@@ -122,11 +122,53 @@ class FacetRow:
     next_change_at: float | None = None
     #: why it holds its value: learned, stated, set_by_user or provider
     origin: str = LEARNED
+    #: the `as_of` its stability is at, for a row read back from the cache (None: computed now)
+    as_of: float | None = field(default=None, compare=False)
 
     @property
     def visible(self) -> tuple[str, str, str, str]:
         """What downstream consumers see change: value, state, user state, origin."""
         return (self.value, self.state, self.user_state, self.origin)
+
+
+def decayed(row: FacetRow, as_of: float, settings: LearningSettings) -> FacetRow:
+    """A stored row with its stability brought to `as_of` by decay alone.
+
+    Every term of a value's score decays with the class half-life from its family's newest
+    evidence, so the whole score does: S(t) = S(t0) · 2^(-(t - t0)/h). A rebuild leaves a row
+    whose evidence, value and state did not change as it was (rewriting every row at every
+    rebuild only to store the decay was most of a rebuild's writes); readers decay it."""
+    if row.as_of is None or as_of <= row.as_of or not math.isfinite(row.stability) \
+            or row.stability == 0:
+        return row
+    factor = 2.0 ** (-(as_of - row.as_of) / settings.half_life(row.facet_class))
+    return dataclasses.replace(row, stability=row.stability * factor, as_of=as_of)
+
+
+def only_decayed(old: FacetRow, new: FacetRow, as_of: float, settings: LearningSettings
+                 ) -> bool:
+    """Whether `new` (computed at `as_of`) differs from the stored `old` by decay alone, so it
+    need not be written: everything equal but the stability, which is `old`'s decayed to
+    `as_of`, and the next threshold crossing, which pure decay leaves where it was."""
+    then = decayed(old, as_of, settings)
+    if dataclasses.replace(then, stability=new.stability,
+                           next_change_at=new.next_change_at) != new:
+        return False
+    if (then.next_change_at is None) != (new.next_change_at is None) or (
+            then.next_change_at is not None and new.next_change_at is not None
+            and abs(then.next_change_at - new.next_change_at) > 1e-3):
+        return False
+    if not (math.isfinite(then.stability) and math.isfinite(new.stability)):
+        return then.stability == new.stability
+    return math.isclose(then.stability, new.stability, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def settled_rows(old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
+                 as_of: float, settings: LearningSettings) -> list[FacetRow]:
+    """The rows of `new` a rebuild at `as_of` must write: new ones, and those that changed by
+    more than the decay since the stored row's time."""
+    return [row for fk, row in new.items()
+            if fk not in old or not only_decayed(old[fk], row, as_of, settings)]
 
 
 # ---------------------------------------------------------------------------- scoring

@@ -296,7 +296,8 @@ async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                       ) -> dict[FacetKey, FacetRow]:
     await cur.execute(
         f"""SELECT class, key, value, state, stability, user_state, evidence_refs, cue_counts,
-                   evidence_count, first_seen_at, last_evidence_at, next_change_at, origin
+                   evidence_count, first_seen_at, last_evidence_at, next_change_at, origin,
+                   as_of
             FROM {FACETS} WHERE tenant_id = %s AND user_id = %s""",
         (tenant_id, user_id),
     )
@@ -307,7 +308,7 @@ async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
             stability=_stability_out(r[4]), user_state=r[5],
             evidence_refs=tuple(r[6] or ()), cue_counts=dict(r[7] or {}),
             evidence_count=int(r[8]), first_seen_at=r[9], last_evidence_at=r[10],
-            next_change_at=r[11], origin=r[12],
+            next_change_at=r[11], origin=r[12], as_of=r[13],
         )
     return rows
 
@@ -323,9 +324,13 @@ async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
 
 async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of: float,
                       old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
-                      next_due_at: float | None, summaries: SummaryState) -> None:
-    """The rebuilt cache and where the user now stands (`summaries`: how far they have come;
-    `last_as_of` in it is ignored, `as_of` is the new one)."""
+                      changed: Sequence[FacetRow], next_due_at: float | None,
+                      summaries: SummaryState) -> None:
+    """The rebuilt cache and where the user now stands: the rows of `old` not in `new` go,
+    `changed` (those of `new` that changed by more than decay: scoring.settled_rows) are
+    written, the others keep their stored stability and `as_of` (readers decay them);
+    `summaries`: how far they have come (`last_as_of` in it is ignored, `as_of` is the new
+    one)."""
     gone = [fk for fk in old if fk not in new]
     if gone:
         await cur.executemany(
@@ -333,7 +338,6 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
             "AND key = %s",
             [(tenant_id, user_id, c, k) for c, k in gone],
         )
-    changed = [row for fk, row in new.items() if old.get(fk) != row]
     if changed:
         await cur.executemany(
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state, stability,

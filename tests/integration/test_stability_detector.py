@@ -583,3 +583,26 @@ async def test_a_request_on_its_way_is_not_published_again_every_tick(user: User
     once = set(held.ids)
     later = await scheduler.tick(T0 + 2 + 31)  # past the repeat: published again (lost?)
     assert once <= set(held.ids[-later.published:])
+
+
+async def test_a_quiet_rebuild_rewrites_no_row_yet_reads_show_the_decayed_score(user: User
+                                                                               ) -> None:
+    async def stored() -> tuple[float, float]:
+        async with user.pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT as_of, stability FROM learning.facets WHERE tenant_id = %s "
+                "AND user_id = %s AND key = 'verbosity'", (user.tenant, user.user))
+            row = await cur.fetchone()
+        assert row is not None
+        return float(row[0]), float(row[1])
+
+    await user.candidate(times=6)
+    await user.rebuild(T0)
+    first = (await user.call("list_facets"))["facets"][0]["stability"]
+    assert await stored() == (T0, pytest.approx(first))
+    await user.rebuild(T0 + 3 * DAY)  # nothing new: decay alone
+    assert (await stored())[0] == T0  # the row was left as it was
+    later = (await user.call("list_facets"))["facets"][0]["stability"]
+    assert later == pytest.approx(first * 2 ** (-3 / 14), abs=2e-6)  # style: 14-day half-life
+    explained = await user.call("explain_facet", **{"class": "style", "key": "verbosity"})
+    assert explained["stability"] == pytest.approx(later, abs=2e-6)

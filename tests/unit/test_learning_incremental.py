@@ -159,3 +159,34 @@ def test_a_pin_without_a_value_holds_the_value_winning_when_given() -> None:
                              held=lambda fk, c: held)
     assert cache[("style", "verbosity")].value == "terse"
     assert cache == compute_cache(log, [pin], T0 + 3 * DAY, SETTINGS, commands_as_of=math.inf)
+
+
+def test_a_rebuild_writes_only_rows_that_changed_by_more_than_decay() -> None:
+    """Decay alone moves every row's stability at every rebuild; those rows are left as they
+    were (readers decay them) and only what changed is written."""
+    import dataclasses
+
+    from services.stability_detector.scoring import decayed, settled_rows
+
+    log = [_e(1, "terse", T0), _e(2, "terse", T0 + 60), _e(3, "detailed", T0 + 120,
+                                                              cue="behavioral")]
+    day1 = compute_cache(log, [], T0 + DAY, SETTINGS, commands_as_of=math.inf)
+    stored = {fk: dataclasses.replace(r, as_of=T0 + DAY) for fk, r in day1.items()}
+    day2 = compute_cache(log, [], T0 + 2 * DAY, SETTINGS, commands_as_of=math.inf)
+    row = day2[("style", "verbosity")]
+    assert row.stability < day1[("style", "verbosity")].stability  # it did decay
+    assert settled_rows(stored, day2, T0 + 2 * DAY, SETTINGS) == []
+    # what a reader shows for the row left as it was: the score the rebuild computed
+    shown = decayed(stored[("style", "verbosity")], T0 + 2 * DAY, SETTINGS)
+    assert math.isclose(shown.stability, row.stability, rel_tol=1e-12)
+    assert shown.next_change_at == row.next_change_at or math.isclose(
+        shown.next_change_at or 0, row.next_change_at or 0, abs_tol=1e-3)
+    # one new piece of evidence: that row is written, with its new count
+    more = compute_cache([*log, _e(4, "terse", T0 + 2 * DAY)], [], T0 + 2 * DAY, SETTINGS,
+                         commands_as_of=math.inf)
+    (written,) = settled_rows(stored, more, T0 + 2 * DAY, SETTINGS)
+    assert written.evidence_count == 3
+    # a row new to the cache is written; a pinned row's infinite score never "decays"
+    pinned = dataclasses.replace(row, stability=math.inf, user_state="pinned", as_of=T0)
+    assert decayed(pinned, T0 + 9 * DAY, SETTINGS).stability == math.inf
+    assert settled_rows({}, day2, T0 + 2 * DAY, SETTINGS) == list(day2.values())
