@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG
-from habitus.projection.base import Projection, subject_for
+from habitus.projection.base import Projection, durable_for, subject_for
 
 __all__ = ("ProjectionInfo", "Topology", "subject_for")
 
@@ -45,6 +45,10 @@ class ProjectionInfo:
         if len(streams) != 1:
             raise ValueError(f"{self.name} consumes from {sorted(streams)}: one stream only")
         return INGEST if streams == {"ingest"} else EVENTS
+
+    @property
+    def durable(self) -> str:
+        return durable_for(self.name)
 
     def filter_subjects(self, tenant_id: str = "*", user_id: str = "*") -> list[str]:
         return [subject_for(t, tenant_id, user_id) for t in self.consumes]

@@ -43,8 +43,7 @@ def watched_projections() -> list[Watched]:
     """Every installed projection's consumer (erasures included: a late erasure is lag too)."""
     out = []
     for p in topology().in_flow_order():
-        durable = "proj_" + p.name.replace(".", "_").replace("-", "_")  # Projection.durable
-        out.append(Watched(p.name, p.stream, durable, tuple(p.filter_subjects())))
+        out.append(Watched(p.name, p.stream, p.durable, tuple(p.filter_subjects())))
     return out
 
 

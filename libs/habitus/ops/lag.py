@@ -16,6 +16,7 @@ import psycopg
 from nats.js.errors import NotFoundError
 
 from habitus.bus.streams import DLQ
+from habitus.projection.base import durable_for
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.service.projections import resolve
 from habitus.service.registry import topology
@@ -49,7 +50,7 @@ def durable_of(name: str) -> str:
     try:
         return resolve(name).durable
     except Exception:
-        return "proj_" + name.replace(".", "_").replace("-", "_")
+        return durable_for(name)
 
 
 async def last_seq_on(js: Any, stream: str, subjects: list[str]) -> int:

@@ -92,6 +92,11 @@ def runs(batch: Sequence[Delivered]) -> Iterator[list[Delivered]]:
         yield run
 
 
+def durable_for(name: str) -> str:
+    """The durable consumer of the projection called `name` (a projection's, whoever asks)."""
+    return "proj_" + name.replace(".", "_").replace("-", "_")
+
+
 class Projection(abc.ABC):
     """Subclasses set `name`, `schema`, `handlers` (and `emits`, `tables`); the rest derives."""
 
@@ -183,4 +188,4 @@ class Projection(abc.ABC):
 
     @property
     def durable(self) -> str:
-        return "proj_" + self.name.replace(".", "_").replace("-", "_")
+        return durable_for(self.name)
