@@ -191,8 +191,16 @@ def _ingest_turn(base_url: str, key: str, turn_id: str) -> dict[str, Any]:
         "session_id": f"s-{turn_id}", "turn_id": turn_id, "channel": "cli",
         "user_message": "hello", "assistant_message": "hi", "user_at": 1.0,
         "assistant_at": 2.0}}
-    response = httpx.post(f"{base_url}/v1/events", json=[turn], timeout=10,
-                          headers={"Authorization": f"Bearer {key}"}, verify=TLS)
+    deadline = time.monotonic() + 60
+    while True:
+        response = httpx.post(f"{base_url}/v1/events", json=[turn], timeout=10,
+                              headers={"Authorization": f"Bearer {key}"}, verify=TLS)
+        # Right after a server came back the pipeline is seconds behind, and the gateway asks
+        # the only sender to wait (429 with Retry-After), as it would any client: wait it out.
+        if response.status_code not in (429, 503) or time.monotonic() > deadline:
+            break
+        assert response.headers.get("retry-after"), response.headers
+        time.sleep(min(float(response.headers["retry-after"]), 5.0))
     assert response.status_code == 200, response.text
     return dict(response.json()["results"][0])
 
