@@ -18,6 +18,7 @@ from fastapi_offline import FastAPIOffline
 
 from habitus.service.context import ServiceContext
 from services.gateway.access import Access
+from services.gateway.context_reads import ContextReads
 from services.gateway.errors import install_error_handlers
 from services.gateway.middleware import MetricsMiddleware
 from services.gateway.openapi import install as install_openapi
@@ -48,7 +49,7 @@ def create_app(ctx: ServiceContext, access: Access | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     # Registration order is route order: it decides matching and the metrics' route label.
     add_ingest_route(app, ctx, access)
-    add_rpc_route(app, ctx, access)
+    add_rpc_route(app, ctx, access, ContextReads(ctx.redis))
     add_profile_route(app, ctx, access)
     add_readiness_route(app, ctx)
     return app

@@ -1,5 +1,6 @@
-"""The gateway's backpressure metrics. No tenant in any label (tenants are unbounded): the
-reason is a bounded category and the projection one of the installed ones."""
+"""The gateway's metrics: backpressure, and how it served `prompt.context`. No tenant in any
+label (tenants are unbounded): the reason and the outcome are bounded categories and the
+projection one of the installed ones."""
 
 from __future__ import annotations
 
@@ -31,4 +32,12 @@ LAG_FAILURES = Counter(
     "Backpressure lag measurements that failed (the bus did not answer); ingest is let "
     "through while the lag is unknown.",
     registry=registry,
+)
+CONTEXT_READS = Counter(
+    "habitus_gateway_prompt_context_total",
+    "prompt.context calls by how the gateway served them (hit: from the context cache, without "
+    "the profile renderer; miss: not cached or no longer current, forwarded to the renderer; "
+    "forwarded: with a request (the habits section is never cached) or parameters the renderer "
+    "must judge).",
+    ["outcome"], registry=registry,
 )

@@ -19,11 +19,13 @@ A mark written for a batch that then rolls back only costs misses until the batc
 again. After a commit the user's entries are also dropped (a generation counter keeps a slow
 reader from putting a superseded entry back), which frees memory. Redis failures are misses;
 if a mark cannot be written, entries cached before it can be served until their TTL (logged).
+
+The key layout and the read are the library's (habitus.context_cache), since the gateway serves
+hits too; everything that writes is here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Mapping
@@ -32,12 +34,20 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from habitus.context_cache import (
+    MARK_FIELD,
+    STAMP,
+    context_keys,
+    field_for,
+    read_context,
+    tenant_mark_key,
+    usable,
+)
 from habitus.ids import TENANT_WIDE
 
 log = logging.getLogger(__name__)
 
-MARK_FIELD = "_min"
-STAMP = "_seq"
+__all__ = ["MARK_FIELD", "STAMP", "ContextCache", "field_for", "usable"]
 
 # KEYS: the generation, the user's hash, the tenant's hash (its mark); ARGV: the generation
 # read before the inputs, the field, the value, the TTL.
@@ -69,28 +79,6 @@ return #KEYS
 """
 
 
-def field_for(tools: Iterable[str] | None, budget_chars: int | None,
-              unconfirmed: bool = False) -> str:
-    """The entry of one variant of the user's context: every request option that changes the
-    text is part of it, so a context with the unconfirmed section is never served for one
-    asked without it (or the reverse)."""
-    spec = json.dumps([sorted(set(tools)) if tools is not None else None, budget_chars,
-                       unconfirmed])
-    return hashlib.sha1(spec.encode()).hexdigest()
-
-
-def usable(raw: bytes | None, *marks: bytes | None) -> dict[str, Any] | None:
-    """The cached value, if it was computed at or after every mark (the user's last change,
-    the tenant's last tenant-wide change)."""
-    if raw is None:
-        return None
-    entry = dict(json.loads(raw))
-    stamp = entry.pop(STAMP, None)
-    if not isinstance(stamp, int) or any(stamp < int(mark or 0) for mark in marks):
-        return None
-    return entry
-
-
 class ContextCache:
     def __init__(self, redis: Redis, ttl_seconds: int = 3600):
         self._redis = redis
@@ -98,26 +86,11 @@ class ContextCache:
         self._put = redis.register_script(_PUT_IF_CURRENT)
         self._mark = redis.register_script(_MARK)
 
-    @staticmethod
-    def _keys(tenant_id: str, user_id: str) -> tuple[str, str]:
-        base = f"habitus:profile:{tenant_id}:{user_id}"
-        return f"{base}:gen", f"{base}:ctx"
-
-    @classmethod
-    def _tenant_mark_key(cls, tenant_id: str) -> str:
-        """The hash whose `_min` is the tenant's last tenant-wide change."""
-        return cls._keys(tenant_id, TENANT_WIDE)[1]
+    _keys = staticmethod(context_keys)
+    _tenant_mark_key = staticmethod(tenant_mark_key)
 
     async def get(self, tenant_id: str, user_id: str, field: str) -> dict[str, Any] | None:
-        try:
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.hmget(self._keys(tenant_id, user_id)[1], [field, MARK_FIELD])
-            pipe.hget(self._tenant_mark_key(tenant_id), MARK_FIELD)
-            (raw, mark), tenant_mark = await pipe.execute()
-        except RedisError as exc:
-            log.warning("context cache read failed", extra={"error": repr(exc)})
-            return None
-        return usable(raw, mark, tenant_mark)
+        return await read_context(self._redis, tenant_id, user_id, field)
 
     async def generation(self, tenant_id: str, user_id: str) -> str:
         try:

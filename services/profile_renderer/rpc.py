@@ -21,13 +21,14 @@ from psycopg import AsyncCursor
 from pydantic import ValidationError
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
+from habitus.context_cache import answer, field_for
 from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import FacetForgotten, FacetUpdated, ProfileNotesSaved
 from habitus.events.envelope import Payload
 from habitus.service.context import ServiceContext
 from services.profile_renderer import metrics, store
-from services.profile_renderer.cache import ContextCache, field_for
+from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.context import build_context
 from services.profile_renderer.document import (
     NOT_YET_SURE,
@@ -163,7 +164,7 @@ class ProfileRpc:
     async def prompt_context(self, p: PromptContextParams, rc: RpcContext) -> dict[str, Any]:
         started = time.perf_counter()
         context, cache = await self._context(p, rc)
-        result = {"steered_by": [], **context}
+        result = answer(context)
         if p.request is not None:
             result = await self._with_habits(result, p, rc)
         metrics.CONTEXT_SECONDS.labels(cache).observe(time.perf_counter() - started)

@@ -246,6 +246,13 @@ PIPELINE = Dashboard(
     ],
 )
 
+#: prompt.context answered from the context cache, by the renderer or by the gateway (either
+#: may have no series yet: `or vector(0)` keeps the sum from going empty)
+_context_hits = (
+    f"(sum({rate('habitus_prompt_context_cache_hits_total')}) or vector(0)) + "
+    f"(sum({rate('habitus_gateway_prompt_context_total', S + ',outcome=' + chr(34) + 'hit' + chr(34))}) "  # noqa: E501
+    f"or vector(0))")
+
 LEARNING = Dashboard(
     "habitus-learning", "Habitus learning",
     "Extraction, the learning cache's facets and rebuilds, PROFILE.md renders and "
@@ -291,9 +298,10 @@ LEARNING = Dashboard(
                (quantile(0.95, "habitus_prompt_context_duration_seconds"), "p95"),
                (quantile(0.99, "habitus_prompt_context_duration_seconds"), "p99"),
                unit="s", width=8),
+            # Hits are served by the gateway (most) and by the renderer (a call with a
+            # request, or an entry cached between the gateway's read and the renderer's).
             ts("prompt.context cache hit ratio",
-               (f"sum({rate('habitus_prompt_context_cache_hits_total')}) / "
-                f"(sum({rate('habitus_prompt_context_cache_hits_total')}) + "
+               (f"({_context_hits}) / (({_context_hits}) + "
                 f"sum({rate('habitus_prompt_context_cache_misses_total')}))", "hit ratio"),
                unit="percentunit", width=8),
         ]),
@@ -405,13 +413,19 @@ GATEWAY = Dashboard(
                (f"sum by (reason) ({rate('habitus_gateway_ingest_rejected_total')})",
                 "{{reason}}"), unit="ops"),
         ]),
-        Group("RPC", "Calls forwarded to the services, and how they end.", [
+        Group("RPC", "Calls forwarded to the services, how they end, and the prompt.context hits "
+              "the gateway served itself.", [
             ts("RPC calls by method",
                (f"sum by (method) ({rate('habitus_gateway_rpc_requests_total')})",
                 "{{method}}"), unit="ops"),
             ts("RPC calls by outcome",
                (f"sum by (outcome) ({rate('habitus_gateway_rpc_requests_total')})",
                 "{{outcome}}"), unit="ops"),
+            ts("prompt.context by how the gateway served it",
+               (f"sum by (outcome) ({rate('habitus_gateway_prompt_context_total')})",
+                "{{outcome}}"), unit="ops",
+               description="hit: from the context cache, without the renderer; miss and "
+                           "forwarded: answered by the renderer."),
         ]),
     ],
     variables=("service",),

@@ -1,4 +1,7 @@
-"""`POST /v1/rpc/{method}`: a Habitus method called with the caller's tenant, over the bus."""
+"""`POST /v1/rpc/{method}`: a Habitus method called with the caller's tenant, over the bus.
+
+`prompt.context` cache hits are the exception: answered here from the context cache
+(services.gateway.context_reads), the same result the renderer would give, without its queue."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from habitus.telemetry import metrics
 from services.gateway.access import Access, budget_of
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
 from services.gateway.body_limit import BodyTooLarge, read_body
+from services.gateway.context_reads import METHOD as CONTEXT_METHOD
+from services.gateway.context_reads import ContextReads
 
 _TABLE_PREFIXES = frozenset(name.split(".", 1)[0] for name in METHODS)
 
@@ -21,7 +26,8 @@ def _unknown(method: str) -> RpcError:
                                  + ", ".join(method_names()))
 
 
-def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
+def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
+                  contexts: ContextReads) -> None:
     settings = ctx.settings
     caller_for = access.caller_for
 
@@ -52,6 +58,11 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
             raise _unknown(method)
         # The caller's name must not become a label unless the table knows it.
         label = method if method in METHODS else "unknown"
+        if method == CONTEXT_METHOD:
+            cached = await contexts.cached(caller.tenant_id, params)
+            if cached is not None:
+                metrics.RPC_REQUESTS.labels(label, "ok").inc()
+                return JSONResponse({"result": cached})
         try:
             spec = METHODS.get(method)
             reply = await ctx.rpc.call_raw(

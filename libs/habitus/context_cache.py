@@ -1,0 +1,89 @@
+"""The prompt context cache's layout and its read: what the profile renderer writes and any
+reader may serve.
+
+The profile renderer owns the cache (services.profile_renderer.cache: entries, change marks,
+generations, invalidation, erasure). Reading it is shared because the hot path is shorter
+without the renderer: the gateway answers `prompt.context` cache hits from Redis itself, so an
+agent's read never waits behind the renderer's projection work (a batch being applied holds
+that process's event loop for milliseconds at a time under load). Both read through
+`read_context` and answer with `answer`, so an entry is served by the same rule, and as the
+same bytes, wherever it is read.
+
+Each user's entries live in one hash, each stamped with the `profile.render` checkpoint that was
+current when its inputs were read; the hash's `_min` field is the sequence of the user's last
+change (marked before the batch applying it commits), and the tenant's hash (`TENANT_WIDE`)
+holds the tenant's last tenant-wide change. An entry counts only if its stamp is at least both
+marks, so the moment a change commits no earlier entry is served by any reader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from habitus.ids import TENANT_WIDE
+
+log = logging.getLogger(__name__)
+
+MARK_FIELD = "_min"
+STAMP = "_seq"
+
+
+def context_keys(tenant_id: str, user_id: str) -> tuple[str, str]:
+    """The user's generation counter and the hash of their cached contexts."""
+    base = f"habitus:profile:{tenant_id}:{user_id}"
+    return f"{base}:gen", f"{base}:ctx"
+
+
+def tenant_mark_key(tenant_id: str) -> str:
+    """The hash whose `_min` is the tenant's last tenant-wide change."""
+    return context_keys(tenant_id, TENANT_WIDE)[1]
+
+
+def field_for(tools: Iterable[str] | None, budget_chars: int | None,
+              unconfirmed: bool = False) -> str:
+    """The entry of one variant of the user's context: every request option that changes the
+    text is part of it, so a context with the unconfirmed section is never served for one
+    asked without it (or the reverse)."""
+    spec = json.dumps([sorted(set(tools)) if tools is not None else None, budget_chars,
+                       unconfirmed])
+    return hashlib.sha1(spec.encode()).hexdigest()
+
+
+def usable(raw: bytes | None, *marks: bytes | None) -> dict[str, Any] | None:
+    """The cached value, if it was computed at or after every mark (the user's last change,
+    the tenant's last tenant-wide change)."""
+    if raw is None:
+        return None
+    entry = dict(json.loads(raw))
+    stamp = entry.pop(STAMP, None)
+    if not isinstance(stamp, int) or any(stamp < int(mark or 0) for mark in marks):
+        return None
+    return entry
+
+
+async def read_context(redis: Redis, tenant_id: str, user_id: str, field: str
+                       ) -> dict[str, Any] | None:
+    """The user's cached context variant `field` if it is still current, in one pipelined
+    round trip (the entry, the user's mark, the tenant's mark). A Redis failure is a miss:
+    the cache is never the source of truth."""
+    try:
+        pipe = redis.pipeline(transaction=False)
+        pipe.hmget(context_keys(tenant_id, user_id)[1], [field, MARK_FIELD])
+        pipe.hget(tenant_mark_key(tenant_id), MARK_FIELD)
+        (raw, mark), tenant_mark = await pipe.execute()
+    except RedisError as exc:
+        log.warning("context cache read failed", extra={"error": repr(exc)})
+        return None
+    return usable(raw, mark, tenant_mark)
+
+
+def answer(context: dict[str, Any]) -> dict[str, Any]:
+    """`prompt.context`'s result for a context without a habits section (no `request`)."""
+    return {"steered_by": [], **context}

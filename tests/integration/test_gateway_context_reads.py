@@ -1,0 +1,137 @@
+"""`prompt.context` cache hits answered by the gateway itself, on real servers.
+
+The gateway, the profile renderer and a key of a tenant of their own; through HTTP. A cached
+context is served without the renderer (proved by stopping it), a change turns the entry away
+in the gateway as in the renderer, and what needs the renderer (a miss, a `request`, a bad
+parameter) still goes to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+
+from habitus.auth.keys import create_key
+from habitus.service.migrations import migrate
+from services.gateway.main import service as gateway
+from services.gateway.metrics import CONTEXT_READS
+from services.profile_renderer.main import build as profile_renderer
+from tests.conftest import ServerUrls
+from tests.support.factories import unique
+from tests.support.http import TLS
+from tests.support.services import running
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+NOTE = "I read answers on my phone, so keep code blocks narrow."
+
+
+class Stack:
+    """The gateway for the whole test, the renderer started and stopped as a test needs."""
+
+    def __init__(self, servers: ServerUrls) -> None:
+        self.settings = servers.settings()
+        self._renderer: AsyncExitStack | None = None
+        self.base = ""
+
+    async def start_renderer(self) -> None:
+        stack = AsyncExitStack()
+        await stack.enter_async_context(running(profile_renderer(), self.settings))
+        self._renderer = stack
+
+    async def stop_renderer(self) -> None:
+        assert self._renderer is not None
+        await self._renderer.aclose()
+        self._renderer = None
+
+
+@pytest_asyncio.fixture
+async def stack(servers: ServerUrls) -> AsyncIterator[Stack]:
+    migrate(servers.database)
+    s = Stack(servers)
+    await s.start_renderer()
+    try:
+        async with running(gateway, s.settings) as host:
+            s.base = f"http://127.0.0.1:{host.bound_port}"
+            yield s
+    finally:
+        if s._renderer is not None:
+            await s.stop_renderer()
+
+
+@pytest_asyncio.fixture
+async def client(stack: Stack, pool: Any) -> AsyncIterator[httpx.AsyncClient]:
+    key = await create_key(pool, unique("acme"))
+    async with httpx.AsyncClient(base_url=stack.base, verify=TLS, timeout=20,
+                                 headers={"Authorization": f"Bearer {key}"}) as c:
+        yield c
+
+
+def served(outcome: str) -> float:
+    return float(CONTEXT_READS.labels(outcome)._value.get())
+
+
+async def context(client: httpx.AsyncClient, **params: Any) -> httpx.Response:
+    return await client.post("/v1/rpc/prompt.context", json=params)
+
+
+async def test_a_cached_context_is_served_without_the_renderer_and_the_same(
+        stack: Stack, client: httpx.AsyncClient) -> None:
+    user = unique("dana")
+    saved = await client.post("/v1/rpc/profile.save_notes", json={
+        "user_id": user, "markdown": f"# User Profile\n\n{NOTE}\n", "base_version": 0})
+    assert saved.status_code == 200, saved.text
+    misses, hits = served("miss"), served("hit")
+    first = await context(client, user_id=user, tools=["send_email"])
+    assert first.status_code == 200, first.text
+    assert NOTE in first.json()["result"]["text"]
+    assert served("miss") == misses + 1  # built by the renderer, which cached it
+
+    await stack.stop_renderer()
+    again = await context(client, user_id=user, tools=["send_email"])
+    assert again.status_code == 200, again.text
+    assert again.json() == first.json()  # the renderer's answer, byte for byte as JSON
+    assert served("hit") == hits + 1
+    # what only the renderer can answer says it is unavailable, as before
+    for params in ({"user_id": user, "tools": ["calendar"]},  # another variant: not cached
+                   {"user_id": user, "tools": ["send_email"], "request": "Draft a reply"}):
+        down = await context(client, **params)
+        assert down.status_code == 503, down.text
+        assert down.headers["Retry-After"].isdigit()
+        assert down.json()["error"]["code"] == "unavailable"
+    await stack.start_renderer()
+
+
+async def test_a_change_turns_the_cached_entry_away_in_the_gateway(
+        stack: Stack, client: httpx.AsyncClient) -> None:
+    user = unique("eli")
+    first = await context(client, user_id=user)
+    assert first.status_code == 200, first.text
+    assert NOTE not in first.json()["result"]["text"]
+    assert (await context(client, user_id=user)).json() == first.json()  # a hit now
+
+    saved = await client.post("/v1/rpc/profile.save_notes", json={
+        "user_id": user, "markdown": f"# User Profile\n\n{NOTE}\n", "base_version": 0})
+    assert saved.status_code == 200, saved.text
+    # the save answers once the render committed: the very next read shows the note
+    after = await context(client, user_id=user)
+    assert after.status_code == 200, after.text
+    assert NOTE in after.json()["result"]["text"]
+    assert after.json()["result"]["version"] == saved.json()["result"]["version"]
+
+
+async def test_bad_parameters_get_the_renderers_answer_naming_the_field(
+        client: httpx.AsyncClient) -> None:
+    forwarded = served("forwarded")
+    bad = await context(client, user_id=unique("fay"), budget_chars=-1)
+    assert bad.status_code == 400, bad.text
+    assert "budget_chars" in bad.json()["error"]["message"]
+    missing = await context(client, tools=["send_email"])
+    assert missing.status_code == 400, missing.text
+    assert "user_id" in missing.json()["error"]["message"]
+    assert served("forwarded") == forwarded + 2
