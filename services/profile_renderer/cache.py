@@ -79,6 +79,12 @@ return #KEYS
 """
 
 
+def _generation(raw: bytes | str | None) -> str:
+    if raw is None:
+        return "0"
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
 class ContextCache:
     def __init__(self, redis: Redis, ttl_seconds: int = 3600):
         self._redis = redis
@@ -97,9 +103,25 @@ class ContextCache:
             raw = await self._redis.get(self._keys(tenant_id, user_id)[0])
         except RedisError:
             return "unavailable"
-        if raw is None:
-            return "0"
-        return raw.decode() if isinstance(raw, bytes) else str(raw)
+        return _generation(raw)
+
+    async def lookup(self, tenant_id: str, user_id: str, field: str
+                     ) -> tuple[dict[str, Any] | None, str]:
+        """`get` and `generation` in one round trip: the entry if it is current, and the
+        generation a `put` of a freshly built entry must be made under (read before the
+        inputs, as `put` requires). Under load each round trip waits for a core; a miss made
+        two before it read anything else."""
+        gen_key, ctx_key = self._keys(tenant_id, user_id)
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hmget(ctx_key, [field, MARK_FIELD])
+            pipe.hget(self._tenant_mark_key(tenant_id), MARK_FIELD)
+            pipe.get(gen_key)
+            (raw, mark), tenant_mark, generation = await pipe.execute()
+        except RedisError as exc:
+            log.warning("context cache read failed", extra={"error": repr(exc)})
+            return None, "unavailable"
+        return usable(raw, mark, tenant_mark), _generation(generation)
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
                   generation: str, stamp: int) -> bool:

@@ -130,7 +130,7 @@ class RenderProjection(Projection):
         """Tool rules are in the prompt context, not in PROFILE.md: nothing to render.
 
         A tenant-scoped rule arrives for the reserved user `TENANT_WIDE` and is stored under
-        it, so it reaches every user of the tenant (`store.load_rules`) and no erasure of a
+        it, so it reaches every user of the tenant (`store.context_inputs`) and no erasure of a
         user removes it. The row's scope follows its user id: a `tenant` payload on a real
         user's event still only reaches that user."""
         for delivered in run:

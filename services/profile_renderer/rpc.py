@@ -1,8 +1,10 @@
 """`profile.*` and `prompt.context`.
 
-`prompt.context` is the hot path (every agent turn): a cache hit is one Redis read; a miss reads
-the user's facets, notes and tool rules in one Postgres connection and caches the result under
-the user's current cache generation.
+`prompt.context` is the hot path (every agent turn). The gateway answers most cache hits itself
+(habitus.context_cache); what reaches the renderer is a call with a `request` (its habits section
+is never cached), or a miss: one Redis round trip (the entry and the generation), one Postgres
+statement (the facets, notes and tool rules, and the checkpoint they are at), and the result
+cached under the generation read first.
 
 `profile.save_notes` is the one way an edit of PROFILE.md changes what Habitus believes: once the
 save won its compare-and-swap, the "Not yet sure" lines it moved out are confirmed and those it
@@ -194,35 +196,33 @@ class ProfileRpc:
 
     async def _context(self, p: PromptContextParams, rc: RpcContext
                        ) -> tuple[dict[str, Any], str]:
-        """The context, and how the cache served it (hit, miss, uncached: no cache)."""
+        """The context, and how the cache served it (hit, miss, uncached: no cache). A miss is
+        two round trips before the answer: Redis (the entry and the generation), Postgres
+        (every input in one statement); then the put."""
         cache = self.cache
+        t, u = rc.tenant_id, p.user_id
         field = field_for(p.tools, p.budget_chars, p.unconfirmed)
+        generation = "0"
         if cache is not None:
-            hit = await cache.get(rc.tenant_id, p.user_id, field)
+            hit, generation = await cache.lookup(t, u, field)
             if hit is not None:
                 metrics.CACHE_HITS.inc()
                 return hit, "hit"
             metrics.CACHE_MISSES.inc()
-        generation = await cache.generation(rc.tenant_id, p.user_id) if cache else "0"
-        async with store.snapshot(self.ctx.pool) as cur:
-            # One snapshot: the stamp is exactly the checkpoint the data is at.
-            stamp = await store.checkpoint(cur, RenderProjection.name)
-            facets = await store.load_facets(cur, rc.tenant_id, p.user_id)
-            document = await store.latest(cur, rc.tenant_id, p.user_id)
-            # the user's own rules and the tenant's (TENANT_WIDE); never another user's
-            rules = await store.load_rules(cur, rc.tenant_id, p.user_id)
-            unsure = (await store.load_provisional(cur, rc.tenant_id, p.user_id)
-                      if p.unconfirmed else [])
-        built = build_context(facets=facets, notes=notes(document.markdown) if document else "",
-                              rules=rules, tools=p.tools, budget_chars=p.budget_chars,
-                              unconfirmed=unsure)
+        # One statement: the stamp is exactly the checkpoint the data is at.
+        inputs = await store.context_inputs(self.ctx.pool, RenderProjection.name, t, u,
+                                            p.unconfirmed)
+        version, markdown = inputs.document if inputs.document else (0, "")
+        built = build_context(facets=inputs.facets, notes=notes(markdown) if markdown else "",
+                              rules=inputs.rules, tools=p.tools, budget_chars=p.budget_chars,
+                              unconfirmed=inputs.provisional)
         result = {
-            "user_id": p.user_id,
-            "version": document.version if document else 0,
+            "user_id": u,
+            "version": version,
             "sections": [{"name": s.name, "content": s.content} for s in built.sections],
             "text": built.text,
         }
         if cache is not None:
-            await cache.put(rc.tenant_id, p.user_id, field, result, generation, stamp)
+            await cache.put(t, u, field, result, generation, inputs.stamp)
         return result, "miss" if cache is not None else "uncached"
 

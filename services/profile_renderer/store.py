@@ -131,17 +131,6 @@ async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_
                       "rule_id = %s", (tenant_id, user_id, rule_id))
 
 
-async def load_rules(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[ToolRule]:
-    """The rules that apply to the user: the user's own and the tenant's (`TENANT_WIDE`).
-
-    Never another user's: a row is read only under the user's id or the reserved one, which
-    no caller's user id can be (`habitus.ids.CALLER_USER_PATTERN`)."""
-    await cur.execute(f"SELECT rule_id, tool_name, rule, priority, updated_at FROM {RULES} "
-                      "WHERE tenant_id = %s AND user_id IN (%s, %s)",
-                      (tenant_id, user_id, TENANT_WIDE))
-    return [ToolRule(r[0], r[1], r[2], r[3], float(r[4])) for r in await cur.fetchall()]
-
-
 async def version_of(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int
                      ) -> Document | None:
     """Version `version` of the user's document (None: there is no such version)."""
@@ -191,9 +180,67 @@ async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
     return digest
 
 
-async def checkpoint(cur: AsyncCursor[Any], projection: str) -> int:
-    """How far `projection` has applied the stream (0 before its first batch)."""
-    return await CheckpointStore(SCHEMA).last_seq(cur, projection) or 0
+@dataclass(frozen=True, slots=True)
+class ContextInputs:
+    """What `prompt.context` is built from, as of one committed state."""
+
+    #: the `profile.render` checkpoint that state is at (what the cached entry is stamped with)
+    stamp: int
+    facets: list[ProfileFacet]
+    #: the latest document's version and markdown (None: no version yet)
+    document: tuple[int, str] | None
+    rules: list[ToolRule]
+    provisional: list[ProvisionalFacet]
+
+
+async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: str,
+                         user_id: str, unconfirmed: bool) -> ContextInputs:
+    """Everything `prompt.context` needs, in one statement: one statement sees one committed
+    state, as a read-only transaction does, and costs one round trip where the transaction's
+    reads took eight (BEGIN, its isolation level, the checkpoint, facets, document, rules,
+    not-yet-sure facets, COMMIT). Under load each round trip waits for a core: the reads of a
+    cache miss were most of `prompt.context`'s latency.
+
+    The rules are the user's own and the tenant's (`TENANT_WIDE`), never another user's: a row
+    is read only under the user's id or the reserved one, which no caller's user id can be
+    (`habitus.ids.CALLER_USER_PATTERN`)."""
+    sql = f"""
+        SELECT ({CheckpointStore(SCHEMA).last_seq_query("%(p)s")}),
+          (SELECT coalesce(json_agg(json_build_array(class, key, value, pinned, stability,
+                                                     origin)), '[]')
+             FROM {FACETS} WHERE tenant_id = %(t)s AND user_id = %(u)s),
+          (SELECT json_build_array(version, markdown) FROM {DOCUMENTS}
+             WHERE tenant_id = %(t)s AND user_id = %(u)s ORDER BY version DESC LIMIT 1),
+          (SELECT coalesce(json_agg(json_build_array(rule_id, tool_name, rule, priority,
+                                                     updated_at)), '[]')
+             FROM {RULES} WHERE tenant_id = %(t)s AND user_id IN (%(u)s, %(all)s)),
+          CASE WHEN %(unsure)s THEN
+            (SELECT coalesce(json_agg(json_build_array(class, key, value, stability,
+                                                       evidence)), '[]')
+               FROM {PROVISIONAL} WHERE tenant_id = %(t)s AND user_id = %(u)s)
+          END"""
+    params = {"p": projection, "t": tenant_id, "u": user_id, "all": TENANT_WIDE,
+              "unsure": unconfirmed}
+    async with pool.connection() as conn:
+        # autocommit for this one statement: no BEGIN before it, no COMMIT after; the pool's
+        # connections are otherwise transactional, so it is set back before the return
+        await conn.set_autocommit(True)
+        try:
+            cur = await conn.execute(sql, params)
+            row = await cur.fetchone()
+        finally:
+            await conn.set_autocommit(False)
+    assert row is not None
+    stamp, facets, document, rules, provisional = row
+    return ContextInputs(
+        stamp=int(stamp or 0),
+        facets=[ProfileFacet(f[0], f[1], f[2], bool(f[3]),
+                             None if f[4] is None else float(f[4]), f[5]) for f in facets],
+        document=None if document is None else (int(document[0]), str(document[1])),
+        rules=[ToolRule(r[0], r[1], r[2], r[3], float(r[4])) for r in rules],
+        provisional=[ProvisionalFacet(f[0], f[1], f[2], float(f[3]), tuple(f[4] or ()))
+                     for f in provisional or ()],
+    )
 
 
 @asynccontextmanager

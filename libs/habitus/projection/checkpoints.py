@@ -201,10 +201,15 @@ class CheckpointStore:
         row = await cur.fetchone()
         return None if row is None else int(row[0])
 
+    def last_seq_query(self, projection_param: str = "%s") -> str:
+        """`last_seq`'s query, the projection as `projection_param`, for a reader that reads
+        the checkpoint in the same statement as the data it stamps (as a scalar subquery:
+        NULL when there is no row)."""
+        return f"SELECT last_seq FROM {self.checkpoints} WHERE projection = {projection_param}"
+
     async def last_seq(self, ex: Executor, projection: str) -> int | None:
         """The projection's checkpoint; None when it has no row (never claimed)."""
-        cur = await _run(ex, f"SELECT last_seq FROM {self.checkpoints} WHERE projection = %s",
-                         (projection,))
+        cur = await _run(ex, self.last_seq_query(), (projection,))
         row = await cur.fetchone()
         return None if row is None else int(row[0])
 
