@@ -6,6 +6,7 @@ no dots, spaces or wildcards can leak into a subject.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import uuid
@@ -21,6 +22,7 @@ _ULID_RE = re.compile(r"^[0-7][0-9A-HJKMNP-TV-Z]{25}$")
 
 # Namespace for ids derived from other ids (a candidate derived from an ingest event, ...).
 _DERIVED_NS = uuid.UUID("6b1f0e2a-8f0c-4c55-9a43-3f1d7c0f5e11")
+_DERIVED_NS_BYTES = _DERIVED_NS.bytes
 
 
 def check_id(value: str, field: str = "id") -> str:
@@ -49,8 +51,16 @@ def new_event_id() -> str:
 
 def derived_event_id(*parts: str) -> str:
     """A deterministic id from its causes, so re-processing the same input publishes the same id
-    and the stream's duplicate window (and every projection) drops the second copy."""
-    return str(uuid.uuid5(_DERIVED_NS, json.dumps(parts)))
+    and the stream's duplicate window (and every projection) drops the second copy.
+
+    It is `uuid.uuid5(_DERIVED_NS, json.dumps(parts))`, formatted without building a `UUID`
+    (half the cost; the gateway derives one per ingested item). The ids are stored, so the
+    two must never differ: a property test holds them equal."""
+    digest = bytearray(hashlib.sha1(_DERIVED_NS_BYTES + json.dumps(parts).encode()).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 TenantId = Annotated[str, StringConstraints(pattern=ID_RE.pattern)]

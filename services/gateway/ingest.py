@@ -22,7 +22,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldError
-from habitus.events.ingest import NATURAL_KEYS, TIMESTAMP, natural_event_id
+from habitus.events.ingest import (
+    NATURAL_KEYS,
+    TIMESTAMP,
+    natural_event_id,
+    natural_event_id_of_item,
+)
 from habitus.ids import check_event_id, is_reserved_user, new_event_id
 from services.gateway.body import format_path, unstorable
 
@@ -147,8 +152,12 @@ def build_event(
             return ItemOutcome(index, type_name, errors=[FieldError("event_id", str(exc))],
                                reason="event_id")
     else:
-        # A type with a natural key gets its derived id below: no fresh id is drawn for it.
-        body["event_id"] = _UNDERIVED if spec.payload in NATURAL_KEYS else new_event_id()
+        # A type with a natural key gets its derived id (from the payload as sent where it can
+        # be, else from the validated one below); no fresh id is drawn for it.
+        derived = natural_event_id_of_item(spec.payload, body.get("payload"), tenant_id,
+                                           body["user_id"])
+        body["event_id"] = derived or (_UNDERIVED if spec.payload in NATURAL_KEYS
+                                       else new_event_id())
     body.setdefault("occurred_at", now)
     body.setdefault("producer", default_producer)
     body.setdefault("schema_version", 1)
@@ -163,12 +172,10 @@ def build_event(
                   for path, value in _later_than(event, limit)]
         if future:
             return ItemOutcome(index, type_name, errors=future, reason="clock_skew")
-    if not given_id:
+    if not given_id and event.event_id == _UNDERIVED:
+        # never published under the placeholder
         derived = natural_event_id(event.payload, event.tenant_id, event.user_id)
-        if derived is None and event.event_id == _UNDERIVED:
-            derived = new_event_id()  # never published under the placeholder
-        if derived is not None:
-            event = event.model_copy(update={"event_id": derived})
+        event = event.model_copy(update={"event_id": derived or new_event_id()})
     return ItemOutcome(index, type_name, event=event)
 
 

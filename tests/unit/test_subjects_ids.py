@@ -348,3 +348,15 @@ def test_rpc_method_rejects_non_rpc_subjects() -> None:
 def test_user_filter() -> None:
     assert user_filter(EVENT_ROOT, "*", "acme", "u1") == "habitus.v1.event.*.acme.u1"
     assert user_filter(INGEST_ROOT, "turn") == "habitus.v1.ingest.turn.*.*"
+
+
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=6))
+def test_derived_event_id_is_exactly_uuid5_of_the_json_parts(parts: list[str]) -> None:
+    """The ids are stored and compared across versions: the formatting done by hand must be
+    `uuid.uuid5` bit for bit (version and variant bits included)."""
+    import json
+
+    from habitus.ids import _DERIVED_NS
+
+    expected = str(uuid.uuid5(_DERIVED_NS, json.dumps(tuple(parts))))
+    assert derived_event_id(*parts) == expected

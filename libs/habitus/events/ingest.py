@@ -228,6 +228,29 @@ NATURAL_KEYS: dict[type[Payload], tuple[str, ...]] = {
 }
 
 
+def natural_event_id_of_item(payload_type: type[Payload], payload: Any, tenant_id: str,
+                             user_id: Any) -> str | None:
+    """`natural_event_id` from an item's payload as sent, before it is validated: the gateway
+    then decodes each item once, with its id, rather than decoding it and copying the event to
+    set the id (a fifth of what an item cost it). Only where every key value is already what
+    validation keeps unchanged (a string; a float for a time): None otherwise (an int time, an
+    absent `synced_at`, a wrong type), and the caller derives it from the validated payload.
+    A property test holds the two equal."""
+    fields = NATURAL_KEYS.get(payload_type)
+    if fields is None or not isinstance(payload, dict) or not isinstance(user_id, str):
+        return None
+    parts = [payload_type.__name__, tenant_id, user_id]
+    for name in fields:
+        value = payload.get(name)
+        if isinstance(value, str):
+            parts.append(value)
+        elif type(value) is float:
+            parts.append(repr(value))
+        else:
+            return None
+    return derived_event_id("ingest", *parts)
+
+
 def natural_event_id(payload: Payload, tenant_id: str, user_id: str) -> str | None:
     """The event id derived from the payload's natural key (None: the type has none)."""
     fields = NATURAL_KEYS.get(type(payload))
