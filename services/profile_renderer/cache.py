@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
@@ -47,7 +48,7 @@ from habitus.ids import TENANT_WIDE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARK_FIELD", "STAMP", "ContextCache", "field_for", "usable"]
+__all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "field_for", "usable"]
 
 # KEYS: the generation, the user's hash, the tenant's hash (its mark); ARGV: the generation
 # read before the inputs, the field, the value, the TTL.
@@ -79,6 +80,20 @@ return #KEYS
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """What one read of the cache saw."""
+
+    #: the entry, if it is current
+    hit: dict[str, Any] | None
+    #: the generation a freshly built entry must be put under (read before the inputs);
+    #: "unavailable" when Redis did not answer (nothing can be put, nothing is known)
+    generation: str
+    #: the newest change mark seen (the user's or the tenant's): a value built from inputs
+    #: at an earlier checkpoint is not current for this reader
+    floor: int
+
+
 def _generation(raw: bytes | str | None) -> str:
     if raw is None:
         return "0"
@@ -105,12 +120,9 @@ class ContextCache:
             return "unavailable"
         return _generation(raw)
 
-    async def lookup(self, tenant_id: str, user_id: str, field: str
-                     ) -> tuple[dict[str, Any] | None, str]:
-        """`get` and `generation` in one round trip: the entry if it is current, and the
-        generation a `put` of a freshly built entry must be made under (read before the
-        inputs, as `put` requires). Under load each round trip waits for a core; a miss made
-        two before it read anything else."""
+    async def lookup(self, tenant_id: str, user_id: str, field: str) -> Lookup:
+        """`get` and `generation` in one round trip (under load each round trip waits for a
+        core; a miss made two before it read anything else), and the marks seen with them."""
         gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
             pipe = self._redis.pipeline(transaction=False)
@@ -120,8 +132,9 @@ class ContextCache:
             (raw, mark), tenant_mark, generation = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
-            return None, "unavailable"
-        return usable(raw, mark, tenant_mark), _generation(generation)
+            return Lookup(None, "unavailable", 0)
+        return Lookup(usable(raw, mark, tenant_mark), _generation(generation),
+                      max(int(mark or 0), int(tenant_mark or 0)))
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
                   generation: str, stamp: int) -> bool:

@@ -16,7 +16,8 @@ RENDERS = Counter(
 CONTEXT_SECONDS = Histogram(
     "habitus_prompt_context_duration_seconds",
     "prompt.context latency in the profile renderer (the habits.select call included when a "
-    "request is given), by whether the cached context was used (hit, miss, uncached).",
+    "request is given), by how the context was had (hit, miss: built; coalesced: a build "
+    "under way was joined; uncached: no cache).",
     ["cache"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
     registry=registry,
@@ -24,6 +25,12 @@ CONTEXT_SECONDS = Histogram(
 CACHE_HITS = Counter(
     "habitus_prompt_context_cache_hits_total",
     "prompt.context answered from the Redis context cache.", registry=registry,
+)
+CACHE_COALESCED = Counter(
+    "habitus_prompt_context_coalesced_total",
+    "prompt.context misses answered by a build of the same user's context (same variant, "
+    "fresh enough) already under way, instead of reading Postgres again.",
+    registry=registry,
 )
 CACHE_MISSES = Counter(
     "habitus_prompt_context_cache_misses_total",

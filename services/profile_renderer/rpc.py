@@ -31,6 +31,7 @@ from habitus.events.envelope import Payload
 from habitus.service.context import ServiceContext
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache
+from services.profile_renderer.coalesce import Coalescer
 from services.profile_renderer.context import build_context
 from services.profile_renderer.document import (
     NOT_YET_SURE,
@@ -103,6 +104,8 @@ class ProfileRpc:
     def __init__(self, ctx: ServiceContext, cache: ContextCache | None):
         self.ctx = ctx
         self.cache = cache
+        #: builds of a context under way, joined by the calls that miss meanwhile
+        self._builds: Coalescer[dict[str, Any]] = Coalescer()
         self.registry = RpcRegistry()
         self.registry.implement(METHODS["profile.get"])(self.get)
         self.registry.implement(METHODS["profile.save_notes"])(self.save_notes)
@@ -196,20 +199,33 @@ class ProfileRpc:
 
     async def _context(self, p: PromptContextParams, rc: RpcContext
                        ) -> tuple[dict[str, Any], str]:
-        """The context, and how the cache served it (hit, miss, uncached: no cache). A miss is
-        two round trips before the answer: Redis (the entry and the generation), Postgres
-        (every input in one statement); then the put."""
+        """The context, and how it was served: hit, miss (built here), coalesced (a build
+        already under way for the same user and variant), uncached (no cache)."""
         cache = self.cache
         t, u = rc.tenant_id, p.user_id
         field = field_for(p.tools, p.budget_chars, p.unconfirmed)
-        generation = "0"
-        if cache is not None:
-            hit, generation = await cache.lookup(t, u, field)
-            if hit is not None:
-                metrics.CACHE_HITS.inc()
-                return hit, "hit"
-            metrics.CACHE_MISSES.inc()
-        # One statement: the stamp is exactly the checkpoint the data is at.
+        if cache is None:
+            result, _ = await self._build(p, t, u, field, None)
+            return result, "uncached"
+        seen = await cache.lookup(t, u, field)
+        if seen.hit is not None:
+            metrics.CACHE_HITS.inc()
+            return seen.hit, "hit"
+        metrics.CACHE_MISSES.inc()
+        if seen.generation == "unavailable":  # no marks known: nothing to judge a build by
+            result, _ = await self._build(p, t, u, field, None)
+            return result, "miss"
+        result, joined = await self._builds.run(
+            (t, u, field, seen.generation), seen.floor,
+            lambda: self._build(p, t, u, field, seen.generation))
+        if joined:
+            metrics.CACHE_COALESCED.inc()
+        return result, "coalesced" if joined else "miss"
+
+    async def _build(self, p: PromptContextParams, t: str, u: str, field: str,
+                     generation: str | None) -> tuple[dict[str, Any], int]:
+        """The context from Postgres (one statement: the stamp is exactly the checkpoint the
+        data is at), cached under `generation` (None: not cached); with its stamp."""
         inputs = await store.context_inputs(self.ctx.pool, RenderProjection.name, t, u,
                                             p.unconfirmed)
         version, markdown = inputs.document if inputs.document else (0, "")
@@ -222,7 +238,7 @@ class ProfileRpc:
             "sections": [{"name": s.name, "content": s.content} for s in built.sections],
             "text": built.text,
         }
-        if cache is not None:
-            await cache.put(t, u, field, result, generation, inputs.stamp)
-        return result, "miss" if cache is not None else "uncached"
+        if generation is not None and self.cache is not None:
+            await self.cache.put(t, u, field, result, generation, inputs.stamp)
+        return result, inputs.stamp
 

@@ -8,6 +8,8 @@ parameter) still goes to it.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
@@ -118,11 +120,13 @@ async def test_a_change_turns_the_cached_entry_away_in_the_gateway(
     saved = await client.post("/v1/rpc/profile.save_notes", json={
         "user_id": user, "markdown": f"# User Profile\n\n{NOTE}\n", "base_version": 0})
     assert saved.status_code == 200, saved.text
-    # the save answers once the render committed: the very next read shows the note
-    after = await context(client, user_id=user)
-    assert after.status_code == 200, after.text
-    assert NOTE in after.json()["result"]["text"]
-    assert after.json()["result"]["version"] == saved.json()["result"]["version"]
+    # the save answers once the render committed: the very next reads show the note, all of
+    # them, however many agents ask at once (their misses share builds, never an older one)
+    after = await asyncio.gather(*(context(client, user_id=user) for _ in range(20)))
+    assert {a.status_code for a in after} == {200}
+    assert {a.text for a in after} == {after[0].text}
+    assert NOTE in after[0].json()["result"]["text"]
+    assert after[0].json()["result"]["version"] == saved.json()["result"]["version"]
 
 
 async def test_bad_parameters_get_the_renderers_answer_naming_the_field(
@@ -135,3 +139,28 @@ async def test_bad_parameters_get_the_renderers_answer_naming_the_field(
     assert missing.status_code == 400, missing.text
     assert "user_id" in missing.json()["error"]["message"]
     assert served("forwarded") == forwarded + 2
+
+
+async def test_a_hit_served_by_the_gateway_spends_the_read_budget(
+        servers: ServerUrls, stack: Stack, pool: Any) -> None:
+    """The gateway reads the cache and charges the read at once; a hit is still a read, and an
+    over-budget caller gets 429, with a cached entry or with a body that does not parse."""
+    key = await create_key(pool, unique("acme"))
+    settings = servers.settings(read_rate_limit_per_minute=3)
+    if time.time() % 60 > 55:  # the limits count in one-minute windows: do not straddle one
+        await asyncio.sleep(60 - time.time() % 60)
+    async with running(gateway, settings) as host, httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{host.bound_port}", verify=TLS, timeout=20,
+            headers={"Authorization": f"Bearer {key}"}) as client:
+        user = unique("gus")
+        hits = served("hit")
+        answers = [await context(client, user_id=user) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 200]
+        assert served("hit") == hits + 2  # the first built it, the next two were hits
+        refused = await context(client, user_id=user)
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["Retry-After"].isdigit()
+        assert "3 reads per minute" in refused.json()["error"]["message"]
+        bad = await client.post("/v1/rpc/prompt.context", content=b"{not json",
+                                headers={"Content-Type": "application/json"})
+        assert bad.status_code == 429, bad.text

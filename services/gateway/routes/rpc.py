@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
@@ -13,6 +16,7 @@ from habitus.contract import METHODS, method_names
 from habitus.service.context import ServiceContext
 from habitus.telemetry import metrics
 from services.gateway.access import Access, budget_of
+from services.gateway.auth import authenticate
 from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
 from services.gateway.body_limit import BodyTooLarge, read_body
 from services.gateway.context_reads import METHOD as CONTEXT_METHOD
@@ -26,43 +30,62 @@ def _unknown(method: str) -> RpcError:
                                  + ", ".join(method_names()))
 
 
+async def _params(request: Request, max_body_bytes: int, max_json_depth: int
+                  ) -> dict[str, Any]:
+    """The call's parameters: a JSON object (an empty body: none), or the reason it is not."""
+    try:
+        raw = await read_body(request, max_body_bytes)
+    except BodyTooLarge:
+        raise RpcError("payload_too_large", "body too large") from None
+    if raw.strip():
+        check_media_type(request)
+    try:
+        params = parse_json(raw, max_json_depth) if raw.strip() else {}
+    except TooDeep as exc:
+        raise RpcError("invalid_argument", f"{format_path(exc.path)}: nested deeper than "
+                                           f"{exc.limit} levels") from None
+    except ValueError as exc:
+        raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
+    if not isinstance(params, dict):
+        raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
+    for where, reason in unstorable(params):
+        raise RpcError("invalid_argument", f"{where}: {reason}")
+    return params
+
+
 def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
                   contexts: ContextReads) -> None:
     settings = ctx.settings
-    caller_for = access.caller_for
 
     @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
     async def rpc(method: str, request: Request) -> JSONResponse:
+        caller = await authenticate(request, access.keys)
         # Reads and commands have budgets of their own: ingest never spends a read's.
-        caller = await caller_for(request, budget=budget_of(method))
+        budget = budget_of(method)
         try:
-            raw = await read_body(request, settings.max_body_bytes)
-        except BodyTooLarge:
-            raise RpcError("payload_too_large", "body too large") from None
-        if raw.strip():
-            check_media_type(request)
-        try:
-            params = parse_json(raw, settings.max_json_depth) if raw.strip() else {}
-        except TooDeep as exc:
-            raise RpcError("invalid_argument", f"{format_path(exc.path)}: nested deeper than "
-                                               f"{exc.limit} levels") from None
-        except ValueError as exc:
-            raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
-        if not isinstance(params, dict):
-            raise RpcError("invalid_argument", "body: must be a JSON object of parameters")
-        for where, reason in unstorable(params):
-            raise RpcError("invalid_argument", f"{where}: {reason}")
+            params = await _params(request, settings.max_body_bytes,
+                                   settings.max_json_depth)
+        except RpcError:
+            await access.charge(caller, 1, budget)  # a bad call spends the budget too; 429 wins
+            raise
         if method not in METHODS and method.split(".", 1)[0] in _TABLE_PREFIXES:
+            await access.charge(caller, 1, budget)
             # The owner answers its whole prefix; a name under it the table lacks is a typo.
             metrics.RPC_REQUESTS.labels("unknown", "not_found").inc()
             raise _unknown(method)
         # The caller's name must not become a label unless the table knows it.
         label = method if method in METHODS else "unknown"
         if method == CONTEXT_METHOD:
-            cached = await contexts.cached(caller.tenant_id, params)
+            # The charge and the cache read at once (both Redis): one round trip's wait, not
+            # two, on the read every agent turn makes. The caller is authenticated already;
+            # if the charge refuses, the entry read is dropped unseen.
+            _, cached = await asyncio.gather(access.charge(caller, 1, budget),
+                                             contexts.cached(caller.tenant_id, params))
             if cached is not None:
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
                 return JSONResponse({"result": cached})
+        else:
+            await access.charge(caller, 1, budget)
         try:
             spec = METHODS.get(method)
             reply = await ctx.rpc.call_raw(
