@@ -50,6 +50,8 @@ from services.profile_renderer.mirror import Mirror
 PRODUCER = "profile_renderer"
 #: what a `CacheRebuilt` can change: the facet blocks and the not-yet-sure block
 LEARNED_BLOCKS = (*FACET_BLOCKS, NOT_YET_SURE)
+#: the facets and the not-yet-sure facets of a user as a batch just stored them
+Known = tuple[Sequence[ProfileFacet], Sequence[ProvisionalFacet]]
 #: every block, for a document written for the first time
 ALL_BLOCKS = (*LEARNED_BLOCKS, "connected-accounts")
 
@@ -113,9 +115,12 @@ class RenderProjection(Projection):
         for delivered in run:
             event = delivered.event
             t, u = event.tenant_id, event.user_id
-            await store.replace_facets(cur, t, u, profile_facets(event.payload))
-            await store.replace_provisional(cur, t, u, provisional_facets(event.payload))
-            await self._render(cur, delivered, ctx, LEARNED_BLOCKS)
+            facets = profile_facets(event.payload)
+            unsure = store.strongest_per_key(provisional_facets(event.payload))
+            await store.replace_facets(cur, t, u, facets)
+            await store.replace_provisional(cur, t, u, unsure)
+            # rendered from the lists just stored, not read back (two statements a rebuild)
+            await self._render(cur, delivered, ctx, LEARNED_BLOCKS, known=(facets, unsure))
 
     async def on_accounts(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
@@ -171,13 +176,17 @@ class RenderProjection(Projection):
             await self._cache.mark_changed({(d.event.tenant_id, d.event.user_id): d.seq
                                             for d in batch})
 
-    async def _bodies(self, cur: AsyncCursor[Any], t: str, u: str, blocks: Sequence[str]
-                      ) -> dict[str, str]:
+    async def _bodies(self, cur: AsyncCursor[Any], t: str, u: str, blocks: Sequence[str],
+                      known: Known | None = None) -> dict[str, str]:
+        """The blocks' bodies from the user's stored rows; `known`: the facets and the
+        not-yet-sure facets as just stored, so they are not read back."""
         bodies: dict[str, str] = {}
         if any(b in FACET_BLOCKS for b in blocks):
-            bodies.update(facet_bodies(await store.load_facets(cur, t, u)))
+            facets = known[0] if known else await store.load_facets(cur, t, u)
+            bodies.update(facet_bodies(facets))
         if NOT_YET_SURE in blocks:
-            bodies[NOT_YET_SURE] = not_yet_sure_body(await store.load_provisional(cur, t, u))
+            unsure = known[1] if known else await store.load_provisional(cur, t, u)
+            bodies[NOT_YET_SURE] = not_yet_sure_body(unsure)
         if "connected-accounts" in blocks:
             accounts = await store.load_accounts(cur, t, u)
             bodies["connected-accounts"] = accounts_body([Account(k, label)
@@ -185,13 +194,13 @@ class RenderProjection(Projection):
         return bodies
 
     async def _render(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext,
-                      blocks: Sequence[str]) -> None:
+                      blocks: Sequence[str], known: Known | None = None) -> None:
         event = delivered.event
         t, u = event.tenant_id, event.user_id
         current = await store.latest(cur, t, u)
-        bodies = await self._bodies(cur, t, u, blocks)
+        bodies = await self._bodies(cur, t, u, blocks, known)
         if current is None:  # a new document: every block, so none is missing
-            bodies = {**await self._bodies(cur, t, u, ALL_BLOCKS), **bodies}
+            bodies = {**await self._bodies(cur, t, u, ALL_BLOCKS, known), **bodies}
         rendered = render(current.markdown if current else None, bodies)
         if current is not None and rendered.text == current.markdown:
             return

@@ -75,7 +75,7 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
     """The user's not-yet-sure facets are now `facets` (each rebuild states the whole list)."""
     await cur.execute(f"DELETE FROM {PROVISIONAL} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
-    fresh = strongest_per_key(facets)
+    fresh = strongest_per_key(facets)  # a no-op on a list it already made
     if fresh:
         await cur.executemany(
             f"INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability, "
