@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -68,6 +68,21 @@ def usable(raw: bytes | None, *marks: bytes | None) -> dict[str, Any] | None:
     return entry
 
 
+def queue_read(pipe: Any, tenant_id: str, user_id: str, field: str) -> None:
+    """Add the reads `judge` needs to a pipeline: the entry with the user's mark, then the
+    tenant's mark. The renderer queues its generation after them, in the same round trip."""
+    pipe.hmget(context_keys(tenant_id, user_id)[1], [field, MARK_FIELD])
+    pipe.hget(tenant_mark_key(tenant_id), MARK_FIELD)
+
+
+def judge(entry_and_mark: Sequence[bytes | None], tenant_mark: bytes | None
+          ) -> tuple[dict[str, Any] | None, int]:
+    """The entry if it is current, and the newest change mark seen (the floor a value built
+    now must reach to be current), from the two results `queue_read` asked for."""
+    raw, mark = entry_and_mark
+    return usable(raw, mark, tenant_mark), max(int(mark or 0), int(tenant_mark or 0))
+
+
 async def read_context(redis: Redis, tenant_id: str, user_id: str, field: str
                        ) -> dict[str, Any] | None:
     """The user's cached context variant `field` if it is still current, in one pipelined
@@ -75,13 +90,12 @@ async def read_context(redis: Redis, tenant_id: str, user_id: str, field: str
     the cache is never the source of truth."""
     try:
         pipe = redis.pipeline(transaction=False)
-        pipe.hmget(context_keys(tenant_id, user_id)[1], [field, MARK_FIELD])
-        pipe.hget(tenant_mark_key(tenant_id), MARK_FIELD)
-        (raw, mark), tenant_mark = await pipe.execute()
+        queue_read(pipe, tenant_id, user_id, field)
+        entry_and_mark, tenant_mark = await pipe.execute()
     except RedisError as exc:
         log.warning("context cache read failed", extra={"error": repr(exc)})
         return None
-    return usable(raw, mark, tenant_mark)
+    return judge(entry_and_mark, tenant_mark)[0]
 
 
 def answer(context: dict[str, Any]) -> dict[str, Any]:

@@ -40,6 +40,8 @@ from habitus.context_cache import (
     STAMP,
     context_keys,
     field_for,
+    judge,
+    queue_read,
     read_context,
     tenant_mark_key,
     usable,
@@ -123,18 +125,16 @@ class ContextCache:
     async def lookup(self, tenant_id: str, user_id: str, field: str) -> Lookup:
         """`get` and `generation` in one round trip (under load each round trip waits for a
         core; a miss made two before it read anything else), and the marks seen with them."""
-        gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
             pipe = self._redis.pipeline(transaction=False)
-            pipe.hmget(ctx_key, [field, MARK_FIELD])
-            pipe.hget(self._tenant_mark_key(tenant_id), MARK_FIELD)
-            pipe.get(gen_key)
-            (raw, mark), tenant_mark, generation = await pipe.execute()
+            queue_read(pipe, tenant_id, user_id, field)
+            pipe.get(self._keys(tenant_id, user_id)[0])
+            entry_and_mark, tenant_mark, generation = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
             return Lookup(None, "unavailable", 0)
-        return Lookup(usable(raw, mark, tenant_mark), _generation(generation),
-                      max(int(mark or 0), int(tenant_mark or 0)))
+        hit, floor = judge(entry_and_mark, tenant_mark)
+        return Lookup(hit, _generation(generation), floor)
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
                   generation: str, stamp: int) -> bool:

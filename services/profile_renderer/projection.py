@@ -116,9 +116,8 @@ class RenderProjection(Projection):
             event = delivered.event
             t, u = event.tenant_id, event.user_id
             facets = profile_facets(event.payload)
-            unsure = store.strongest_per_key(provisional_facets(event.payload))
             await store.replace_facets(cur, t, u, facets)
-            await store.replace_provisional(cur, t, u, unsure)
+            unsure = await store.replace_provisional(cur, t, u, provisional_facets(event.payload))
             # rendered from the lists just stored, not read back (two statements a rebuild)
             await self._render(cur, delivered, ctx, LEARNED_BLOCKS, known=(facets, unsure))
 

@@ -71,11 +71,12 @@ def strongest_per_key(facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFac
 
 
 async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                              facets: Sequence[ProvisionalFacet]) -> None:
-    """The user's not-yet-sure facets are now `facets` (each rebuild states the whole list)."""
+                              facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFacet]:
+    """The user's not-yet-sure facets are now `facets` (each rebuild states the whole list);
+    returns what was stored (one per key), so a render need not read it back."""
     await cur.execute(f"DELETE FROM {PROVISIONAL} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
-    fresh = strongest_per_key(facets)  # a no-op on a list it already made
+    fresh = strongest_per_key(facets)
     if fresh:
         await cur.executemany(
             f"INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability, "
@@ -83,6 +84,7 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
             [(tenant_id, user_id, f.facet_class, f.key, f.value, f.stability, list(f.evidence))
              for f in fresh],
         )
+    return fresh
 
 
 async def load_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: str

@@ -20,8 +20,8 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.service.migrations import migrate
+from habitus.telemetry.metrics import registry
 from services.gateway.main import service as gateway
-from services.gateway.metrics import CONTEXT_READS
 from services.profile_renderer.main import build as profile_renderer
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
@@ -75,7 +75,8 @@ async def client(stack: Stack, pool: Any) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def served(outcome: str) -> float:
-    return float(CONTEXT_READS.labels(outcome)._value.get())
+    return registry.get_sample_value("habitus_gateway_prompt_context_total",
+                                     {"outcome": outcome}) or 0.0
 
 
 async def context(client: httpx.AsyncClient, **params: Any) -> httpx.Response:
