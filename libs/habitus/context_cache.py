@@ -5,9 +5,10 @@ The profile renderer owns the cache (services.profile_renderer.cache: entries, c
 generations, invalidation, erasure). Reading it is shared because the hot path is shorter
 without the renderer: the gateway answers `prompt.context` cache hits from Redis itself, so an
 agent's read never waits behind the renderer's projection work (a batch being applied holds
-that process's event loop for milliseconds at a time under load). Both read through
-`read_context` and answer with `answer`, so an entry is served by the same rule, and as the
-same bytes, wherever it is read.
+that process's event loop for milliseconds at a time under load). Both queue the same reads
+(`queue_read`, on a pipeline that also carries the gateway's read-budget charge or the
+renderer's generation), judge them with `judge` and answer with `answer`, so an entry is served
+by the same rule, and as the same bytes, wherever it is read.
 
 Each user's entries live in one hash, each stamped with the `profile.render` checkpoint that was
 current when its inputs were read; the hash's `_min` field is the sequence of the user's last

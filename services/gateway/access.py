@@ -14,9 +14,13 @@ never are.
 
 from __future__ import annotations
 
-from typing import Literal
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
 
 from fastapi import Request
+from redis.asyncio.client import Pipeline
+from redis.exceptions import RedisError
 
 from habitus.bus.rpc import RpcError
 from habitus.contract import METHODS
@@ -25,6 +29,8 @@ from services.gateway.auth import Caller, KeyCache, authenticate
 from services.gateway.backpressure_monitor import Backpressure
 from services.gateway.errors import GatewayError
 from services.gateway.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
 
 Budget = Literal["write", "read"]
 
@@ -51,6 +57,7 @@ class Access:
             "read": RateLimiter(ctx.redis, settings.read_rate_limit_per_minute, scope="read"),
         }
         self.backpressure = Backpressure(ctx.js, ctx.redis, settings)
+        self._redis = ctx.redis
 
     def _per_minute(self, budget: Budget) -> int:
         s = self.settings
@@ -66,15 +73,44 @@ class Access:
     async def charge(self, caller: Caller, cost: int, budget: Budget = "write") -> None:
         """Take `cost` from the caller's `budget`: 429 with Retry-After when it is used up, 413
         when `cost` alone exceeds it (waiting cannot help)."""
+        self._check_cost(cost, budget)
+        allowed, retry_after = await self.limiters[budget].allow(caller.principal.key_hash, cost)
+        self._refuse_unless(allowed, retry_after, budget)
+
+    async def charge_and_read(self, caller: Caller, cost: int, budget: Budget,
+                              reads: Callable[[Pipeline], None]) -> list[Any] | None:
+        """`charge`, with the Redis reads `reads` queues sent in the same round trip: the
+        read every agent turn makes (`prompt.context`'s cache entry) waits for one answer,
+        not two. Their results, in order; None when Redis failed (the charge then lets the
+        call through, as `charge` does, and the reads count as a miss)."""
+        self._check_cost(cost, budget)
+        limiter = self.limiters[budget]
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            charge = limiter.queue(pipe, caller.principal.key_hash, cost)
+            reads(pipe)
+            results = await pipe.execute()
+        except RedisError as exc:
+            log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
+            return None
+        if charge is None:
+            return list(results)
+        allowed, retry_after = await limiter.settle(charge, results[0])
+        self._refuse_unless(allowed, retry_after, budget)
+        return list(results[2:])
+
+    def _check_cost(self, cost: int, budget: Budget) -> None:
         per_minute = self._per_minute(budget)
-        unit = "items" if budget == "write" else "reads"
         if 0 < per_minute < cost:  # waiting cannot help: permanent, not 429
             raise RpcError("payload_too_large", f"body: {cost} items; the rate limit allows "
                                                 f"{per_minute} per minute, send smaller batches")
-        allowed, retry_after = await self.limiters[budget].allow(caller.principal.key_hash, cost)
+
+    def _refuse_unless(self, allowed: bool, retry_after: int, budget: Budget) -> None:
         if not allowed:
-            raise GatewayError("rate_limited", f"rate limit of {per_minute} {unit} per minute "
-                               f"exceeded; retry in {retry_after}s", 429, retry_after=retry_after)
+            unit = "items" if budget == "write" else "reads"
+            raise GatewayError("rate_limited", f"rate limit of {self._per_minute(budget)} "
+                               f"{unit} per minute exceeded; retry in {retry_after}s", 429,
+                               retry_after=retry_after)
 
     def push_back(self, caller: Caller, items: int) -> None:
         """429 with Retry-After when the pipeline is behind and this tenant sent at least its

@@ -49,7 +49,7 @@ def create_app(ctx: ServiceContext, access: Access | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     # Registration order is route order: it decides matching and the metrics' route label.
     add_ingest_route(app, ctx, access)
-    add_rpc_route(app, ctx, access, ContextReads(ctx.redis))
+    add_rpc_route(app, ctx, access, ContextReads())
     add_profile_route(app, ctx, access)
     add_readiness_route(app, ctx)
     return app

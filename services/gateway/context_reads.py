@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
-from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
-from habitus.context_cache import answer, field_for, read_context
+from habitus.context_cache import answer, field_for, judge, queue_read
 from habitus.contract.profile import PromptContextParams
 from services.gateway.metrics import CONTEXT_READS
 
@@ -25,14 +25,12 @@ METHOD = "prompt.context"
 
 
 class ContextReads:
-    """The gateway's read of the context cache."""
+    """The gateway's read of the context cache, in two halves around the round trip it shares
+    with the read budget's charge (services.gateway.access.Access.charge_and_read)."""
 
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
-
-    async def cached(self, tenant_id: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        """The result of `prompt.context` with `params` for the tenant if the cache holds a
-        current one; None: forward the call to the renderer."""
+    def wanted(self, params: dict[str, Any]) -> tuple[str, str] | None:
+        """(user, cache field) of the entry that would answer `prompt.context` with `params`;
+        None: the call goes to the renderer (it has a `request`, or does not validate)."""
         try:
             p = PromptContextParams.model_validate(params)
         except ValidationError:
@@ -41,7 +39,17 @@ class ContextReads:
         if p.request is not None:
             CONTEXT_READS.labels("forwarded").inc()
             return None
-        hit = await read_context(self._redis, tenant_id, p.user_id,
-                                 field_for(p.tools, p.budget_chars, p.unconfirmed))
+        return p.user_id, field_for(p.tools, p.budget_chars, p.unconfirmed)
+
+    @staticmethod
+    def queue(pipe: Pipeline, tenant_id: str, wanted: tuple[str, str]) -> None:
+        """Queue the entry's reads (two commands) on `pipe`."""
+        queue_read(pipe, tenant_id, *wanted)
+
+    @staticmethod
+    def result(read: list[Any] | None) -> dict[str, Any] | None:
+        """The call's result from what `queue` read (None: Redis failed), if the entry is
+        current; None: forward the call to the renderer."""
+        hit = judge(read[0], read[1])[0] if read is not None else None
         CONTEXT_READS.labels("hit" if hit is not None else "miss").inc()
         return answer(hit) if hit is not None else None

@@ -12,11 +12,23 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A charge queued on a pipeline: the window's counter, what was added, when it resets."""
+
+    name: str
+    cost: int
+    retry_after: int
 
 
 class RateLimiter:
@@ -25,27 +37,42 @@ class RateLimiter:
         self._per_minute = per_minute
         self._prefix = f"habitus:rl:{scope}:" if scope else "habitus:rl:"
 
+    def queue(self, pipe: Pipeline, key_id: str, cost: int = 1) -> Charge | None:
+        """Queue the charge on `pipe` (a MULTI/EXEC pipeline, so the counter never lives
+        without its expiry) as its next two commands; None: this budget is unlimited and
+        nothing was queued. The caller executes the pipeline and hands the first of the two
+        results to `settle`: a read can ride in the same round trip as its charge."""
+        if self._per_minute <= 0:
+            return None
+        now = time.time()
+        name = f"{self._prefix}{key_id}:{int(now // 60)}"
+        pipe.incrby(name, cost)
+        pipe.expire(name, 120)
+        return Charge(name, cost, int(60 - now % 60) + 1)
+
+    async def settle(self, charge: Charge | None, count: Any) -> tuple[bool, int]:
+        """(allowed, seconds until the window resets) from the counter's value after the
+        charge; a refused charge is taken back."""
+        if charge is None:
+            return True, 0
+        if int(count) <= self._per_minute:
+            return True, charge.retry_after
+        # A refused request stores nothing, so it must not use up the window either.
+        try:
+            await self._redis.decrby(charge.name, charge.cost)
+        except RedisError:
+            pass
+        return False, charge.retry_after
+
     async def allow(self, key_id: str, cost: int = 1) -> tuple[bool, int]:
         """Returns (allowed, seconds until the window resets)."""
         if self._per_minute <= 0:
             return True, 0
-        now = time.time()
-        window = int(now // 60)
-        name = f"{self._prefix}{key_id}:{window}"
         try:
             pipe = self._redis.pipeline(transaction=True)
-            pipe.incrby(name, cost)
-            pipe.expire(name, 120)
+            charge = self.queue(pipe, key_id, cost)
             count, _ = await pipe.execute()
         except RedisError as exc:
             log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
             return True, 0
-        retry_after = int(60 - now % 60) + 1
-        if int(count) <= self._per_minute:
-            return True, retry_after
-        # A refused request stores nothing, so it must not use up the window either.
-        try:
-            await self._redis.decrby(name, cost)
-        except RedisError:
-            pass
-        return False, retry_after
+        return await self.settle(charge, count)

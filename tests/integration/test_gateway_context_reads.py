@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
+from habitus.runtime.embedded import free_port
 from habitus.service.migrations import migrate
 from habitus.telemetry.metrics import registry
 from services.gateway.main import service as gateway
@@ -165,3 +166,20 @@ async def test_a_hit_served_by_the_gateway_spends_the_read_budget(
         bad = await client.post("/v1/rpc/prompt.context", content=b"{not json",
                                 headers={"Content-Type": "application/json"})
         assert bad.status_code == 429, bad.text
+
+
+async def test_with_its_redis_unreachable_the_gateway_forwards_and_the_read_is_answered(
+        servers: ServerUrls, stack: Stack, pool: Any) -> None:
+    """The charge and the entry read share one Redis round trip; when it fails the call is let
+    through (the limiter is a cache) and the read counts as a miss the renderer answers."""
+    key = await create_key(pool, unique("acme"))
+    settings = servers.settings(redis_url=f"redis://127.0.0.1:{free_port()}/0",
+                                read_rate_limit_per_minute=1)
+    async with running(gateway, settings) as host, httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{host.bound_port}", verify=TLS, timeout=20,
+            headers={"Authorization": f"Bearer {key}"}) as client:
+        misses = served("miss")
+        answers = [await context(client, user_id=unique("gus")) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[-1].text
+    assert all("sections" in a.json()["result"] for a in answers)
+    assert served("miss") == misses + 2  # over the budget of 1, yet not refused: no Redis

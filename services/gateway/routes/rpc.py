@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -75,12 +74,13 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             raise _unknown(method)
         # The caller's name must not become a label unless the table knows it.
         label = method if method in METHODS else "unknown"
-        if method == CONTEXT_METHOD:
-            # The charge and the cache read at once (both Redis): one round trip's wait, not
-            # two, on the read every agent turn makes. The caller is authenticated already;
-            # if the charge refuses, the entry read is dropped unseen.
-            _, cached = await asyncio.gather(access.charge(caller, 1, budget),
-                                             contexts.cached(caller.tenant_id, params))
+        wanted = contexts.wanted(params) if method == CONTEXT_METHOD else None
+        if wanted is not None:
+            # The charge and the cache read in one Redis round trip, on the read every agent
+            # turn makes. If the charge refuses, the entry read is dropped unseen.
+            read = await access.charge_and_read(
+                caller, 1, budget, lambda pipe: contexts.queue(pipe, caller.tenant_id, wanted))
+            cached = contexts.result(read)
             if cached is not None:
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
                 return JSONResponse({"result": cached})
