@@ -30,6 +30,11 @@ class Settings(BaseSettings):
     http_port: int = Field(default=8080, description="the gateway's HTTP port")
     metrics_port: int = Field(default=9000, description=(
         "port of a non-gateway service's /metrics, /healthz, /readyz"))
+    role: str = Field(default="all", pattern="^(all|rpc|projections)$", description=(
+        "what this process of its service does: `all`; `rpc`, its RPC methods only (a read "
+        "replica: no projections, no background work); `projections`, all but its RPC "
+        "methods, which an `rpc` process answers (`habitus up` runs the profile renderer "
+        "so, keeping `prompt.context` off the projection's event loop)"))
     bootstrap_keys: str = Field(default="", description=(
         "`tenant:key,...` API keys ensured at start (compose, k8s secrets, tests)"))
     admin_keys: str = Field(default="", description=(

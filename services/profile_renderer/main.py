@@ -42,6 +42,9 @@ service = ServiceDescriptor(
     settings=ProfileSettings,
     wire=wire,
     migrations="services.profile_renderer.migrations",
+    # `prompt.context` is read on every agent turn; its misses are built apart from the
+    # batches of `profile.render`, which keep this process's event loop busy under load.
+    rpc_apart=True,
 )
 
 

@@ -30,6 +30,7 @@ import pytest
 from habitus.runtime.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from habitus.runtime.lifetime import ProcessRef
 from habitus.runtime.state import InstanceLock, write_runtime
+from habitus.runtime.up import RPC_PROCESS_SUFFIX
 from tests.support.http import TLS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +151,9 @@ def _child_name(proc: psutil.Process) -> str | None:
     if "habitus.runtime.zygote" in argv:
         return "forkserver"
     if "serve" in argv and argv.index("serve") + 1 < len(argv):
-        return argv[argv.index("serve") + 1]
+        # A service's RPC process beside its own is named as `habitus up` names it.
+        suffix = RPC_PROCESS_SUFFIX if argv[-2:] == ["--role", "rpc"] else ""
+        return argv[argv.index("serve") + 1] + suffix
     return None
 
 

@@ -127,6 +127,18 @@ def test_an_unknown_service_is_refused_naming_the_installed_ones() -> None:
     assert all(name in refused.output for name in serve.service_names())
 
 
+def test_a_role_must_be_one_of_three_and_the_settings_agree() -> None:
+    from habitus.config import Settings
+
+    refused = RUNNER.invoke(app, ["serve", "profile_renderer", "--role", "reads"],
+                            env={"COLUMNS": "200"})
+    assert refused.exit_code == 2
+    assert "'reads' is not one of 'all', 'rpc', 'projections'" in refused.output, \
+        refused.output
+    pattern = Settings.model_fields["role"].metadata[0].pattern
+    assert pattern == "^(" + "|".join(serve.ROLES) + ")$"
+
+
 # --------------------------------------------------------------------------- a fake gateway
 
 

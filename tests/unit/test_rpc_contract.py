@@ -130,3 +130,10 @@ def test_implement_registers_the_tables_params() -> None:
 def test_a_spec_with_an_unspellable_name_is_refused() -> None:
     with pytest.raises(ValueError):
         MethodSpec("learning.*", "stability_detector", CacheParams, CacheParams, "bad")
+
+
+def test_rpc_apart_needs_methods_and_projections_and_the_renderer_has_it() -> None:
+    with pytest.raises(ValueError, match="rpc_apart needs both RPC methods and projections"):
+        ServiceDescriptor("gateway2", "gateway2", rpc_apart=True)
+    apart = [s.name for s in registry.services() if s.rpc_apart]
+    assert apart == ["profile_renderer"]  # prompt.context, read on every agent turn

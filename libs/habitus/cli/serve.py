@@ -4,6 +4,7 @@ run. Its help lists the installed services from their entry points alone."""
 from __future__ import annotations
 
 import asyncio
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -26,8 +27,23 @@ def service_names() -> list[str]:
     return sorted(ep.name for ep in entry_points(group=SERVICES_GROUP))
 
 
+class Role(StrEnum):
+    """HABITUS_ROLE's values (habitus.config.Settings.role)."""
+
+    all = "all"
+    rpc = "rpc"
+    projections = "projections"
+
+
+ROLES = tuple(r.value for r in Role)
+
+
 def serve(service: Annotated[str, typer.Argument(
-        help="the service to run, one of those listed above", show_default=False)]) -> None:
+        help="the service to run, one of those listed above", show_default=False)],
+          role: Annotated[Role | None, typer.Option(
+              show_default=False,
+              help="what this process does (instead of HABITUS_ROLE): all; rpc, its RPC "
+                   "methods only; projections, all but its RPC methods")] = None) -> None:
     """Run one service in the foreground (what containers and `habitus up` run)."""
     from habitus.service import registry
     from habitus.service.host import ServiceHost
@@ -38,6 +54,8 @@ def serve(service: Annotated[str, typer.Argument(
     except LookupError as exc:
         raise fail(str(exc)) from None
     settings = live_settings()
+    if role is not None:
+        settings = settings.model_copy(update={"role": role.value})
     configure_logging(service, settings.log_level, settings.log_json)
     run_event_loop(ServiceHost(descriptor, settings).serve_forever())
 

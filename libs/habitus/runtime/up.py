@@ -88,6 +88,15 @@ def public_services() -> set[str]:
     return {s.name for s in registry.services() if s.public_http}
 
 
+def rpc_apart() -> set[str]:
+    """The services whose RPC methods run in a process of their own (their descriptors)."""
+    return {s.name for s in registry.services() if s.rpc_apart}
+
+
+#: the name of a service's RPC process beside its own (`profile_renderer_rpc`)
+RPC_PROCESS_SUFFIX = "_rpc"
+
+
 def service_names() -> list[str]:
     """Every installed service, the public one last (it checks the others are ready)."""
     names = [s.name for s in registry.services()]
@@ -341,15 +350,24 @@ class Up:
             base_env.update(self.guest.service_env())
         logs = self.data_dir / "logs"
         metrics: dict[str, str] = {}  # service -> host:port of its /metrics
+        apart = rpc_apart()
         for name in names:
-            env = dict(base_env)
-            if name not in public:
-                env["HABITUS_METRICS_PORT"] = str(free_port())
-                metrics[name] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"
-            self.supervisor.add(ProcessSpec(
-                name, [sys.executable, "-m", "habitus.cli", "serve", name], env,
-                logs / f"{name}.log"))
-        _say(f"  services: {', '.join(names)} (logs in {logs})")
+            roles = ([(name, "projections"), (name + RPC_PROCESS_SUFFIX, "rpc")]
+                     if name in apart else [(name, "all")])
+            for process, role in roles:
+                env = dict(base_env)
+                if name not in public:
+                    env["HABITUS_METRICS_PORT"] = str(free_port())
+                    metrics[process] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"
+                # The role in the command line, so `ps` tells the two processes apart.
+                self.supervisor.add(ProcessSpec(
+                    process, [sys.executable, "-m", "habitus.cli", "serve", name,
+                              *(["--role", role] if role != "all" else [])], env,
+                    logs / f"{process}.log"))
+        rpc_processes = [n + RPC_PROCESS_SUFFIX for n in names if n in apart]
+        _say(f"  services: {', '.join(names)}"
+             + (f", with {', '.join(rpc_processes)} answering their RPC" if rpc_processes
+                else "") + f" (logs in {logs})")
         self._update_state(metrics={**metrics, **{n: f"{s.http_host}:{s.http_port}"
                                                   for n in public}})
         prometheus_url = self._observe(metrics, base_env) if observe else None
@@ -380,6 +398,7 @@ class Up:
 
         # Labelled like compose and Kubernetes do: by deploy name (stability-detector).
         deploy = {d.name: d.deploy_name for d in registry.services()}
+        deploy.update({n + RPC_PROCESS_SUFFIX: f"{deploy[n]}-rpc" for n in rpc_apart()})
         s = self.settings
         try:
             spec, url = prometheus_spec(

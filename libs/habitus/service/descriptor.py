@@ -86,6 +86,10 @@ class ServiceDescriptor:
     #: it serves the public HTTP API on HABITUS_HTTP_PORT (else only /metrics and health)
     public_http: bool = False
     runner_config: RunnerConfig = field(default_factory=RunnerConfig)
+    #: `habitus up` runs its RPC methods in a process of their own (HABITUS_ROLE `rpc`) beside
+    #: the one applying its projections (`projections`): for a service whose reads are on
+    #: every agent turn's path, so a read never waits for the batch a projection is applying
+    rpc_apart: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -96,6 +100,8 @@ class ServiceDescriptor:
             if projection.schema != self.schema:
                 raise ValueError(f"{projection.name} keeps its checkpoint in "
                                  f"{projection.schema}, not in {self.name}'s {self.schema}")
+        if self.rpc_apart and not (self.rpc_prefixes and self.projections):
+            raise ValueError(f"{self.name}: rpc_apart needs both RPC methods and projections")
         if self.projections and self.migrations is None:
             raise ValueError(f"{self.name} has projections but no migrations for its tables")
 

@@ -94,8 +94,11 @@ class ServiceHost:
             logger=None,
         )
         # Subjects derive from the descriptor's prefixes, so they are known before the
-        # handlers exist; a request arriving before `wire` finished is told to retry.
-        for prefix in d.rpc_prefixes:
+        # handlers exist; a request arriving before `wire` finished is told to retry. A
+        # `projections` process leaves them to the service's `rpc` processes (a queue group
+        # hands each request to one member at random, so a member that also applies batches
+        # would keep answering some of them late); every process answers its ping.
+        for prefix in d.rpc_prefixes if self.settings.role != "projections" else ():
             broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name,
                               max_workers=RPC_WORKERS)(self._dispatch)
         if not d.answers(d.ping_method):  # else the prefix's subscription carries it
@@ -151,7 +154,11 @@ class ServiceHost:
         self.ctx = ctx
         wiring = await d.wire(ctx, d.load_settings())
         d.check_wiring(wiring)
-        if wiring.disabled is not None:
+        rpc_only = self.settings.role == "rpc"
+        if rpc_only:
+            log.info("only the RPC methods run here: the projections run in the service's "
+                     "other processes", extra={"service": d.name})
+        elif wiring.disabled is not None:
             # The service says why, once, in its own words; this records what the host did.
             log.info("only the erasure runs, the projections pass: the service is disabled",
                      extra={"service": d.name, "reason": wiring.disabled})
@@ -165,7 +172,7 @@ class ServiceHost:
         if wiring.projections and d.schema:
             # A disabled service still erases: what it folded while enabled is the user's too.
             projections.append(erasure_for(d.schema, d.projections)(wiring.projections))
-        for projection in projections:
+        for projection in projections if not rpc_only else ():
             runner = ProjectionRunner(projection, nc, pool, config=d.runner_config)
             runner.start()
             self.runners.append(runner)
@@ -207,7 +214,8 @@ class ServiceHost:
                     await asyncio.wait_for(self._server_task, 10)
         await asyncio.gather(*(r.stop() for r in self.runners), return_exceptions=True)
         if self._wiring is not None:
-            for task in self._wiring.background if self._wiring.disabled is None else ():
+            started = self._wiring.disabled is None and self.settings.role != "rpc"
+            for task in self._wiring.background if started else ():
                 with contextlib.suppress(Exception):
                     await task.stop()
         if self._broker is not None:
