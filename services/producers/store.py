@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from psycopg import AsyncCursor
-from psycopg.types.json import Jsonb
+from pydantic_core import to_json
 
 SCHEMA = "producers"
 SESSIONS = f"{SCHEMA}.sessions"
@@ -31,12 +31,21 @@ async def load_sessions(cur: AsyncCursor[Any], keys: Iterable[SessionKey]
 
 async def save_sessions(cur: AsyncCursor[Any],
                         states: Mapping[SessionKey, tuple[dict[str, Any], int]]) -> None:
+    """Upsert every session of the batch in one statement (each key once: a batch's later
+    turns of a session are folded into its one state before this is called)."""
     if not states:
         return
-    await cur.executemany(
+    ordered = sorted(states.items())
+    await cur.execute(
         f"""INSERT INTO {SESSIONS} (tenant_id, user_id, session_id, state, last_seq)
-            VALUES (%s, %s, %s, %s, %s)
+            SELECT t, u, s, st::jsonb, q
+            FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int8[])
+                 AS k(t, u, s, st, q)
             ON CONFLICT (tenant_id, user_id, session_id) DO UPDATE
               SET state = EXCLUDED.state, last_seq = EXCLUDED.last_seq""",
-        [(t, u, s, Jsonb(state), seq) for (t, u, s), (state, seq) in sorted(states.items())],
+        ([t for (t, _, _), _ in ordered], [u for (_, u, _), _ in ordered],
+         [s for (_, _, s), _ in ordered],
+         # one serializer call per state in C (pydantic-core), not psycopg's Jsonb dumper
+         [to_json(state).decode() for _, (state, _) in ordered],
+         [seq for _, (_, seq) in ordered]),
     )

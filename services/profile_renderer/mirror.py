@@ -12,7 +12,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from psycopg_pool import AsyncConnectionPool
@@ -62,6 +62,34 @@ def _remove(root: Path, tenant_id: str, user_id: str) -> None:
             parent.rmdir()
 
 
+Edited = tuple[store.MirrorDue, str, str]  # the user, the file as found, its sha
+
+
+def _write_due(root: Path, due: Sequence[store.MirrorDue]
+               ) -> tuple[list[tuple[str, str, int, str]], list[Edited]]:
+    """Write each due user's file unless it was edited by hand since the mirror wrote it:
+    (what was written, as (tenant, user, version, sha); the edited files, to import). One
+    user's failure (a full disk, a permission) is logged and the others still written."""
+    written: list[tuple[str, str, int, str]] = []
+    edited: list[Edited] = []
+    for item in due:
+        path = mirror_path(root, item.tenant_id, item.user_id)
+        try:
+            on_disk = _read(path) if item.written is not None else None
+            if on_disk is not None and item.written is not None:
+                digest = store.sha256(on_disk)
+                if digest not in (item.written[1], item.written[2]):
+                    edited.append((item, on_disk, digest))
+                    continue
+            write_atomically(path, item.document.markdown)
+        except Exception:
+            log.exception("mirror write failed", extra={"tenant": item.tenant_id})
+            continue
+        written.append((item.tenant_id, item.user_id, item.document.version,
+                        item.document.sha256))
+    return written, edited
+
+
 class Mirror:
     def __init__(self, pool: AsyncConnectionPool, publisher: EventPublisher, root: Path):
         self._pool = pool
@@ -74,29 +102,29 @@ class Mirror:
             await asyncio.to_thread(_remove, self._root, tenant_id, user_id)
 
     async def sync(self, users: Iterable[tuple[str, str]]) -> None:
-        for tenant_id, user_id in sorted(set(users)):
-            try:
-                await self._sync_user(tenant_id, user_id)
-            except Exception:  # one user's mirror must not stop the others'
-                log.exception("mirror write failed", extra={"tenant": tenant_id})
-
-    async def _sync_user(self, tenant_id: str, user_id: str) -> None:
-        async with self._pool.connection() as conn, conn.cursor() as cur:
-            document = await store.latest(cur, tenant_id, user_id)
-            row = await store.mirror_state(cur, tenant_id, user_id)
-        if document is None or (row is not None and row[0] >= document.version):
+        """Write the batch's users' new versions: one statement finds who is due, one thread
+        hop reads and writes their files, one statement records what was written. A file
+        edited by hand since it was written is imported instead (and written once the
+        import is part of a newer version)."""
+        try:
+            async with self._pool.connection() as conn, conn.cursor() as cur:
+                due = await store.mirrors_due(cur, sorted(set(users)))
+            if not due:
+                return
+            written, edited = await asyncio.to_thread(_write_due, self._root, due)
+            if written:
+                async with self._pool.connection() as conn, conn.cursor() as cur:
+                    await store.mirrors_written(cur, written)
+        except Exception:  # the mirror is a copy: the next render of these users writes it
+            log.exception("mirror sync failed")
             return
-        path = mirror_path(self._root, tenant_id, user_id)
-        on_disk = await asyncio.to_thread(_read, path) if row is not None else None
-        if on_disk is not None and row is not None:
-            digest = store.sha256(on_disk)
-            if digest not in (row[1], row[2]):
-                await self._import(tenant_id, user_id, on_disk, int(row[0]), digest)
-                return  # written once the import is part of a newer version
-        await asyncio.to_thread(write_atomically, path, document.markdown)
-        async with self._pool.connection() as conn, conn.cursor() as cur:
-            await store.mirror_written(cur, tenant_id, user_id, document.version,
-                                       document.sha256)
+        for item, on_disk, digest in edited:
+            assert item.written is not None
+            try:
+                await self._import(item.tenant_id, item.user_id, on_disk,
+                                   item.written[0], digest)
+            except Exception:  # one user's import must not stop the others'
+                log.exception("mirror import failed", extra={"tenant": item.tenant_id})
 
     async def _import(self, tenant_id: str, user_id: str, text: str, base_version: int,
                       digest: str) -> None:

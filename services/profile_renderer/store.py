@@ -261,24 +261,52 @@ async def forget_mirror(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
                       (tenant_id, user_id))
 
 
-async def mirror_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
-                       ) -> tuple[int, str, str | None] | None:
-    """What the mirror last wrote for the user (version, sha) and an import it awaits."""
-    await cur.execute(f"SELECT written_version, written_sha, pending_sha FROM {MIRROR} "
-                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    row = await cur.fetchone()
-    return None if row is None else (int(row[0]), row[1], row[2])
+@dataclass(frozen=True, slots=True)
+class MirrorDue:
+    """A user whose latest version the mirror has not written yet, with what it last wrote
+    (version, sha and the sha of an import it awaits; None: it never wrote the file)."""
+
+    tenant_id: str
+    user_id: str
+    document: Document
+    written: tuple[int, str, str | None] | None
 
 
-async def mirror_written(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
-                         sha: str) -> None:
+async def mirrors_due(cur: AsyncCursor[Any], users: Sequence[tuple[str, str]]
+                      ) -> list[MirrorDue]:
+    """The users among `users` whose latest version is newer than their file, in one
+    statement (a render batch's users, read together rather than two queries each)."""
+    if not users:
+        return []
+    await cur.execute(
+        f"""SELECT k.t, k.u, d.version, d.markdown, d.sha256, d.origin, d.cause_event_id,
+                   m.written_version, m.written_sha, m.pending_sha
+            FROM unnest(%s::text[], %s::text[]) AS k(t, u)
+            CROSS JOIN LATERAL (
+                SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS}
+                WHERE tenant_id = k.t AND user_id = k.u ORDER BY version DESC LIMIT 1) d
+            LEFT JOIN {MIRROR} m ON m.tenant_id = k.t AND m.user_id = k.u
+            WHERE m.written_version IS NULL OR m.written_version < d.version
+            ORDER BY k.t, k.u""",
+        ([t for t, _ in users], [u for _, u in users]))
+    return [MirrorDue(r[0], r[1], Document(int(r[2]), r[3], r[4], r[5], r[6]),
+                      None if r[7] is None else (int(r[7]), r[8], r[9]))
+            for r in await cur.fetchall()]
+
+
+async def mirrors_written(cur: AsyncCursor[Any],
+                          written: Sequence[tuple[str, str, int, str]]) -> None:
+    """Record the files just written, (tenant, user, version, sha) each, in one statement."""
+    if not written:
+        return
     await cur.execute(
         f"""INSERT INTO {MIRROR} (tenant_id, user_id, written_version, written_sha)
-            VALUES (%s, %s, %s, %s)
+            SELECT * FROM unnest(%s::text[], %s::text[], %s::int8[], %s::text[])
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET
               written_version = EXCLUDED.written_version,
               written_sha = EXCLUDED.written_sha, pending_sha = NULL""",
-        (tenant_id, user_id, version, sha))
+        ([w[0] for w in written], [w[1] for w in written], [w[2] for w in written],
+         [w[3] for w in written]))
     await cur.connection.commit()
 
 

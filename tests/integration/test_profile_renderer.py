@@ -158,6 +158,22 @@ async def test_a_hand_edit_of_the_mirror_survives_the_next_render(person: Person
     assert "My own note: I read on mobile." in person.mirror.read_text()
 
 
+async def test_a_mirror_that_cannot_be_written_does_not_stop_the_others(person: Person
+                                                                        ) -> None:
+    """A user whose PROFILE.md cannot be written (here a folder stands in its place) keeps
+    their profile in Postgres; the users rendered with or after them get their files."""
+    blocked = person.mirror
+    blocked.mkdir(parents=True)  # the file's place is taken
+    await person.learn("verbosity", "terse")
+    await person.settled(lambda md: "terse" in md)
+    person.user = "bob"
+    await person.learn("emoji", "skip")
+    doc = await person.settled(lambda md: "- **emoji**: skip" in md)
+    await until(lambda: _exists(person.mirror))
+    assert person.mirror.read_text() == doc["markdown"]
+    assert blocked.is_dir()
+
+
 async def _file_has(path: Path, text: str) -> bool:
     def check() -> bool:
         return path.exists() and text in path.read_text()
