@@ -35,7 +35,7 @@ import httpx
 
 from tests.load import latency, probes, report, snapshot
 from tests.load.baseline import raw_acked_publish
-from tests.load.mix import READ_SHARES, Mix, Plan
+from tests.load.mix import ITEM_SHARES, READ_SHARES, Mix, Plan
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -62,6 +62,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-samples", type=int, default=50)
     p.add_argument("--projections", default="",
                    help="comma-separated projections to wait for (default: every installed one)")
+    p.add_argument("--items", default=",".join(ITEM_SHARES),
+                   help="comma-separated item types to send, in the mix's proportions "
+                        "(default: all of them; `turn` alone is the chat-only load of four "
+                        "clients sending turns)")
     p.add_argument("--reads", default=",".join(READ_SHARES),
                    help="comma-separated read methods (default: all four of the mix)")
     p.add_argument("--url", default=None,
@@ -76,6 +80,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resources-every", type=float, default=5,
                    help="seconds between samples of RSS, descriptors, connections (default 5)")
     return p.parse_args(argv)
+
+
+def item_shares(names: str) -> dict[str, float]:
+    """The mix's item shares of the types named (their proportions kept)."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - set(ITEM_SHARES))
+    if unknown or not wanted:
+        raise SystemExit(f"--items: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(ITEM_SHARES)}")
+    return {n: ITEM_SHARES[n] for n in wanted}
 
 
 def read_shares(names: str) -> dict[str, float]:
@@ -225,7 +239,8 @@ async def main(args: argparse.Namespace) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     plan = Plan(prefix=f"load{int(time.time()) % 10**8}", tenants=args.tenants,
                 users_per_tenant=args.users_per_tenant, zipf=args.zipf, batch=args.batch,
-                seed=args.seed, read_shares=read_shares(args.reads))
+                seed=args.seed, item_shares=item_shares(args.items),
+                read_shares=read_shares(args.reads))
     tenants = plan.tenant_ids()
     flow = {p.name: p for p in topology().in_flow_order()}
     names = [n.strip() for n in args.projections.split(",") if n.strip()] or list(flow)
