@@ -62,7 +62,7 @@ class CaptureProjection(Projection):
         if not self.enabled:
             return
         retention: dict[str, int] = {}
-        by_user: dict[tuple[str, str], list[store.Observation]] = {}
+        captured: list[tuple[str, str, store.Observation]] = []
         for delivered in run:
             event = delivered.event
             turn: TurnRecorded = event.payload
@@ -78,14 +78,13 @@ class CaptureProjection(Projection):
                 retention[event.tenant_id] = settings.retention_days
             observed = turn.assistant_at
             expires = observed + retention[event.tenant_id] * DAY
-            by_user.setdefault((event.tenant_id, event.user_id), []).append(store.Observation(
+            captured.append((event.tenant_id, event.user_id, store.Observation(
                 seq=delivered.seq, event_id=event.event_id, session_id=turn.session_id,
                 turn_id=turn.turn_id, day=utc_day(observed), text=text,
                 bytes=len(text.encode("utf-8")), checksum=identity.sha256(text),
-                observed_at=observed, expires_at=expires))
+                observed_at=observed, expires_at=expires)))
             metrics.CAPTURED.inc()
-        for (tenant_id, user_id), rows in by_user.items():
-            await store.add_observations(cur, tenant_id, user_id, rows)
+        await store.add_observations(cur, captured)
 
     handlers = {TurnRecorded: on_turns}
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
+from pydantic_core import to_json
 
 from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
@@ -42,12 +43,16 @@ async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                          facets: Sequence[ProfileFacet]) -> None:
     await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
-    if facets:
-        await cur.executemany(
-            f"INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability, "
-            "origin) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.pinned, f.stability,
-              f.origin) for f in facets],
+    if facets:  # one statement for the user's facets, not one per facet
+        await cur.execute(
+            f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability,
+                    origin)
+                SELECT %s, %s, c, k, v, p, s, o
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::bool[], %s::float8[],
+                            %s::text[]) AS x(c, k, v, p, s, o)""",
+            (tenant_id, user_id, [f.facet_class for f in facets], [f.key for f in facets],
+             [f.value for f in facets], [f.pinned for f in facets],
+             [f.stability for f in facets], [f.origin for f in facets]),
         )
 
 
@@ -77,12 +82,18 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
     await cur.execute(f"DELETE FROM {PROVISIONAL} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
     fresh = strongest_per_key(facets)
-    if fresh:
-        await cur.executemany(
-            f"INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability, "
-            "evidence) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(tenant_id, user_id, f.facet_class, f.key, f.value, f.stability, list(f.evidence))
-             for f in fresh],
+    if fresh:  # one statement, as for the facets; each evidence list travels as JSON
+        await cur.execute(
+            f"""INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability,
+                    evidence)
+                SELECT %s, %s, c, k, v, s, ARRAY(
+                    SELECT item FROM jsonb_array_elements_text(e::jsonb) WITH ORDINALITY
+                         AS i(item, n) ORDER BY n)
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::text[])
+                     AS x(c, k, v, s, e)""",
+            (tenant_id, user_id, [f.facet_class for f in fresh], [f.key for f in fresh],
+             [f.value for f in fresh], [f.stability for f in fresh],
+             [to_json(list(f.evidence)).decode() for f in fresh]),
         )
     return fresh
 
