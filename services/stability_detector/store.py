@@ -6,13 +6,13 @@ facets and the checkpoint commit together.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from psycopg import AsyncCursor
 from psycopg.errors import UniqueViolation
-from psycopg.types.json import Jsonb
 
 from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
 from services.stability_detector.summary import ValueStats, dumps, dumps_refs
@@ -331,19 +331,26 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
     written, the others keep their stored stability and `as_of` (readers decay them);
     `summaries`: how far they have come (`last_as_of` in it is ignored, `as_of` is the new
     one)."""
+    # One statement each, whatever the number of rows (a rebuild rewrote a statement per
+    # facet); a later row of one (class, key) wins, as it did when each row had its own.
     gone = [fk for fk in old if fk not in new]
     if gone:
-        await cur.executemany(
-            f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s AND class = %s "
-            "AND key = %s",
-            [(tenant_id, user_id, c, k) for c, k in gone],
-        )
-    if changed:
-        await cur.executemany(
+        await cur.execute(
+            f"""DELETE FROM {FACETS} f USING unnest(%s::text[], %s::text[]) AS g(c, k)
+                WHERE f.tenant_id = %s AND f.user_id = %s AND f.class = g.c AND f.key = g.k""",
+            ([c for c, _ in gone], [k for _, k in gone], tenant_id, user_id))
+    rows = list({(r.facet_class, r.key): r for r in changed}.values())
+    if rows:
+        await cur.execute(
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state, stability,
                     user_state, evidence_refs, cue_counts, evidence_count, first_seen_at,
                     last_evidence_at, next_change_at, as_of, origin)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                SELECT %s, %s, c, k, v, st, stab, us, refs::jsonb, cues::jsonb, n, first,
+                       last, nxt, %s, o
+                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
+                            %s::text[], %s::text[], %s::text[], %s::int4[], %s::float8[],
+                            %s::float8[], %s::float8[], %s::text[])
+                     AS x(c, k, v, st, stab, us, refs, cues, n, first, last, nxt, o)
                 ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
                   value = EXCLUDED.value, state = EXCLUDED.state,
                   stability = EXCLUDED.stability, user_state = EXCLUDED.user_state,
@@ -353,11 +360,15 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                   last_evidence_at = EXCLUDED.last_evidence_at,
                   next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of,
                   origin = EXCLUDED.origin""",
-            [(tenant_id, user_id, r.facet_class, r.key, r.value, r.state,
-              None if math.isinf(r.stability) else r.stability, r.user_state,
-              Jsonb(list(r.evidence_refs)), Jsonb(dict(r.cue_counts)), r.evidence_count,
-              r.first_seen_at, r.last_evidence_at, r.next_change_at, as_of, r.origin)
-             for r in changed],
+            (tenant_id, user_id, as_of, [r.facet_class for r in rows], [r.key for r in rows],
+             [r.value for r in rows], [r.state for r in rows],
+             [None if math.isinf(r.stability) else r.stability for r in rows],
+             [r.user_state for r in rows],
+             [json.dumps(list(r.evidence_refs)) for r in rows],
+             [json.dumps(dict(r.cue_counts)) for r in rows],
+             [r.evidence_count for r in rows], [r.first_seen_at for r in rows],
+             [r.last_evidence_at for r in rows], [r.next_change_at for r in rows],
+             [r.origin for r in rows]),
         )
     await cur.execute(
         f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at,
