@@ -27,11 +27,13 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import httpx
+import typer
 
 from tests.load import latency, probes, report, snapshot
 from tests.load.baseline import raw_acked_publish
@@ -82,25 +84,26 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _shares(option: str, names: str, known: Mapping[str, float]) -> dict[str, float]:
+    """`known`'s shares of the names listed in `names` (comma-separated), or exit naming the
+    option and what it knows."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = sorted(set(wanted) - set(known))
+    if unknown or not wanted:
+        raise SystemExit(f"{option}: unknown {', '.join(unknown) or '(none given)'}; "
+                         f"known: {', '.join(known)}")
+    return {n: known[n] for n in wanted}
+
+
 def item_shares(names: str) -> dict[str, float]:
     """The mix's item shares of the types named (their proportions kept)."""
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = sorted(set(wanted) - set(ITEM_SHARES))
-    if unknown or not wanted:
-        raise SystemExit(f"--items: unknown {', '.join(unknown) or '(none given)'}; "
-                         f"known: {', '.join(ITEM_SHARES)}")
-    return {n: ITEM_SHARES[n] for n in wanted}
+    return _shares("--items", names, ITEM_SHARES)
 
 
 def read_shares(names: str) -> dict[str, float]:
     """The mix's read shares of the methods named (a stack without tool memory or habits
     answers theirs with 503: leave them out rather than count them as errors)."""
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    unknown = sorted(set(wanted) - set(READ_SHARES))
-    if unknown or not wanted:
-        raise SystemExit(f"--reads: unknown {', '.join(unknown) or '(none given)'}; "
-                         f"known: {', '.join(READ_SHARES)}")
-    return {n: READ_SHARES[n] for n in wanted}
+    return _shares("--reads", names, READ_SHARES)
 
 
 def connections() -> tuple[Any, dict[str, Any]]:
@@ -373,10 +376,13 @@ def headline(f: dict[str, Any], out: Path) -> None:
 
 def cli(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    item_shares(args.items), read_shares(args.reads)  # a typo is refused before anything runs
     try:
         out = asyncio.run(main(args))
     except KeyboardInterrupt:
         return 130
+    except typer.Exit as stop:  # the CLI's helpers said why (no `habitus up`, a bad URL)
+        return int(stop.exit_code)
     figures = json.loads((out / "report.json").read_text())["figures"]
     return 0 if figures["all_caught_up"] and not figures["errors"] else 1
 
