@@ -364,10 +364,9 @@ class Up:
                     process, [sys.executable, "-m", "habitus.cli", "serve", name,
                               *(["--role", role] if role != "all" else [])], env,
                     logs / f"{process}.log"))
-        rpc_processes = [n + RPC_PROCESS_SUFFIX for n in names if n in apart]
-        _say(f"  services: {', '.join(names)}"
-             + (f", with {', '.join(rpc_processes)} answering their RPC" if rpc_processes
-                else "") + f" (logs in {logs})")
+        split = [f"{n}'s RPC in {n}{RPC_PROCESS_SUFFIX}" for n in names if n in apart]
+        _say(f"  services: {', '.join(names)}" + (f"; {', '.join(split)}" if split else "")
+             + f" (logs in {logs})")
         self._update_state(metrics={**metrics, **{n: f"{s.http_host}:{s.http_port}"
                                                   for n in public}})
         prometheus_url = self._observe(metrics, base_env) if observe else None
