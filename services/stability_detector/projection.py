@@ -227,10 +227,10 @@ class LearningProjection(Projection):
                               as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         state = await store.summary_state(cur, tenant_id, user_id)
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
-        commands = await store.load_commands(cur, tenant_id, user_id)
+        commands, held_known = await store.load_commands_and_held(cur, tenant_id, user_id)
         old = await store.load_facets(cur, tenant_id, user_id)
         stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state)
-        held = await self._held_values(cur, tenant_id, user_id, commands)
+        held = await self._held_values(cur, tenant_id, user_id, commands, held_known)
         new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
                                held=lambda _fk, control: (control.value if control.value
                                                           is not None else held[control.seq]))
@@ -318,11 +318,11 @@ class LearningProjection(Projection):
         return out
 
     async def _held_values(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                           commands: Sequence[Command]) -> dict[int, str | None]:
+                           commands: Sequence[Command], held: dict[int, str | None]
+                           ) -> dict[int, str | None]:
         """The value each pin or forget without one holds: the value winning when it was
         given, worked out from that key's evidence the first time it is needed and recorded,
-        so later rebuilds never read the key's history again."""
-        held = await store.load_held(cur, tenant_id, user_id)
+        so later rebuilds never read the key's history again (`held`: those recorded)."""
         controls, _ = fold_commands(commands, math.inf)
         missing = {c.seq: fk for fk, c in controls.items()
                    if c.value is None and c.seq not in held}

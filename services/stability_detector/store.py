@@ -259,14 +259,6 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
              [dumps_refs(s) for *_, s in changed]))
 
 
-async def load_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
-                    ) -> dict[int, str | None]:
-    """The values pins and forgets without one hold, as recorded (by command seq)."""
-    await cur.execute(f"SELECT seq, held_value FROM {COMMANDS} WHERE tenant_id = %s "
-                      "AND user_id = %s AND held_known", (tenant_id, user_id))
-    return {int(r[0]): r[1] for r in await cur.fetchall()}
-
-
 async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                     held: Mapping[int, str | None]) -> None:
     if not held:
@@ -286,6 +278,20 @@ async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
     )
     return [Command(r[0], float(r[1]), int(r[2]), r[3], r[4], r[5])
             for r in await cur.fetchall()]
+
+
+async def load_commands_and_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                                 ) -> tuple[list[Command], dict[int, str | None]]:
+    """The user's commands in order, and the values pins and forgets without one hold, as
+    recorded (by command seq): what a rebuild reads of them, in one statement."""
+    await cur.execute(
+        f"SELECT kind, at, seq, class, key, value, held_known, held_value FROM {COMMANDS} "
+        "WHERE tenant_id = %s AND user_id = %s ORDER BY seq",
+        (tenant_id, user_id),
+    )
+    rows = await cur.fetchall()
+    return ([Command(r[0], float(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows],
+            {int(r[2]): r[7] for r in rows if r[6]})
 
 
 def _stability_out(value: Any) -> float:
