@@ -227,10 +227,10 @@ class LearningProjection(Projection):
                               as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         state = await store.summary_state(cur, tenant_id, user_id)
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
-        commands, held_known = await store.load_commands_and_held(cur, tenant_id, user_id)
+        commands, recorded = await store.load_commands_and_held(cur, tenant_id, user_id)
         old = await store.load_facets(cur, tenant_id, user_id)
         stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state)
-        held = await self._held_values(cur, tenant_id, user_id, commands, held_known)
+        held = await self._held_values(cur, tenant_id, user_id, commands, recorded)
         new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
                                held=lambda _fk, control: (control.value if control.value
                                                           is not None else held[control.seq]))

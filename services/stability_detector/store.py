@@ -271,13 +271,7 @@ async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
 
 
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
-    await cur.execute(
-        f"SELECT kind, at, seq, class, key, value FROM {COMMANDS} "
-        "WHERE tenant_id = %s AND user_id = %s ORDER BY seq",
-        (tenant_id, user_id),
-    )
-    return [Command(r[0], float(r[1]), int(r[2]), r[3], r[4], r[5])
-            for r in await cur.fetchall()]
+    return (await load_commands_and_held(cur, tenant_id, user_id))[0]
 
 
 async def load_commands_and_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str

@@ -105,6 +105,11 @@ class ServiceHost:
             broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
 
+    @property
+    def _rpc_only(self) -> bool:
+        """A read replica: its RPC methods and nothing else (no runners, no background)."""
+        return self.settings.role == "rpc"
+
     async def _pong(self, body: Any = None) -> bytes:
         return b'{"result": {"status": "ok", "service": "%s"}}' % self.descriptor.name.encode()
 
@@ -154,7 +159,7 @@ class ServiceHost:
         self.ctx = ctx
         wiring = await d.wire(ctx, d.load_settings())
         d.check_wiring(wiring)
-        rpc_only = self.settings.role == "rpc"
+        rpc_only = self._rpc_only
         if rpc_only:
             log.info("only the RPC methods run here: the projections run in the service's "
                      "other processes", extra={"service": d.name})
@@ -214,7 +219,7 @@ class ServiceHost:
                     await asyncio.wait_for(self._server_task, 10)
         await asyncio.gather(*(r.stop() for r in self.runners), return_exceptions=True)
         if self._wiring is not None:
-            started = self._wiring.disabled is None and self.settings.role != "rpc"
+            started = self._wiring.disabled is None and not self._rpc_only
             for task in self._wiring.background if started else ():
                 with contextlib.suppress(Exception):
                     await task.stop()
