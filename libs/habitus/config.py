@@ -66,11 +66,11 @@ class Settings(BaseSettings):
     # Past this lag, ingest slows the tenants who sent the backlog (services/gateway/
     # backpressure.py); reads and commands are never refused for it.
     backpressure_lag_seconds: float = Field(default=2.0, ge=0, description=(
-        "pipeline lag (age of the oldest event a running projection has not applied) past "
-        "which ingest answers 429 to tenants sending at least their fair share of the "
-        "backlog; 0: off. A turn waits in up to four queues before its prompt shows it "
-        "(producers, learning twice, the renderer), so this keeps a quiet tenant's first "
-        "words within seconds of being said during another tenant's burst"))
+        "pipeline lag end to end (each projection's age of the oldest event it has not "
+        "applied, summed along the slowest chain: producers, learning, the renderer for a "
+        "turn) past which ingest answers 429 to tenants sending at least their fair share of "
+        "the backlog; 0: off. It bounds how long a quiet tenant's words wait to reach its "
+        "prompt during another tenant's burst"))
     backpressure_poll_seconds: float = Field(default=1.0, gt=0, le=60, description=(
         "how often the gateway measures the pipeline lag (from JetStream) for backpressure"))
     backpressure_max_retry_after_seconds: int = Field(default=30, ge=1, le=3600, description=(

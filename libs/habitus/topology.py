@@ -33,11 +33,13 @@ class ProjectionInfo:
     consumes: tuple[str, ...]
     #: event types it publishes as consequences
     emits: tuple[str, ...] = ()
+    #: event types its service publishes later from what it stored and it reads again
+    requeues: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, projection: type[Projection]) -> ProjectionInfo:
         return cls(projection.name, projection.schema, projection.consumes,
-                   projection.emitted_types)
+                   projection.emitted_types, projection.requeued_types)
 
     @property
     def stream(self) -> str:
@@ -71,6 +73,15 @@ class Topology:
 
     def readers_of(self, event_type: str) -> Iterator[ProjectionInfo]:
         return (p for p in self.projections.values() if event_type in p.consumes)
+
+    def upstream_of(self, name: str) -> tuple[str, ...]:
+        """The projections whose events `name` reads, itself included when its service
+        requeues what it stored (sorted: the gateway's end-to-end lag walks these)."""
+        p = self.projection(name)
+        found = {q.name for q in self.projections.values() if set(q.emits) & set(p.consumes)}
+        if p.requeues:
+            found.add(name)
+        return tuple(sorted(found))
 
     def in_flow_order(self) -> list[ProjectionInfo]:
         """Every projection after those whose events it reads (the ingest readers first), so

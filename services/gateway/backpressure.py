@@ -3,7 +3,7 @@ is unit-tested without servers.
 
 A fixed rate limit cannot see that the projections fell minutes behind, and when it refuses, it
 refuses whoever comes next. Backpressure looks at the lag instead, and at who caused it: once the
-oldest event a running projection has not applied is older than the bound, a tenant whose
+pipeline is further behind than the bound, end to end, a tenant whose
 accepted items over that lag window are at least its fair share of everybody's (1 / the tenants
 that sent any) is answered 429; a tenant under its fair share passes, so one tenant's burst slows
 that tenant and not the others.
@@ -13,6 +13,12 @@ backlog (share 1, fair share 1), and k tenants sending alike are the backlog tog
 them would leave the pipeline to fall further behind with nobody slowed. A tenant that sent
 nothing in the window is never pushed back: its first item cannot be what is late.
 
+End to end is what a person waits for: a turn's sentence waits in each queue on its way to the
+prompt (producers, the learning cache twice, the renderer), so the pipeline's lag is the
+longest chain of stage lags along the data flow, not the worst single stage. With the worst
+stage alone, four queues each held just under the bound let a quiet tenant's sentence wait four
+bounds while nobody was pushed back.
+
 Retry-After is the tenant's part of the time the backlog needs, share x lag seconds (rounded up,
 at least 1, at most the configured cap, so a client that honours it comes back when its own part
 is likely applied, not the whole backlog).
@@ -21,18 +27,21 @@ is likely applied, not the whole backlog).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineLag:
-    """How far behind the pipeline is: the worst projection's lag."""
+    """How far behind the pipeline is, end to end: the slowest chain of projections."""
 
-    #: age of the oldest event the projection has not acknowledged, seconds (0: caught up)
+    #: the stage lags (age of the oldest event each has not acknowledged) summed along the
+    #: chain, seconds (0: caught up)
     seconds: float
-    #: the projection furthest behind; None when every projection is caught up
+    #: the stage furthest behind on that chain; None when every projection is caught up
     projection: str | None = None
+    #: the chain, from the projection reading the ingest to the last; () when caught up
+    path: tuple[str, ...] = ()
 
 
 CAUGHT_UP = PipelineLag(0.0)
@@ -59,14 +68,43 @@ class Pushback:
         return "sole_tenant" if self.fair_share >= 1.0 else "over_fair_share"
 
     def message(self) -> str:
-        return (f"backpressure: projection {self.projection} is {self.lag.seconds:.0f}s behind "
-                f"and this tenant sent {self.share:.0%} of the items in that time (its fair "
-                f"share: {self.fair_share:.0%}); retry in {self.retry_after}s")
+        return (f"backpressure: the pipeline is {self.lag.seconds:.0f}s behind end to end "
+                f"(most of it in {self.projection}) and this tenant sent {self.share:.0%} of "
+                f"the items in that time (its fair share: {self.fair_share:.0%}); retry in "
+                f"{self.retry_after}s")
 
     def details(self) -> dict[str, object]:
         """The body's `backpressure` object (the OpenAPI `Backpressure` schema)."""
         return {"projection": self.projection, "lag_seconds": round(self.lag.seconds, 3),
-                "share": round(self.share, 4), "fair_share": round(self.fair_share, 4)}
+                "path": list(self.lag.path), "share": round(self.share, 4),
+                "fair_share": round(self.fair_share, 4)}
+
+
+def end_to_end(lags: Mapping[str, float],
+               upstream: Mapping[str, Sequence[str]]) -> PipelineLag:
+    """The slowest chain: for each projection, its own lag plus the slowest chain into it.
+
+    `upstream[p]`: the projections whose events `p` reads. A projection that reads its own
+    events (the learning cache's rebuild requests) holds them in its queue a second time, so
+    its lag counts twice on the chain; any longer cycle is cut where it closes."""
+    best: dict[tuple[str, frozenset[str]], tuple[float, tuple[str, ...]]] = {}
+
+    def chain(name: str, seen: frozenset[str]) -> tuple[float, tuple[str, ...]]:
+        if (name, seen) in best:
+            return best[name, seen]
+        own = max(lags.get(name, 0.0), 0.0)
+        sources = [u for u in upstream.get(name, ()) if u != name and u not in seen]
+        before = max((chain(u, seen | {name}) for u in sources), default=(0.0, ()))
+        loops = name in upstream.get(name, ())
+        found = (before[0] + own * (2 if loops else 1), (*before[1], name))
+        best[name, seen] = found
+        return found
+
+    slowest = max((chain(name, frozenset()) for name in lags), default=(0.0, ()))
+    if slowest[0] <= 0:
+        return CAUGHT_UP
+    furthest = max(slowest[1], key=lambda name: lags.get(name, 0.0))
+    return PipelineLag(slowest[0], furthest, slowest[1])
 
 
 def over_bound(lag: PipelineLag, bound_seconds: float) -> bool:

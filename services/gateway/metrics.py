@@ -10,8 +10,9 @@ from habitus.telemetry.metrics import registry
 
 PIPELINE_LAG = Gauge(
     "habitus_gateway_pipeline_lag_seconds",
-    "Age of the oldest event a running projection has not applied, the worst projection's, "
-    "as the gateway last measured it for backpressure (0: caught up).",
+    "How far behind the pipeline is end to end: each projection's age of the oldest event "
+    "it has not applied, summed along the slowest chain, as the gateway last measured it "
+    "for backpressure (0: caught up).",
     registry=registry,
 )
 SHED_REQUESTS = Counter(

@@ -55,8 +55,8 @@ TOO_MANY = {
     "ingest": "The key's write budget (ingested items and commands, "
               "HABITUS_RATE_LIMIT_PER_MINUTE) is used up, or backpressure: the pipeline is "
               "more than HABITUS_BACKPRESSURE_LAG_SECONDS behind and this tenant sent at least "
-              "its fair share of the backlog (the body's `backpressure` names the projection "
-              "and its lag). Retry after Retry-After seconds.",
+              "its fair share of the backlog (the body's `backpressure` says how far behind, "
+              "along which chain of projections). Retry after Retry-After seconds.",
     "write": "The key's write budget (ingested items and commands, "
              "HABITUS_RATE_LIMIT_PER_MINUTE) is used up; retry after Retry-After seconds. "
              "Commands are never refused by backpressure.",
@@ -266,16 +266,22 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
         },
         "Backpressure": {
             "type": "object",
-            "required": ["projection", "lag_seconds", "share", "fair_share"],
+            "required": ["projection", "lag_seconds", "path", "share", "fair_share"],
             "additionalProperties": False,
             "description": "Why ingest was pushed back (429): the pipeline is behind and this "
                            "tenant sent at least its fair share of what it has still to apply. "
                            "Retry-After is the tenant's part of the time the backlog needs.",
             "properties": {
                 "projection": {"type": "string",
-                               "description": "The projection furthest behind."},
+                               "description": "The projection furthest behind on the chain."},
                 "lag_seconds": {"type": "number", "minimum": 0,
-                                "description": "Age of the oldest event it has not applied."},
+                                "description": "How far behind the pipeline is end to end: "
+                                               "each projection's lag (the age of the oldest "
+                                               "event it has not applied) summed along the "
+                                               "slowest chain."},
+                "path": {"type": "array", "items": {"type": "string"},
+                         "description": "That chain, from the projection reading the ingest "
+                                        "to the last."},
                 "share": {"type": "number", "minimum": 0, "maximum": 1,
                           "description": "This tenant's part of the items accepted over the "
                                          "lag."},

@@ -4,7 +4,8 @@
 a second, on the ingest path's behalf, so it asks only the bus: each installed projection's
 durable consumer (`consumer_info`, one small request), and, for a consumer with work left, the
 publish time of the first message after its ack floor on its subjects (a direct get per subject
-filter). Its age is the projection's lag in seconds; the pipeline's is the worst projection's.
+filter). Its age is the projection's lag in seconds; the pipeline's is the slowest chain of
+them along the data flow (`backpressure.end_to_end`), what a sentence waits for end to end.
 
 A consumer that delivered nothing within the activity window (the backpressure bound) is not
 behind but stopped: its service is down or gone (a durable left by a removed service, a test's),
@@ -26,7 +27,7 @@ from typing import Any
 from nats.js.errors import NotFoundError
 
 from habitus.service.registry import topology
-from services.gateway.backpressure import CAUGHT_UP, PipelineLag
+from services.gateway.backpressure import PipelineLag, end_to_end
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +38,17 @@ class Watched:
     stream: str
     durable: str
     subjects: tuple[str, ...]
+    #: the projections whose events this one reads (itself too, when it reads its own)
+    upstream: tuple[str, ...] = ()
 
 
 def watched_projections() -> list[Watched]:
     """Every installed projection's consumer (erasures included: a late erasure is lag too)."""
+    flow = topology()
     out = []
-    for p in topology().in_flow_order():
-        out.append(Watched(p.name, p.stream, p.durable, tuple(p.filter_subjects())))
+    for p in flow.in_flow_order():
+        out.append(Watched(p.name, p.stream, p.durable, tuple(p.filter_subjects()),
+                           flow.upstream_of(p.name)))
     return out
 
 
@@ -89,11 +94,9 @@ async def consumer_lag(js: Any, w: Watched, *, now: float, active_within: float)
 
 async def pipeline_lag(js: Any, watched: Sequence[Watched], *, now: float,
                        active_within: float) -> PipelineLag:
-    """The worst projection's lag. Raises what the bus raises (the caller decides what a
-    failed measurement means)."""
+    """The slowest chain's lag. Raises what the bus raises (the caller decides what a failed
+    measurement means)."""
     lags = await asyncio.gather(*(consumer_lag(js, w, now=now, active_within=active_within)
                                   for w in watched))
-    worst = max(zip(lags, (w.projection for w in watched), strict=True), default=None)
-    if worst is None or worst[0] <= 0:
-        return CAUGHT_UP
-    return PipelineLag(worst[0], worst[1])
+    return end_to_end(dict(zip((w.projection for w in watched), lags, strict=True)),
+                      {w.projection: w.upstream for w in watched})

@@ -208,6 +208,8 @@ class LearningProjection(Projection):
         RebuildRequested: on_rebuild_requested,
     }
     emits = (CacheRebuilt,)
+    #: the scheduler requests a user's rebuild once their new evidence settled
+    requeues = (RebuildRequested,)
 
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext, *,

@@ -135,12 +135,13 @@ async def test_the_burster_is_pushed_back_the_other_tenant_and_reads_pass(
         retry_after = int(refused.headers["Retry-After"])
         assert 1 <= retry_after <= settings.backpressure_max_retry_after_seconds
         assert body["error"]["code"] == "rate_limited"
-        assert body["error"]["message"].startswith(
-            f"backpressure: projection {lagging.watched.projection} is ")
+        assert body["error"]["message"].startswith("backpressure: the pipeline is ")
+        assert f"(most of it in {lagging.watched.projection})" in body["error"]["message"]
         assert body["error"]["message"].endswith(f"retry in {retry_after}s")
         details = body["backpressure"]
         assert details["projection"] == lagging.watched.projection
         assert details["lag_seconds"] > BOUND
+        assert lagging.watched.projection in details["path"]
         assert details["share"] == details["fair_share"] == 1.0  # alone: the whole backlog
         assert sample("habitus_gateway_backpressure_shed_requests_total",
                       reason="sole_tenant",

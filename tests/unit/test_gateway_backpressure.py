@@ -12,6 +12,7 @@ from services.gateway.backpressure import (
     CAUGHT_UP,
     PipelineLag,
     decide,
+    end_to_end,
     fair_share,
     over_bound,
     retry_after,
@@ -99,13 +100,16 @@ def test_retry_after_is_the_tenants_part_of_the_backlog(share: float, lag: float
 
 
 def test_the_refusal_names_the_reason_the_projection_and_the_lag() -> None:
-    push = decide("a", {"a": 90, "b": 10}, PipelineLag(45.26, "learning.cache"),
+    push = decide("a", {"a": 90, "b": 10},
+                  PipelineLag(45.26, "learning.cache", ("producers.candidates", "learning.cache")),
                   bound_seconds=30, max_retry_after=30)
     assert push is not None
-    assert push.message().startswith("backpressure: projection learning.cache is 45s behind")
+    assert push.message().startswith(
+        "backpressure: the pipeline is 45s behind end to end (most of it in learning.cache)")
     assert "90%" in push.message() and "fair share: 50%" in push.message()
     assert push.message().endswith(f"retry in {push.retry_after}s")
     assert push.details() == {"projection": "learning.cache", "lag_seconds": 45.26,
+                              "path": ["producers.candidates", "learning.cache"],
                               "share": 0.9, "fair_share": 0.5}
 
 
@@ -127,3 +131,39 @@ def test_the_gateway_watches_every_projections_own_durable() -> None:
     for w in watched:
         assert w.durable == resolve(w.projection).durable, w.projection
         assert w.subjects
+
+
+def test_the_lag_is_the_slowest_chain_end_to_end_not_the_worst_stage() -> None:
+    # a turn's sentence waits in each queue on its way to the prompt, the learning cache's
+    # twice (the candidate, then the rebuild its scheduler requests): three stages each just
+    # under a 2 s bound are 7.2 s end to end, and that is what a quiet tenant waits for
+    upstream = {w.projection: w.upstream for w in watched_projections()}
+    lags = {name: 0.0 for name in upstream}
+    lags.update({"producers.candidates": 1.9, "learning.cache": 1.8, "profile.render": 1.7,
+                 "habits.capture": 1.95})
+    lag = end_to_end(lags, upstream)
+    assert lag.path == ("producers.candidates", "learning.cache", "profile.render")
+    assert lag.seconds == pytest.approx(1.9 + 2 * 1.8 + 1.7)
+    assert lag.projection == "producers.candidates"  # the stage furthest behind on it
+    assert over_bound(lag, 2.0)
+    # a stage alone on its chain is its own lag; the worst stage no longer decides
+    lags = {name: 0.0 for name in upstream} | {"habits.capture": 3.0, "learning.cache": 1.0}
+    assert end_to_end(lags, upstream) == PipelineLag(3.0, "habits.capture", ("habits.capture",))
+
+
+def test_a_projection_reading_its_own_events_counts_its_queue_twice() -> None:
+    upstream = {"a": (), "b": ("a", "b")}
+    lag = end_to_end({"a": 1.0, "b": 2.0}, upstream)
+    assert (lag.seconds, lag.path, lag.projection) == (5.0, ("a", "b"), "b")
+    # a longer cycle is cut where it closes instead of looping
+    assert end_to_end({"a": 1.0, "b": 1.0}, {"a": ("b",), "b": ("a",)}).seconds == 2.0
+
+
+def test_caught_up_end_to_end() -> None:
+    assert end_to_end({"a": 0.0, "b": 0.0}, {"b": ("a",)}) == CAUGHT_UP
+    assert end_to_end({}, {}) == CAUGHT_UP
+    push = decide("t", {"t": 5}, PipelineLag(6.0, "b", ("a", "b")), bound_seconds=2,
+                  max_retry_after=30)
+    assert push is not None
+    assert push.details()["path"] == ["a", "b"]
+    assert "6s behind end to end (most of it in b)" in push.message()

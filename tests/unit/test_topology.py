@@ -76,3 +76,25 @@ def test_a_handler_table_gives_the_subjects_and_refuses_two_streams() -> None:
     with pytest.raises(TypeError, match="one stream only"):
         type("Mixed", (Projection,), {"name": "x.y", "schema": "x",
                                       "handlers": {TurnRecorded: _noop, FacetPinned: _noop}})
+
+
+def test_a_turn_reaches_the_prompt_through_three_queues_one_of_them_twice() -> None:
+    # the gateway's end-to-end lag walks these: the learning cache reads the rebuild requests
+    # its scheduler publishes from the candidates it stored, so a sentence waits there twice
+    flow = registry.topology()
+    assert flow.upstream_of("producers.candidates") == ()
+    assert flow.upstream_of("learning.cache") == ("learning.cache", "producers.candidates")
+    assert "learning.cache" in flow.upstream_of("profile.render")
+    assert flow.projection("learning.cache").requeues == ("RebuildRequested",)
+
+
+def test_a_projection_cannot_requeue_what_it_does_not_read() -> None:
+    async def on_turn(self: Any, cur: Any, d: Delivered, ctx: ApplyContext) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="requeues"):
+        class Bad(Projection):
+            name = "bad.requeue"
+            schema = "bad"
+            handlers = {TurnRecorded: on_turn}
+            requeues = (CacheRebuilt,)

@@ -108,6 +108,10 @@ class Projection(abc.ABC):
     handlers: ClassVar[Mapping[type[Payload], Handler]]
     #: payload types it publishes as consequences (commands wait for their readers too)
     emits: ClassVar[tuple[type[Payload], ...]] = ()
+    #: payload types its service publishes later from what this projection stored (a
+    #: scheduler's), which this projection then reads again: what caused them waits in its
+    #: queue twice, and the gateway's end-to-end lag counts that queue twice
+    requeues: ClassVar[tuple[type[Payload], ...]] = ()
     #: tables it owns (schema-qualified), each with `tenant_id` and `user_id` columns: emptied
     #: by `habitus replay`, and a user's rows deleted when the user is erased
     tables: ClassVar[Sequence[str]] = ()
@@ -119,6 +123,7 @@ class Projection(abc.ABC):
     # derived from `handlers` when the class is created
     consumes: ClassVar[tuple[str, ...]] = ()
     emitted_types: ClassVar[tuple[str, ...]] = ()
+    requeued_types: ClassVar[tuple[str, ...]] = ()
     stream: ClassVar[str]
     filter_subjects: ClassVar[Sequence[str]] = ()
     _by_type: ClassVar[dict[str, Handler]] = {}
@@ -136,6 +141,10 @@ class Projection(abc.ABC):
         cls._by_type = by_type
         cls.consumes = tuple(by_type)
         cls.emitted_types = tuple(type_name(p) for p in cls.emits)
+        cls.requeued_types = tuple(type_name(p) for p in cls.requeues)
+        unread = set(cls.requeued_types) - set(by_type)
+        if unread:
+            raise TypeError(f"{cls.__name__} requeues {sorted(unread)} but does not read them")
         cls.stream = INGEST if streams == {"ingest"} else EVENTS
         cls.filter_subjects = cls.subjects()
 
