@@ -214,18 +214,22 @@ class LearningProjection(Projection):
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext, *,
                            trigger: str = "requested") -> None:
+        """Rebuild one user's cache inside the batch's transaction.
+
+        No lock of its own: every write to a user's cache is this projection's, in a batch
+        transaction whose commit the checkpoint epoch fences, so a runner that lost its claim
+        rolls back whatever it rebuilt (two advisory-lock statements per rebuild did nothing
+        the fence does not). A periodic rebuild catches one user's failure and goes on to the
+        next, so only it rebuilds under a savepoint, which leaves the transaction usable."""
         started = time.perf_counter()
-        await store.lock_user(cur, tenant_id, user_id)
-        try:
-            # A savepoint, so that after a failure the transaction is usable again and the lock
-            # can be released before the error goes on.
+        if trigger == "periodic":
             async with cur.connection.transaction():
-                await self._rebuild_locked(cur, tenant_id, user_id, as_of, cause, ctx)
-        finally:
-            await store.unlock_user(cur, tenant_id, user_id)
+                await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx)
+        else:
+            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx)
         metrics.REBUILD_SECONDS.labels(trigger).observe(time.perf_counter() - started)
 
-    async def _rebuild_locked(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+    async def _rebuild(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                               as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         state = await store.summary_state(cur, tenant_id, user_id)
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards

@@ -128,25 +128,6 @@ async def insert_command(cur: AsyncCursor[Any], tenant_id: str, user_id: str, ev
     return cur.rowcount == 1
 
 
-def _user_lock_key(tenant_id: str, user_id: str) -> str:
-    return f"learning/{tenant_id}/{user_id}"
-
-
-async def lock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-    """Per-user lock: two replicas never rebuild the same user at once.
-
-    A session lock released right after the user's rebuild (`unlock_user`), not a transaction
-    lock: a periodic rebuild of thousands of users in one transaction would otherwise hold
-    thousands of locks and exhaust the server's lock table."""
-    await cur.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))",
-                      (_user_lock_key(tenant_id, user_id),))
-
-
-async def unlock_user(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-    await cur.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))",
-                      (_user_lock_key(tenant_id, user_id),))
-
-
 _EVIDENCE_READ = ("event_id, class, key, value, cue_family, observed_at, confidence, seq, refs, "
                   "stance, sentence")
 
