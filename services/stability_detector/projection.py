@@ -60,6 +60,8 @@ from services.stability_detector.settings import LearningSettings, get_learning_
 from services.stability_detector.summary import parse_refs
 
 log = logging.getLogger(__name__)
+#: a periodic rebuild reads the inputs of this many due users at a time (bounded memory)
+PERIODIC_READ_USERS = 200
 PRODUCER = "stability_detector"
 #: the user's commands, by payload type: what each does to the cache
 COMMANDS: dict[type[Payload], str] = {
@@ -187,20 +189,38 @@ class LearningProjection(Projection):
 
     async def on_rebuild_requested(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                                    ctx: ApplyContext) -> None:
+        # What every requested rebuild of the run reads first, read for all of them at once;
+        # taken by a user's first rebuild, so a second one in the run reads what the first
+        # wrote, and dropped at a periodic rebuild, which may rebuild any of them.
+        inputs = await store.rebuild_inputs(cur, [
+            (d.event.tenant_id, d.event.user_id) for d in run
+            if d.event.payload.scope != "periodic"])
         for delivered in run:
             event = delivered.event
             as_of = event.payload.as_of
             if event.payload.scope != "periodic":
                 await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered,
-                                        ctx)
+                                        ctx, inputs=inputs.pop((event.tenant_id,
+                                                                event.user_id), None))
                 continue
-            for tenant_id, user_id in await store.due_users(cur, as_of):
-                try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
-                    await self.rebuild_user(cur, tenant_id, user_id, as_of, delivered, ctx,
-                                            trigger="periodic")
-                except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
-                    log.error("periodic rebuild of a user failed; it stays due",
-                              extra={"tenant": tenant_id, "error": repr(exc)})
+            inputs.clear()
+            due = await store.due_users(cur, as_of)
+            for start in range(0, len(due), PERIODIC_READ_USERS):
+                chunk = due[start:start + PERIODIC_READ_USERS]
+                await self._rebuild_due(cur, chunk, as_of, delivered, ctx)
+
+    async def _rebuild_due(self, cur: AsyncCursor[Any], users: Sequence[tuple[str, str]],
+                           as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
+        """A periodic rebuild's due users, their inputs read together."""
+        inputs = await store.rebuild_inputs(cur, users)
+        for tenant_id, user_id in users:
+            try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
+                await self.rebuild_user(cur, tenant_id, user_id, as_of, cause, ctx,
+                                        trigger="periodic",
+                                        inputs=inputs.get((tenant_id, user_id)))
+            except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
+                log.error("periodic rebuild of a user failed; it stays due",
+                          extra={"tenant": tenant_id, "error": repr(exc)})
 
     handlers = {
         CandidateEmitted: on_candidates,
@@ -213,7 +233,8 @@ class LearningProjection(Projection):
 
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext, *,
-                           trigger: str = "requested") -> None:
+                           trigger: str = "requested",
+                           inputs: store.RebuildInputs | None = None) -> None:
         """Rebuild one user's cache inside the batch's transaction.
 
         No lock of its own: every write to a user's cache is this projection's, in a batch
@@ -222,20 +243,23 @@ class LearningProjection(Projection):
         the fence does not). A periodic rebuild catches one user's failure and goes on to the
         next, so only it rebuilds under a savepoint, which leaves the transaction usable."""
         started = time.perf_counter()
+        if inputs is None:
+            inputs = (await store.rebuild_inputs(cur, [(tenant_id, user_id)]))[
+                (tenant_id, user_id)]
         if trigger == "periodic":
             async with cur.connection.transaction():
-                await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx)
+                await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, inputs)
         else:
-            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx)
+            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, inputs)
         metrics.REBUILD_SECONDS.labels(trigger).observe(time.perf_counter() - started)
 
     async def _rebuild(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                              as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
-        state = await store.summary_state(cur, tenant_id, user_id)
+                              as_of: float, cause: Delivered, ctx: ApplyContext,
+                       inputs: store.RebuildInputs) -> None:
+        state, commands, recorded, old = inputs.state, inputs.commands, inputs.held, inputs.facets
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
-        commands, recorded = await store.load_commands_and_held(cur, tenant_id, user_id)
-        old = await store.load_facets(cur, tenant_id, user_id)
-        stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state)
+        stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state,
+                                                 inputs.stats)
         held = await self._held_values(cur, tenant_id, user_id, commands, recorded)
         new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
                                held=lambda _fk, control: (control.value if control.value
@@ -249,8 +273,8 @@ class LearningProjection(Projection):
             ctx.emit(event, cause)
 
     async def _summaries(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                         as_of: float, commands: Sequence[Command], state: store.SummaryState
-                         ) -> tuple[UserStats, store.SummaryState]:
+                         as_of: float, commands: Sequence[Command], state: store.SummaryState,
+                         stored: UserStats) -> tuple[UserStats, store.SummaryState]:
         """The user's summaries brought to `as_of`, saved, and where they now stand.
 
         Folded forward from the stored ones with only the evidence logged since (and what
@@ -269,7 +293,7 @@ class LearningProjection(Projection):
             return stats, store.SummaryState(
                 None, max((e.seq for e in evidence), default=0),
                 tuple(deferred_of(evidence, as_of, window, settings)), window)
-        stats = await store.load_stats(cur, tenant_id, user_id)
+        stats = stored
         fresh = await store.load_evidence_since(cur, tenant_id, user_id, state.folded_seq,
                                                 state.deferred)
         await self._load_refs(cur, tenant_id, user_id, stats, {

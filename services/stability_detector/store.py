@@ -2,6 +2,11 @@
 
 All writes go through the cursor of the projection's batch transaction, so evidence, commands,
 facets and the checkpoint commit together.
+
+Long on purpose: every statement on the five tables is here, so a change of a column or an
+index is made and reviewed in one place; the reads a rebuild makes come in a form for many
+users at once (a batch of rebuild requests reads them in four statements), with the one-user
+form beside each as its special case.
 """
 
 from __future__ import annotations
@@ -171,26 +176,59 @@ class SummaryState(NamedTuple):
     window: float | None
 
 
+UserKey = tuple[str, str]
+_NEVER_REBUILT = SummaryState(None, None, (), None)
+
+
+def _users_join(table: str, alias: str) -> str:
+    """The FROM clause that joins `table` (as `alias`) to the users passed as two arrays (the
+    tenants, then the users): an index lookup per user, never a scan of the table."""
+    return (f"unnest(%s::text[], %s::text[]) AS w(t, u) JOIN {table} AS {alias} "
+            f"ON {alias}.tenant_id = w.t AND {alias}.user_id = w.u")
+
+
+def _users_params(users: Sequence[UserKey]) -> list[list[str]]:
+    return [[t for t, _ in users], [u for _, u in users]]
+
+
+async def summary_states(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                         ) -> dict[UserKey, SummaryState]:
+    """Where each user's summaries stand, every user in one statement (a user never rebuilt:
+    all None)."""
+    found = dict.fromkeys(users, _NEVER_REBUILT)
+    if not users:
+        return found
+    await cur.execute(
+        "SELECT s.tenant_id, s.user_id, s.last_as_of, s.folded_seq, s.deferred_seqs, "
+        f"s.summary_window FROM {_users_join(USERS, 's')}", _users_params(users))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])] = SummaryState(r[2], None if r[3] is None else int(r[3]),
+                                           tuple(int(x) for x in r[4] or ()), r[5])
+    return found
+
+
 async def summary_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> SummaryState:
-    await cur.execute(f"SELECT last_as_of, folded_seq, deferred_seqs, summary_window "
-                      f"FROM {USERS} WHERE tenant_id = %s AND user_id = %s",
-                      (tenant_id, user_id))
-    row = await cur.fetchone()
-    if row is None:
-        return SummaryState(None, None, (), None)
-    return SummaryState(row[0], None if row[1] is None else int(row[1]),
-                        tuple(int(s) for s in row[2] or ()), row[3])
+    return (await summary_states(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
+
+
+async def load_stats_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                        ) -> dict[UserKey, UserStats]:
+    """Each user's summaries, without their refs (`load_refs` reads those of the values that
+    need them: the refs are most of a summary's size), every user in one statement."""
+    found: dict[UserKey, UserStats] = {user: {} for user in users}
+    if not users:
+        return found
+    await cur.execute(
+        "SELECT v.tenant_id, v.user_id, v.class, v.key, v.value, v.stats "
+        f"FROM {_users_join(VALUE_STATS, 'v')}", _users_params(users))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])].setdefault((r[2], r[3]), {})[r[4]] = ValueStats.from_json(
+            r[5], refs=None)
+    return found
 
 
 async def load_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> UserStats:
-    """The user's summaries, without their refs (`load_refs` reads those of the values that
-    need them): the refs are most of a summary's size."""
-    await cur.execute(f"SELECT class, key, value, stats FROM {VALUE_STATS} "
-                      "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    stats: UserStats = {}
-    for r in await cur.fetchall():
-        stats.setdefault((r[0], r[1]), {})[r[2]] = ValueStats.from_json(r[3], refs=None)
-    return stats
+    return (await load_stats_of(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
 
 
 async def load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
@@ -255,43 +293,84 @@ async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
     return (await load_commands_and_held(cur, tenant_id, user_id))[0]
 
 
-async def load_commands_and_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
-                                 ) -> tuple[list[Command], dict[int, str | None]]:
-    """The user's commands in order, and the values pins and forgets without one hold, as
-    recorded (by command seq): what a rebuild reads of them, in one statement."""
+CommandsAndHeld = tuple[list[Command], dict[int, str | None]]
+
+
+async def commands_and_held_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                               ) -> dict[UserKey, CommandsAndHeld]:
+    """Each user's commands in order, and the values pins and forgets without one hold, as
+    recorded (by command seq): what a rebuild reads of them, every user in one statement."""
+    found: dict[UserKey, CommandsAndHeld] = {user: ([], {}) for user in users}
+    if not users:
+        return found
     await cur.execute(
-        f"SELECT kind, at, seq, class, key, value, held_known, held_value FROM {COMMANDS} "
-        "WHERE tenant_id = %s AND user_id = %s ORDER BY seq",
-        (tenant_id, user_id),
-    )
-    rows = await cur.fetchall()
-    return ([Command(r[0], float(r[1]), int(r[2]), r[3], r[4], r[5]) for r in rows],
-            {int(r[2]): r[7] for r in rows if r[6]})
+        "SELECT c.tenant_id, c.user_id, c.kind, c.at, c.seq, c.class, c.key, c.value, "
+        f"c.held_known, c.held_value FROM {_users_join(COMMANDS, 'c')} "
+        "ORDER BY c.seq", _users_params(users))
+    for r in await cur.fetchall():
+        commands, held = found[(r[0], r[1])]
+        commands.append(Command(r[2], float(r[3]), int(r[4]), r[5], r[6], r[7]))
+        if r[8]:
+            held[int(r[4])] = r[9]
+    return found
+
+
+async def load_commands_and_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
+                                 ) -> CommandsAndHeld:
+    return (await commands_and_held_of(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
 
 
 def _stability_out(value: Any) -> float:
     return math.inf if value is None else float(value)
 
 
+async def facets_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                    ) -> dict[UserKey, dict[FacetKey, FacetRow]]:
+    """Each user's facet rows, every user in one statement."""
+    found: dict[UserKey, dict[FacetKey, FacetRow]] = {user: {} for user in users}
+    if not users:
+        return found
+    await cur.execute(
+        "SELECT f.tenant_id, f.user_id, f.class, f.key, f.value, f.state, f.stability, "
+        "f.user_state, f.evidence_refs, f.cue_counts, f.evidence_count, f.first_seen_at, "
+        "f.last_evidence_at, f.next_change_at, f.origin, f.as_of "
+        f"FROM {_users_join(FACETS, 'f')}", _users_params(users))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])][(r[2], r[3])] = FacetRow(
+            facet_class=r[2], key=r[3], value=r[4], state=r[5],
+            stability=_stability_out(r[6]), user_state=r[7],
+            evidence_refs=tuple(r[8] or ()), cue_counts=dict(r[9] or {}),
+            evidence_count=int(r[10]), first_seen_at=r[11], last_evidence_at=r[12],
+            next_change_at=r[13], origin=r[14], as_of=r[15],
+        )
+    return found
+
+
 async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                       ) -> dict[FacetKey, FacetRow]:
-    await cur.execute(
-        f"""SELECT class, key, value, state, stability, user_state, evidence_refs, cue_counts,
-                   evidence_count, first_seen_at, last_evidence_at, next_change_at, origin,
-                   as_of
-            FROM {FACETS} WHERE tenant_id = %s AND user_id = %s""",
-        (tenant_id, user_id),
-    )
-    rows = {}
-    for r in await cur.fetchall():
-        rows[(r[0], r[1])] = FacetRow(
-            facet_class=r[0], key=r[1], value=r[2], state=r[3],
-            stability=_stability_out(r[4]), user_state=r[5],
-            evidence_refs=tuple(r[6] or ()), cue_counts=dict(r[7] or {}),
-            evidence_count=int(r[8]), first_seen_at=r[9], last_evidence_at=r[10],
-            next_change_at=r[11], origin=r[12], as_of=r[13],
-        )
-    return rows
+    return (await facets_of(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
+
+
+class RebuildInputs(NamedTuple):
+    """What a rebuild reads of a user before it folds anything (`rebuild_inputs`)."""
+
+    state: SummaryState
+    commands: list[Command]
+    held: dict[int, str | None]
+    facets: dict[FacetKey, FacetRow]
+    stats: UserStats
+
+
+async def rebuild_inputs(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                         ) -> dict[UserKey, RebuildInputs]:
+    """What the rebuilds of these users read first, in four statements for all of them (four
+    per user before): a batch of rebuild requests costs its users' rows, not round trips."""
+    distinct = list(dict.fromkeys(users))
+    states = await summary_states(cur, distinct)
+    commands = await commands_and_held_of(cur, distinct)
+    facets = await facets_of(cur, distinct)
+    stats = await load_stats_of(cur, distinct)
+    return {u: RebuildInputs(states[u], *commands[u], facets[u], stats[u]) for u in distinct}
 
 
 async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str

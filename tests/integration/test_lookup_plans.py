@@ -23,6 +23,8 @@ from psycopg import AsyncCursor
 from habitus.db.migrate import alembic_config
 from habitus.service.migrations import migrate
 from services.producers import store as producers_store
+from services.stability_detector import store as learning_store
+from services.stability_detector.scoring import FacetRow
 from services.trace_router import store as traces_store
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
@@ -97,3 +99,26 @@ async def test_a_batch_of_sessions_is_looked_up_not_scanned_for(
         return len(await producers_store.load_sessions(cur, wanted))
 
     await lookups_use_the_index(pool, producers_store.SESSIONS, lookup)
+
+
+async def test_a_batch_of_rebuilds_looks_its_users_facets_up_not_scanned_for(
+        servers: ServerUrls, pool: Any) -> None:
+    migrate(servers.database)
+    tenant = unique("tn")
+    keys = [("style", "verbosity"), ("style", "tone"), ("tooling", "language"),
+            ("channel", "preferred"), ("identity", "timezone")]
+    async with pool.connection() as conn, conn.cursor() as cur:
+        for u in range(ROWS // len(keys)):
+            rows = {fk: FacetRow(facet_class=fk[0], key=fk[1], value=f"v{u}", state="active",
+                                 stability=2.0, user_state="none", evidence_count=3,
+                                 first_seen_at=1_790_000_000.0, last_evidence_at=1_790_000_000.0)
+                    for fk in keys}
+            await learning_store.save_facets(
+                cur, tenant, f"u{u}", 1_790_000_000.0, {}, rows, list(rows.values()), None,
+                learning_store.SummaryState(None, 0, (), None))
+    wanted = [(tenant, "u3"), (tenant, "u4"), (tenant, "absent")]
+
+    async def lookup(cur: AsyncCursor[Any]) -> int:
+        return sum(1 for rows in (await learning_store.facets_of(cur, wanted)).values() if rows)
+
+    await lookups_use_the_index(pool, learning_store.FACETS, lookup)

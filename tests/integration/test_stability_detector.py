@@ -606,3 +606,48 @@ async def test_a_quiet_rebuild_rewrites_no_row_yet_reads_show_the_decayed_score(
     assert later == pytest.approx(first * 2 ** (-3 / 14), abs=2e-6)  # style: 14-day half-life
     explained = await user.call("explain_facet", **{"class": "style", "key": "verbosity"})
     assert explained["stability"] == pytest.approx(later, abs=2e-6)
+
+
+async def test_a_run_of_rebuild_requests_reads_its_users_together_and_matches_the_log(
+        learning: None, nc: Any, pool: Any) -> None:
+    """Rebuild requests for several users published at once (one run, the same user twice)
+    read their inputs together: each user's cache is what the whole log gives, and the second
+    rebuild of the same user saw what the first wrote (so it changed nothing and announced
+    nothing; from the inputs read before the first, it would announce the change again)."""
+    from services.stability_detector import store
+    from services.stability_detector.scoring import compute_cache
+
+    ann, bob = User(nc, pool), User(nc, pool)
+    bob.tenant = ann.tenant  # one tenant, two users
+    bob.user = "u2"
+    await ann.candidate(times=3)
+    await bob.candidate(key="tone", value="plain", times=2)
+    await bob.rebuild(T0 + 10)
+    await bob.call("pin_facet", **{"class": "style", "key": "tone"})  # holds what won: plain
+    requests = [CATALOG.new(RebuildRequested(as_of=as_of, scope="user"), tenant_id=u.tenant,
+                            user_id=u.user, producer="tests", occurred_at=as_of)
+                for u, as_of in ((ann, T0 + 60), (bob, T0 + 60), (ann, T0 + 60))]
+    results = await ann.publisher.publish_many(requests)
+    await wait_applied(pool, "learning", "learning.cache",
+                       max(r.seq for r in results if not isinstance(r, Exception)))
+
+    async with pool.connection() as conn, conn.cursor() as cur:
+        inputs = await store.rebuild_inputs(cur, [(ann.tenant, "u1"), (bob.tenant, "u2"),
+                                                  (ann.tenant, "u1"), (ann.tenant, "nobody")])
+        assert list(inputs) == [(ann.tenant, "u1"), (bob.tenant, "u2"), (ann.tenant, "nobody")]
+        for u, as_of in ((ann, T0 + 60), (bob, T0 + 60)):
+            got = inputs[(u.tenant, u.user)]
+            assert got.state.last_as_of == as_of
+            evidence = await store.load_evidence(cur, u.tenant, u.user)
+            expected = compute_cache(evidence, got.commands, as_of, SETTINGS,
+                                     commands_as_of=math.inf)
+            assert {fk: (r.value, r.state, r.evidence_count) for fk, r in got.facets.items()} \
+                == {fk: (r.value, r.state, r.evidence_count) for fk, r in expected.items()}
+            assert got.facets == await store.load_facets(cur, u.tenant, u.user)
+            assert got.stats.keys() == (await store.load_stats(cur, u.tenant, u.user)).keys()
+        assert inputs[(bob.tenant, "u2")].facets[("style", "tone")].value == "plain"
+        assert [c.kind for c in inputs[(bob.tenant, "u2")].commands] == ["pin"]
+        nobody = inputs[(ann.tenant, "nobody")]
+        assert (nobody.state, nobody.commands, nobody.facets, nobody.stats) == (
+            store.SummaryState(None, None, (), None), [], {}, {})
+    assert [e.payload.as_of for e in await ann.rebuilt_events()] == [T0 + 60]
