@@ -180,15 +180,17 @@ UserKey = tuple[str, str]
 _NEVER_REBUILT = SummaryState(None, None, (), None)
 
 
-def _users_join(table: str, alias: str) -> str:
-    """The FROM clause that joins `table` (as `alias`) to the users passed as two arrays (the
-    tenants, then the users): an index lookup per user, never a scan of the table."""
-    return (f"unnest(%s::text[], %s::text[]) AS w(t, u) JOIN {table} AS {alias} "
-            f"ON {alias}.tenant_id = w.t AND {alias}.user_id = w.u")
-
-
-def _users_params(users: Sequence[UserKey]) -> list[list[str]]:
-    return [[t for t, _ in users], [u for _, u in users]]
+async def _rows_of(cur: AsyncCursor[Any], table: str, columns: str, users: Sequence[UserKey],
+                   order_by: str = "") -> list[tuple[Any, ...]]:
+    """(tenant_id, user_id, *columns) of `table`'s rows of these users, in one statement: the
+    users travel as two arrays joined to the table, an index lookup per user, never a scan."""
+    if not users:
+        return []
+    await cur.execute(
+        f"SELECT x.tenant_id, x.user_id, {columns} FROM unnest(%s::text[], %s::text[]) "
+        f"AS w(t, u) JOIN {table} AS x ON x.tenant_id = w.t AND x.user_id = w.u {order_by}",
+        ([t for t, _ in users], [u for _, u in users]))
+    return await cur.fetchall()
 
 
 async def summary_states(cur: AsyncCursor[Any], users: Sequence[UserKey]
@@ -196,12 +198,8 @@ async def summary_states(cur: AsyncCursor[Any], users: Sequence[UserKey]
     """Where each user's summaries stand, every user in one statement (a user never rebuilt:
     all None)."""
     found = dict.fromkeys(users, _NEVER_REBUILT)
-    if not users:
-        return found
-    await cur.execute(
-        "SELECT s.tenant_id, s.user_id, s.last_as_of, s.folded_seq, s.deferred_seqs, "
-        f"s.summary_window FROM {_users_join(USERS, 's')}", _users_params(users))
-    for r in await cur.fetchall():
+    for r in await _rows_of(cur, USERS, "last_as_of, folded_seq, deferred_seqs, "
+                            "summary_window", users):
         found[(r[0], r[1])] = SummaryState(r[2], None if r[3] is None else int(r[3]),
                                            tuple(int(x) for x in r[4] or ()), r[5])
     return found
@@ -216,12 +214,7 @@ async def load_stats_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
     """Each user's summaries, without their refs (`load_refs` reads those of the values that
     need them: the refs are most of a summary's size), every user in one statement."""
     found: dict[UserKey, UserStats] = {user: {} for user in users}
-    if not users:
-        return found
-    await cur.execute(
-        "SELECT v.tenant_id, v.user_id, v.class, v.key, v.value, v.stats "
-        f"FROM {_users_join(VALUE_STATS, 'v')}", _users_params(users))
-    for r in await cur.fetchall():
+    for r in await _rows_of(cur, VALUE_STATS, "class, key, value, stats", users):
         found[(r[0], r[1])].setdefault((r[2], r[3]), {})[r[4]] = ValueStats.from_json(
             r[5], refs=None)
     return found
@@ -301,13 +294,8 @@ async def commands_and_held_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
     """Each user's commands in order, and the values pins and forgets without one hold, as
     recorded (by command seq): what a rebuild reads of them, every user in one statement."""
     found: dict[UserKey, CommandsAndHeld] = {user: ([], {}) for user in users}
-    if not users:
-        return found
-    await cur.execute(
-        "SELECT c.tenant_id, c.user_id, c.kind, c.at, c.seq, c.class, c.key, c.value, "
-        f"c.held_known, c.held_value FROM {_users_join(COMMANDS, 'c')} "
-        "ORDER BY c.seq", _users_params(users))
-    for r in await cur.fetchall():
+    for r in await _rows_of(cur, COMMANDS, "kind, at, seq, class, key, value, held_known, "
+                            "held_value", users, order_by="ORDER BY x.seq"):
         commands, held = found[(r[0], r[1])]
         commands.append(Command(r[2], float(r[3]), int(r[4]), r[5], r[6], r[7]))
         if r[8]:
@@ -328,14 +316,9 @@ async def facets_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
                     ) -> dict[UserKey, dict[FacetKey, FacetRow]]:
     """Each user's facet rows, every user in one statement."""
     found: dict[UserKey, dict[FacetKey, FacetRow]] = {user: {} for user in users}
-    if not users:
-        return found
-    await cur.execute(
-        "SELECT f.tenant_id, f.user_id, f.class, f.key, f.value, f.state, f.stability, "
-        "f.user_state, f.evidence_refs, f.cue_counts, f.evidence_count, f.first_seen_at, "
-        "f.last_evidence_at, f.next_change_at, f.origin, f.as_of "
-        f"FROM {_users_join(FACETS, 'f')}", _users_params(users))
-    for r in await cur.fetchall():
+    for r in await _rows_of(cur, FACETS, "class, key, value, state, stability, user_state, "
+                            "evidence_refs, cue_counts, evidence_count, first_seen_at, "
+                            "last_evidence_at, next_change_at, origin, as_of", users):
         found[(r[0], r[1])][(r[2], r[3])] = FacetRow(
             facet_class=r[2], key=r[3], value=r[4], state=r[5],
             stability=_stability_out(r[6]), user_state=r[7],
