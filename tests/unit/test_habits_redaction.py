@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from services.habits import redaction
 from services.habits.redaction import (
     CUT_MARKER,
     MAX_CAPTURE_BYTES,
@@ -187,7 +188,9 @@ _PROSE_WORDS = st.sampled_from(
      "password", "Bearer", "Basic", "@", "~", "(", ")", "-", ".", "\n", "\"", "'", "x", "0",
      "home", "tmp", "eyJ", "sk-", "AKIA", "https://", "C:\\Users\\"]
 )
-_PIECES = st.one_of(st.sampled_from(SECRETS), _PROSE_WORDS, st.text(max_size=8))
+_PIECES = st.one_of(st.sampled_from(SECRETS), _PROSE_WORDS, st.text(max_size=8),
+                    st.sampled_from(["\u017fecret=", "\u212aey: ", "Authorization=", "Users\\",
+                                     "users/", "GHP_", "xoxb-", "ya29.", "_live_", "ASIA"]))
 
 
 @hsettings(max_examples=300, deadline=None)
@@ -198,3 +201,38 @@ def test_redacted_text_is_clean_and_stable(pieces: list[str], seps: list[str]) -
     once = redact(text)
     assert not contains_sensitive(once)
     assert redact(once) == once
+
+
+def _every_rule_redact(text: str) -> str:
+    """Redaction as it was before the substring prefilter: every pattern on every round."""
+    for _ in range(8):
+        cleaned = text
+        for pattern, replacement in redaction._RULES:
+            cleaned = pattern.sub(replacement, cleaned)
+        if cleaned == text:
+            return cleaned
+        text = cleaned
+    return text
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(st.lists(_PIECES, max_size=12), st.lists(st.sampled_from(["", " ", "\n", ":", "/"]),
+                                                 min_size=12, max_size=12))
+def test_the_prefilter_changes_nothing_redaction_does(pieces: list[str], seps: list[str]
+                                                      ) -> None:
+    # a rule is skipped only when the text lacks every substring it needs; the answer must be
+    # what running every rule gives, including for text that is not ASCII (a long s,
+    # U+017F, for the s of "secret", the Kelvin sign) and mixed case ("Authorization", "C:\Users/")
+    text = "".join(p + s for p, s in zip(pieces, seps, strict=False))
+    assert redact(text) == _every_rule_redact(text)
+    assert contains_sensitive(text) == any(p.search(text) for p, _ in redaction._RULES)
+
+
+@pytest.mark.parametrize("text", [
+    "\u017fecret = hunter22", "PASSWORD: hunter22", "C:\\Users/ann/notes.txt", "see ~/notes",
+    "Authorization: Bearer abc.def.ghi123", "mail ann@example.org", "call 415-555-0134",
+    "AKIAABCDEFGHIJKLMNOP", "https://ann:pw@example.org/x", "-----BEGIN PRIVATE KEY-----abc",
+])
+def test_the_prefilter_lets_each_kind_of_secret_through_to_its_pattern(text: str) -> None:
+    assert contains_sensitive(text) == any(p.search(text) for p, _ in redaction._RULES)
+    assert redact(text) == _every_rule_redact(text) != text
