@@ -38,7 +38,7 @@ class PipelineLag:
     #: the stage lags (age of the oldest event each has not acknowledged) summed along the
     #: chain, seconds (0: caught up)
     seconds: float
-    #: the stage furthest behind on that chain; None when every projection is caught up
+    #: the stage adding the most to that chain; None when every projection is caught up
     projection: str | None = None
     #: the chain, from the projection reading the ingest to the last; () when caught up
     path: tuple[str, ...] = ()
@@ -69,7 +69,7 @@ class Pushback:
 
     def message(self) -> str:
         return (f"backpressure: the pipeline is {self.lag.seconds:.0f}s behind end to end "
-                f"(most of it in {self.projection}) and this tenant sent {self.share:.0%} of "
+                f"(the largest part in {self.projection}) and this tenant sent {self.share:.0%} of "
                 f"the items in that time (its fair share: {self.fair_share:.0%}); retry in "
                 f"{self.retry_after}s")
 
@@ -103,7 +103,10 @@ def end_to_end(lags: Mapping[str, float],
     slowest = max((chain(name, frozenset()) for name in lags), default=(0.0, ()))
     if slowest[0] <= 0:
         return CAUGHT_UP
-    furthest = max(slowest[1], key=lambda name: lags.get(name, 0.0))
+    def part(name: str) -> float:  # what the stage adds to the chain
+        return lags.get(name, 0.0) * (2 if name in upstream.get(name, ()) else 1)
+
+    furthest = max(slowest[1], key=part)
     return PipelineLag(slowest[0], furthest, slowest[1])
 
 

@@ -273,7 +273,7 @@ def _own_schemas(settings: Settings, ingest_types: list[str]) -> dict[str, Any]:
                            "Retry-After is the tenant's part of the time the backlog needs.",
             "properties": {
                 "projection": {"type": "string",
-                               "description": "The projection furthest behind on the chain."},
+                               "description": "The projection adding the most to the chain."},
                 "lag_seconds": {"type": "number", "minimum": 0,
                                 "description": "How far behind the pipeline is end to end: "
                                                "each projection's lag (the age of the oldest "

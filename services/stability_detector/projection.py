@@ -211,8 +211,14 @@ class LearningProjection(Projection):
 
     async def _rebuild_due(self, cur: AsyncCursor[Any], users: Sequence[tuple[str, str]],
                            as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
-        """A periodic rebuild's due users, their inputs read together."""
-        inputs = await store.rebuild_inputs(cur, users)
+        """A periodic rebuild's due users, their inputs read together; if that read fails
+        (one user's stored summary will not parse, say), each user reads its own under its
+        savepoint, so the bad one fails alone."""
+        try:
+            async with cur.connection.transaction():
+                inputs = await store.rebuild_inputs(cur, users)
+        except (psycopg.DataError, psycopg.IntegrityError, ValueError):
+            inputs = {}
         for tenant_id, user_id in users:
             try:  # one user's failure is its own (rebuild_user rolls back its savepoint)
                 await self.rebuild_user(cur, tenant_id, user_id, as_of, cause, ctx,
@@ -243,14 +249,17 @@ class LearningProjection(Projection):
         the fence does not). A periodic rebuild catches one user's failure and goes on to the
         next, so only it rebuilds under a savepoint, which leaves the transaction usable."""
         started = time.perf_counter()
-        if inputs is None:
-            inputs = (await store.rebuild_inputs(cur, [(tenant_id, user_id)]))[
-                (tenant_id, user_id)]
+
+        async def rebuild() -> None:
+            read = inputs if inputs is not None else (
+                await store.rebuild_inputs(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
+            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, read)
+
         if trigger == "periodic":
             async with cur.connection.transaction():
-                await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, inputs)
+                await rebuild()
         else:
-            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, inputs)
+            await rebuild()
         metrics.REBUILD_SECONDS.labels(trigger).observe(time.perf_counter() - started)
 
     async def _rebuild(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,

@@ -136,7 +136,7 @@ async def test_the_burster_is_pushed_back_the_other_tenant_and_reads_pass(
         assert 1 <= retry_after <= settings.backpressure_max_retry_after_seconds
         assert body["error"]["code"] == "rate_limited"
         assert body["error"]["message"].startswith("backpressure: the pipeline is ")
-        assert f"(most of it in {lagging.watched.projection})" in body["error"]["message"]
+        assert f"(the largest part in {lagging.watched.projection})" in body["error"]["message"]
         assert body["error"]["message"].endswith(f"retry in {retry_after}s")
         details = body["backpressure"]
         assert details["projection"] == lagging.watched.projection

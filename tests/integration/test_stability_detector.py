@@ -651,3 +651,30 @@ async def test_a_run_of_rebuild_requests_reads_its_users_together_and_matches_th
         assert (nobody.state, nobody.commands, nobody.facets, nobody.stats) == (
             store.SummaryState(None, None, (), None), [], {}, {})
     assert [e.payload.as_of for e in await ann.rebuilt_events()] == [T0 + 60]
+
+
+async def test_a_periodic_rebuild_survives_a_user_whose_summary_will_not_parse(
+        learning: None, nc: Any, pool: Any) -> None:
+    """The due users' inputs are read together; when one user's stored summary is corrupt,
+    that read fails, each user then reads their own, and only the bad one is left due."""
+    from services.stability_detector import store
+
+    good, bad = User(nc, pool), User(nc, pool)
+    bad.tenant = good.tenant
+    bad.user = "u2"
+    for u in (good, bad):
+        await u.candidate(times=3)
+        await u.rebuild(T0)
+        await u.candidate(times=2, at=T0 + 60)  # new evidence: due at the next periodic
+    async with pool.connection() as conn:
+        await conn.execute(
+            f"UPDATE {store.VALUE_STATS} SET stats = jsonb_set(stats, '{{m}}', '\"many\"') "
+            "WHERE tenant_id = %s AND user_id = %s", (bad.tenant, bad.user))
+    event = CATALOG.new(RebuildRequested(as_of=T0 + 120, scope="periodic", reason="periodic"),
+                        tenant_id="_system", user_id="_all", producer="tests",
+                        occurred_at=T0 + 120)
+    result = await good.publisher.publish(event)
+    await wait_applied(pool, "learning", "learning.cache", result.seq)
+    async with pool.connection() as conn, conn.cursor() as cur:
+        assert (await store.summary_state(cur, good.tenant, good.user)).last_as_of == T0 + 120
+        assert (await store.summary_state(cur, bad.tenant, bad.user)).last_as_of == T0
