@@ -89,25 +89,24 @@ def end_to_end(lags: Mapping[str, float],
     its lag counts twice on the chain; any longer cycle is cut where it closes."""
     best: dict[tuple[str, frozenset[str]], tuple[float, tuple[str, ...]]] = {}
 
+    def part(name: str) -> float:
+        """What the stage adds to a chain through it."""
+        loops = name in upstream.get(name, ())
+        return max(lags.get(name, 0.0), 0.0) * (2 if loops else 1)
+
     def chain(name: str, seen: frozenset[str]) -> tuple[float, tuple[str, ...]]:
         if (name, seen) in best:
             return best[name, seen]
-        own = max(lags.get(name, 0.0), 0.0)
         sources = [u for u in upstream.get(name, ()) if u != name and u not in seen]
         before = max((chain(u, seen | {name}) for u in sources), default=(0.0, ()))
-        loops = name in upstream.get(name, ())
-        found = (before[0] + own * (2 if loops else 1), (*before[1], name))
+        found = (before[0] + part(name), (*before[1], name))
         best[name, seen] = found
         return found
 
     slowest = max((chain(name, frozenset()) for name in lags), default=(0.0, ()))
     if slowest[0] <= 0:
         return CAUGHT_UP
-    def part(name: str) -> float:  # what the stage adds to the chain
-        return lags.get(name, 0.0) * (2 if name in upstream.get(name, ()) else 1)
-
-    furthest = max(slowest[1], key=part)
-    return PipelineLag(slowest[0], furthest, slowest[1])
+    return PipelineLag(slowest[0], max(slowest[1], key=part), slowest[1])
 
 
 def over_bound(lag: PipelineLag, bound_seconds: float) -> bool:

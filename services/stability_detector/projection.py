@@ -263,7 +263,7 @@ class LearningProjection(Projection):
         metrics.REBUILD_SECONDS.labels(trigger).observe(time.perf_counter() - started)
 
     async def _rebuild(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                              as_of: float, cause: Delivered, ctx: ApplyContext,
+                       as_of: float, cause: Delivered, ctx: ApplyContext,
                        inputs: store.RebuildInputs) -> None:
         state, commands, recorded, old = inputs.state, inputs.commands, inputs.held, inputs.facets
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards

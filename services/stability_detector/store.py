@@ -186,6 +186,7 @@ async def _rows_of(cur: AsyncCursor[Any], table: str, columns: str, users: Seque
     users travel as two arrays joined to the table, an index lookup per user, never a scan."""
     if not users:
         return []
+    users = list(dict.fromkeys(users))  # a user named twice would read its rows twice
     await cur.execute(
         f"SELECT x.tenant_id, x.user_id, {columns} FROM unnest(%s::text[], %s::text[]) "
         f"AS w(t, u) JOIN {table} AS x ON x.tenant_id = w.t AND x.user_id = w.u {order_by}",
