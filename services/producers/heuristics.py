@@ -111,6 +111,8 @@ _CORRECTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         (r"\bas\s+(?:a\s+)?paragraphs?\b", "format", "prose"),
     )
 )
+#: one alternation of every pattern: a message none of them can match is dismissed in one scan
+_ANY_CORRECTION = re.compile("|".join(f"(?:{pattern.pattern})" for pattern, _, _ in _CORRECTIONS))
 
 #: what three of the same correction veto, and how confident the veto is
 #: (a veto key is `<kind>=<thing>` with the value `banned`, the shape every producer of vetoes
@@ -251,6 +253,13 @@ def corrections_in(message: str) -> list[tuple[str, str]]:
     if len(message) > MAX_CORRECTION_CHARS:
         return []
     text = re.sub(r"\s+", " ", message.replace("\u2019", "'").lower()).strip()
+    if _ANY_CORRECTION.search(text) is None:  # most messages: one scan instead of one per pattern
+        return []
+    return _corrections_of(text)
+
+
+def _corrections_of(text: str) -> list[tuple[str, str]]:
+    """Every pattern over normalised `text` (what `corrections_in` does past its prefilter)."""
     found: dict[str, set[str]] = {}
     order: list[tuple[str, str]] = []
     for pattern, key, value in _CORRECTIONS:

@@ -66,12 +66,18 @@ class ProducersProjection(Projection):
 
     async def on_turns(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                        ctx: ApplyContext) -> None:
-        """The heuristics keep per-session state: loaded once for the run, saved once."""
-        sessions = await store.load_sessions(cur, (
-            (d.event.tenant_id, d.event.user_id, d.event.payload.session_id) for d in run))
+        """The heuristics keep per-session state: loaded once for the run, saved once. The
+        statements are read in a worker thread while the states load (neither needs the other)."""
         reader = self.reader
-        read = await asyncio.to_thread(
-            reader.read, [d.event.payload.user_message for d in run])
+        reading = asyncio.ensure_future(asyncio.to_thread(
+            reader.read, [d.event.payload.user_message for d in run]))
+        try:
+            sessions = await store.load_sessions(cur, (
+                (d.event.tenant_id, d.event.user_id, d.event.payload.session_id) for d in run))
+        except BaseException:
+            reading.cancel()
+            raise
+        read = await reading
         states: dict[store.SessionKey, SessionState] = {}
         proposals: dict[store.SessionKey, Proposal | None] = {}
         last_seq: dict[store.SessionKey, int] = {}

@@ -109,5 +109,9 @@ def without_restated(reflections: Sequence[Candidate], sentences: Sequence[str]
     stated = [_words(s) for s in sentences if s]
     if not stated:
         return list(reflections)
-    return [c for c in reflections
-            if not any(s in _words(c.value) or _words(c.value) in s for s in stated)]
+    kept = []
+    for candidate in reflections:
+        words = _words(candidate.value)
+        if not any(s in words or words in s for s in stated):
+            kept.append(candidate)
+    return kept

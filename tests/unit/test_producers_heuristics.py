@@ -24,6 +24,7 @@ from services.producers.heuristics import (
     EDIT_CONFIDENCE,
     MAX_TURNS,
     SessionState,
+    _corrections_of,
     corrections_in,
     observe_turn,
 )
@@ -147,6 +148,22 @@ def test_just_inside_the_window() -> None:
 )
 def test_corrections(message: str, expected: list[tuple[str, str]]) -> None:
     assert corrections_in(message) == expected
+
+
+_FRAGMENTS = ["shorter", "too long", "be brief", "keep it short", "tl;dr", "less", "less text",
+              "more detail", "elaborate", "too short", "expand on", "go deeper", "just code",
+              "code only", "no bullets", "in prose", "as a paragraph", "don't", "not", "please",
+              "unless", "the", "fix the parser", "ok", ".", "!", "  ", "make it longer"]
+
+
+@hsettings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(_FRAGMENTS), st.text(max_size=6)), max_size=8))
+def test_the_prefilter_drops_only_messages_no_pattern_matches(parts: list[str]) -> None:
+    """The one-scan alternation may only skip what every pattern would also find nothing in."""
+    message = " ".join(parts)
+    text = " ".join(message.replace("\u2019", "'").lower().split())
+    if len(message) <= 280:
+        assert corrections_in(message) == _corrections_of(text)
 
 
 def test_a_long_message_is_a_request_not_a_correction() -> None:
