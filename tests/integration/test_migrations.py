@@ -11,19 +11,16 @@ import fnmatch
 import io
 import tomllib
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy.engine import make_url
 
 from habitus.db.migrate import ENVIRONMENT, alembic_config, current_revision
 from habitus.db.urls import conninfo
 from habitus.service.migrations import migrate, sources
-from tests.conftest import ServerUrls
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICE_MIGRATIONS = sorted(REPO.glob("services/*/migrations"))
@@ -32,20 +29,6 @@ REVISION_FILES = sorted(REPO.glob("services/*/migrations/versions/*.py"))
 ALLOWED_IMPORTS = {"__future__", "alembic", "typing"}
 
 Snapshot = list[tuple[object, ...]]
-
-
-@pytest.fixture
-def fresh_database(servers: ServerUrls) -> Iterator[str]:
-    """The URL of a new, empty database on the session's server (dropped afterwards)."""
-    name = f"habitus_migrations_{uuid.uuid4().hex[:12]}"
-    admin = conninfo(servers.database)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield make_url(admin).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def heads() -> dict[str, str | None]:

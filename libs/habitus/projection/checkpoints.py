@@ -86,19 +86,22 @@ def tracking_ddl(schema: str) -> list[str]:
             seq bigint NOT NULL,
             PRIMARY KEY (projection, tenant_id, user_id, event_id)
         )""",
+        # whose event it was (from the subject when the event itself could not be read; ''
+        # when not even that names a tenant), so erasing a user erases their dead letters'
+        # records too; the tenant leads the key, as in every table holding a tenant's data
         f"""CREATE TABLE IF NOT EXISTS {dead_letter_table(schema)} (
+            tenant_id text NOT NULL DEFAULT '',
             projection text NOT NULL,
             seq bigint NOT NULL,
             event_id text,
             reason text NOT NULL,
             detail text NOT NULL,
             dead_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (projection, seq)
+            user_id text,
+            PRIMARY KEY (tenant_id, projection, seq)
         )""",
-        # whose event it was (from the subject when the event itself could not be read), so
-        # erasing a user erases their dead letters' records too
-        f"ALTER TABLE {dead_letter_table(schema)} ADD COLUMN IF NOT EXISTS tenant_id text",
-        f"ALTER TABLE {dead_letter_table(schema)} ADD COLUMN IF NOT EXISTS user_id text",
+        f"""CREATE INDEX IF NOT EXISTS dead_letters_by_seq
+            ON {dead_letter_table(schema)} (projection, seq)""",
     ]
 
 
@@ -262,10 +265,10 @@ class CheckpointStore:
             f"""INSERT INTO {self.dead_letters}
                   (projection, seq, event_id, reason, detail, tenant_id, user_id)
                 VALUES (%s, %s, %s, %s, %s, %s, %s)
-                ON CONFLICT (projection, seq) DO UPDATE SET event_id = EXCLUDED.event_id,
-                  reason = EXCLUDED.reason, detail = EXCLUDED.detail, dead_at = now(),
-                  tenant_id = EXCLUDED.tenant_id, user_id = EXCLUDED.user_id""",
-            (projection, seq, event_id, reason, detail[:4000], tenant_id, user_id),
+                ON CONFLICT (tenant_id, projection, seq) DO UPDATE SET
+                  event_id = EXCLUDED.event_id, reason = EXCLUDED.reason,
+                  detail = EXCLUDED.detail, dead_at = now(), user_id = EXCLUDED.user_id""",
+            (projection, seq, event_id, reason, detail[:4000], tenant_id or "", user_id),
         )
 
     async def dead_letter_at(self, ex: Executor, projection: str, seq: int
