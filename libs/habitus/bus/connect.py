@@ -11,6 +11,12 @@ from nats.aio.client import Client
 log = logging.getLogger(__name__)
 
 
+def server_urls(url: str) -> list[str]:
+    """The servers `url` names: one, or a cluster's nodes comma-separated (HABITUS_NATS_URL),
+    which a client tries in turn and fails over between."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 async def connect(url: str, name: str, **kwargs: Any) -> Client:
     holder: list[Client] = []
 
@@ -26,7 +32,7 @@ async def connect(url: str, name: str, **kwargs: Any) -> Client:
         log.info("nats reconnected", extra={"client": name})
 
     options: dict[str, Any] = {
-        "servers": [url],
+        "servers": server_urls(url),
         "name": name,
         "max_reconnect_attempts": -1,
         "reconnect_time_wait": 0.5,

@@ -17,7 +17,11 @@ from habitus.config import Settings, get_settings
 
 def up(observe: Annotated[bool, typer.Option(
         help="also run a local Prometheus scraping every process (data in var/prometheus)")
-       ] = False) -> None:
+       ] = False,
+       nats_cluster: Annotated[bool, typer.Option(
+           help="run the embedded NATS as a three-node cluster with R3 streams (data in "
+                "var/nats-1..3); a killed node is restarted and loses nothing")] = False
+       ) -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
     from habitus.runtime.forkserver import prefork
@@ -28,7 +32,8 @@ def up(observe: Annotated[bool, typer.Option(
     # begins with what this process has imported (see habitus.runtime.forkserver.prefork).
     preforked = prefork(SERVICE_PRELOAD)
     settings = _settings()
-    raise typer.Exit(asyncio.run(run_up(settings, observe=observe, preforked=preforked)))
+    raise typer.Exit(asyncio.run(run_up(settings, observe=observe, preforked=preforked,
+                                        nats_cluster=nats_cluster)))
 
 
 def demo(keep: Annotated[bool, typer.Option(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import nats
 
+from habitus.bus.connect import server_urls
 from habitus.demo.api import Api
 from habitus.demo.scenario import Scenario
 from habitus.ops.lag import measure
@@ -37,7 +38,7 @@ class Lag:
 async def _projection_lag(nats_url: str, database_url: str) -> list[Lag]:
     """What `habitus lag` measures (the checkpoints read through the checkpoint store), as
     the demo's table shows it."""
-    nc = await nats.connect(nats_url, name="habitus-demo")
+    nc = await nats.connect(server_urls(nats_url), name="habitus-demo")
     try:
         measured = await measure(nc, database_url)
     finally:

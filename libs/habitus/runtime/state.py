@@ -156,11 +156,25 @@ def clean_leftovers(data_dir: Path) -> list[str]:
     return cleaned
 
 
-def _tcp_target(url: str) -> tuple[str, int] | None:
-    parts = urlsplit(url)
-    if parts.hostname is None or parts.port is None:
-        return None
-    return parts.hostname, parts.port
+def _tcp_targets(url: str) -> list[tuple[str, int]]:
+    """Host and port of each server `url` names (a NATS cluster's nodes are comma-separated)."""
+    targets = []
+    for part in url.split(","):
+        try:
+            parts = urlsplit(part.strip())
+            if parts.hostname is not None and parts.port is not None:
+                targets.append((parts.hostname, parts.port))
+        except ValueError:
+            continue
+    return targets
+
+
+def _accepts(target: tuple[str, int], timeout: float) -> bool:
+    try:
+        socket.create_connection(target, timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def live_urls(data_dir: Path, needed: list[str], probe_timeout: float = 2.0) -> dict[str, str]:
@@ -179,18 +193,17 @@ def live_urls(data_dir: Path, needed: list[str], probe_timeout: float = 2.0) -> 
             f"{doc.get('pid')}, which is gone): start it, or set the HABITUS_*_URL variables")
     urls = {k: str(v) for k, v in doc.items() if k.endswith("_url") and v}
     for key in needed:
-        target = _tcp_target(urls.get(key, ""))
-        if target is None:
+        targets = _tcp_targets(urls.get(key, ""))
+        if not targets:
             raise Unavailable(
                 f"habitus up (pid {doc.get('pid')}) on {data_dir} has not started its "
                 f"{key.removesuffix('_url')} server yet: try again in a moment")
-        try:
-            socket.create_connection(target, timeout=probe_timeout).close()
-        except OSError:
+        if not any(_accepts(target, probe_timeout) for target in targets):  # one node will do
+            where = ", ".join(f"{host}:{port}" for host, port in targets)
             raise Unavailable(
                 f"habitus up (pid {doc.get('pid')}) is running on {data_dir}, but its "
-                f"{key.removesuffix('_url')} server at {target[0]}:{target[1]} does not answer "
-                "(restarting?): try again in a moment") from None
+                f"{key.removesuffix('_url')} server at {where} does not answer "
+                "(restarting?): try again in a moment")
     return urls
 
 

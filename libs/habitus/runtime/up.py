@@ -15,6 +15,9 @@ Everything it starts is supervised: a service or an embedded server that dies is
 backoff, servers on the same data and ports so the services' clients reconnect by themselves,
 with one line in the terminal per restart. Nothing it starts outlives it (parent-death signals,
 see :mod:`habitus.runtime.lifetime`), and a start after a crash stops what was left anyway.
+
+Long on purpose: the start-up order (servers, the optional NATS cluster, migrations, streams,
+services, gateway) and the shutdown that reverses it read best in one place.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
 from habitus.runtime.embedded import (
     EmbeddedNats,
+    EmbeddedNatsCluster,
     EmbeddedPostgres,
     EmbeddedRedis,
     EmbeddedServer,
@@ -73,6 +77,8 @@ log = logging.getLogger(__name__)
 DEV_TENANT = "dev"
 #: A server that stayed up this long counts as healthy again: its next crash restarts fast.
 STABLE_AFTER_SECONDS = 60.0
+#: stream replicas on the local cluster of `up --nats-cluster` (one per node)
+CLUSTER_REPLICAS = 3
 #: What `habitus serve` imports before it serves (the CLI, every service's descriptor through
 #: the registry, the host, logging, the event loop), and the sentence encoder's model, which
 #: three services load on their first turn: the fork server loads it all once, and the forked
@@ -144,9 +150,14 @@ def _ready(url: str) -> bool:
 
 class Up:
     def __init__(self, settings: Settings, guest: Guest | None = None,
-                 preforked: Preforked | None = None):
+                 preforked: Preforked | None = None, nats_cluster: bool = False):
         """`preforked`: the fork server's zygote, forked from this process before its event
-        loop started (`habitus.runtime.forkserver.prefork`); without it, one is started."""
+        loop started (`habitus.runtime.forkserver.prefork`); without it, one is started.
+        `nats_cluster`: an embedded NATS is a three-node cluster, its streams R3 (`up
+        --nats-cluster`)."""
+        if nats_cluster and not settings.nats_url:
+            settings = settings.model_copy(update={"stream_replicas": CLUSTER_REPLICAS})
+        self.nats_cluster = nats_cluster
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
         #: what runs on the system once it is ready (the demo), if anything
@@ -222,6 +233,9 @@ class Up:
                 continue
             if self._stopping.is_set():
                 break
+            if key == "nats" and self.nats_cluster:
+                urls[key] = self._start_nats_cluster()
+                continue
             server = makers[key]()
             self.embedded.append(server)
             urls[key] = server.start(timeout=60)
@@ -229,6 +243,20 @@ class Up:
             self._record_server(server)
             _say(f"  {key:<9} {urls[key]} (embedded, data in {server.home})")
         return {k: v for k, v in urls.items() if v}
+
+    def _start_nats_cluster(self) -> str:
+        """Three routed nats-servers, each started, pinned, recorded and later watched like
+        any embedded server (a killed node is restarted on its ports and store)."""
+        cluster = EmbeddedNatsCluster(self.data_dir, die_with_owner=True)
+        for node in cluster.nodes:
+            self.embedded.append(node)
+            node.start(timeout=60)
+            node.pin_ports()
+            self._record_server(node)
+        cluster.wait_healthy(60)
+        for node in cluster.nodes:
+            _say(f"  {node.name:<9} {node.url} (embedded cluster node, data in {node.home})")
+        return cluster.url
 
     def stop_infrastructure(self) -> None:
         for server in reversed(self.embedded):
@@ -343,6 +371,8 @@ class Up:
             "HABITUS_BOOTSTRAP_KEYS": bootstrap,
             "HABITUS_EXPECTED_SERVICES": ",".join(others),
             "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
+            # every service ensures the streams as `up` did: R3 on the cluster
+            "HABITUS_STREAM_REPLICAS": str(s.stream_replicas),
         }
         if self.guest is not None:
             # Only these services get what the guest adds (the demo: its scripted model's URL,
@@ -447,10 +477,12 @@ class Up:
 
 
 async def up(settings: Settings, guest: Guest | None = None, keep: bool = True,
-             observe: bool = False, preforked: Preforked | None = None) -> int:
+             observe: bool = False, preforked: Preforked | None = None,
+             nats_cluster: bool = False) -> int:
     """Run until Ctrl-C/SIGTERM; with a `guest`, run it once ready, and unless `keep`, stop
-    everything after it (exit 1 if it did not do all it should). `preforked`: see `Up`."""
-    runner = Up(settings, guest, preforked)
+    everything after it (exit 1 if it did not do all it should). `preforked`, `nats_cluster`:
+    see `Up`."""
+    runner = Up(settings, guest, preforked, nats_cluster)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -22,7 +22,7 @@ from faststream.nats.prometheus import NatsPrometheusMiddleware
 from nats.aio.client import Client
 from redis.asyncio import Redis
 
-from habitus.bus.connect import connect
+from habitus.bus.connect import connect, server_urls
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient, RpcError
 from habitus.bus.streams import ensure_streams
@@ -82,7 +82,7 @@ class ServiceHost:
     def _make_broker(self) -> NatsBroker:
         d = self.descriptor
         broker = NatsBroker(
-            _require(self.settings.nats_url, "NATS_URL"),
+            server_urls(_require(self.settings.nats_url, "NATS_URL")),
             name=f"habitus-{d.name}",
             graceful_timeout=d.runner_config.graceful_timeout,
             max_reconnect_attempts=-1,

@@ -34,6 +34,7 @@ server as a context manager.
 
 from habitus.runtime.embedded.errors import EmbeddedServerError
 from habitus.runtime.embedded.nats import EmbeddedNats
+from habitus.runtime.embedded.nats_cluster import EmbeddedNatsCluster
 from habitus.runtime.embedded.ports import LOCALHOST, STANDARD_PORTS, free_port, wait_for_tcp
 from habitus.runtime.embedded.postgres import EmbeddedPostgres
 from habitus.runtime.embedded.redis import EmbeddedRedis
@@ -43,6 +44,7 @@ __all__ = [
     "LOCALHOST",
     "STANDARD_PORTS",
     "EmbeddedNats",
+    "EmbeddedNatsCluster",
     "EmbeddedPostgres",
     "EmbeddedRedis",
     "EmbeddedServer",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from habitus.runtime.embedded.binaries import _nats_server_binary
@@ -24,6 +25,23 @@ def _http_status(url: str, timeout: float = 1.0) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class ClusterRole:
+    """One node's place in a NATS cluster: its server name (JetStream's peers are told apart by
+    it), the cluster's name, the port it takes routes on and every node's route URL."""
+
+    server_name: str
+    cluster_name: str
+    cluster_port: int
+    routes: tuple[str, ...]
+
+    def arguments(self) -> list[str]:
+        return ["--name", self.server_name,
+                "--cluster_name", self.cluster_name,
+                "--cluster", f"nats://{LOCALHOST}:{self.cluster_port}",
+                "--routes", ",".join(self.routes)]
+
+
 class EmbeddedNats(EmbeddedServer):
     """nats-server with JetStream, its store under ``<data_dir>/nats/jetstream``.
 
@@ -40,8 +58,10 @@ class EmbeddedNats(EmbeddedServer):
         monitor_port: int | None = None,
         *,
         die_with_owner: bool = False,
+        cluster: ClusterRole | None = None,
     ) -> None:
         super().__init__(data_dir, port, die_with_owner=die_with_owner)
+        self.cluster = cluster
         self._monitor_pinned = monitor_port is not None
         self._monitor_port = (
             monitor_port
@@ -80,6 +100,7 @@ class EmbeddedNats(EmbeddedServer):
             "-m", str(self.monitor_port),
             "-l", str(self.log_path),
             "-P", str(self._pid_file),
+            *(self.cluster.arguments() if self.cluster else []),
         ]  # fmt: skip
 
     def _prepare(self, deadline: float) -> None:

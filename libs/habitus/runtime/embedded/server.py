@@ -173,6 +173,11 @@ class EmbeddedServer(abc.ABC):
             if proc.poll() is not None:
                 self._reap_dead_group()
 
+    def kill(self) -> None:
+        """SIGKILL the server's process group now: a crash, for the chaos tests (`start` again
+        brings it back on the same ports and data)."""
+        self._kill_now()
+
     def __enter__(self) -> Self:
         self.start()
         return self
