@@ -88,9 +88,10 @@ TYPES = ("CacheRebuilt", "ToolRuleUpserted")
 
 
 def filters(tenants: list[str] | None) -> list[str]:
-    """`habitus.v1.event.<Type>.<tenant>.<user>`: the two types, every user of every tenant
-    (or of the tenants given)."""
-    return [f"habitus.v1.event.{t}.{tenant}.*" for t in TYPES for tenant in tenants or ["*"]]
+    """`habitus.v1.event.<Type>.<tenant>.<user>`, as the stream stores it (followed by the
+    user's and the tenant's partition slots, hence the `>`): the two types, every user of
+    every tenant (or of the tenants given)."""
+    return [f"habitus.v1.event.{t}.{tenant}.>" for t in TYPES for tenant in tenants or ["*"]]
 
 
 # --------------------------------------------------------------------------- decoding

@@ -35,6 +35,17 @@ class Settings(BaseSettings):
         "replica: no projections, no background work); `projections`, all but its RPC "
         "methods, which an `rpc` process answers (`habitus up` runs the profile renderer "
         "so, keeping `prompt.context` off the projection's event loop)"))
+    partitions: int = Field(default=1, description=(
+        "partitions of every projection when its layout is first made (1, 2, 4, 8 or 16: "
+        "the replicas of a service share them; a layout made before keeps its count until "
+        "`habitus partitions set` changes it)"))
+    lease_seconds: float = Field(default=10.0, gt=0, le=300, description=(
+        "how long a replica's membership lasts without a renewal (renewed three times "
+        "within it): a replica that dies without a word has its partitions taken over "
+        "within about this long"))
+    member: str = Field(default="", description=(
+        "this replica's name among its service's replicas (on Kubernetes the pod's name); "
+        "empty: the host name, the process id and a random suffix"))
     bootstrap_keys: str = Field(default="", description=(
         "`tenant:key,...` API keys ensured at start (compose, k8s secrets, tests)"))
     admin_keys: str = Field(default="", description=(
@@ -94,6 +105,13 @@ class Settings(BaseSettings):
 
     log_level: str = Field(default="INFO", description="log level of the services")
     log_json: bool = Field(default=True, description="structured JSON logs, one object a line")
+
+    @field_validator("partitions")
+    @classmethod
+    def _partition_count(cls, value: int) -> int:
+        if value < 1 or 16 % value:
+            raise ValueError("HABITUS_PARTITIONS must be 1, 2, 4, 8 or 16 (they share 16 slots)")
+        return value
 
     @field_validator("nats_url", "database_url", "redis_url", mode="before")
     @classmethod

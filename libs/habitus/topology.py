@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG
 from habitus.projection.base import Projection, durable_for, subject_for
+from habitus.projection.partitions import PartitionKey, slot_for
 
 __all__ = ("ProjectionInfo", "Topology", "subject_for")
 
@@ -35,11 +36,18 @@ class ProjectionInfo:
     emits: tuple[str, ...] = ()
     #: event types its service publishes later from what it stored and it reads again
     requeues: tuple[str, ...] = ()
+    #: the slot its partitions key on
+    partition_by: PartitionKey = "user"
 
     @classmethod
     def of(cls, projection: type[Projection]) -> ProjectionInfo:
         return cls(projection.name, projection.schema, projection.consumes,
-                   projection.emitted_types, projection.requeued_types)
+                   projection.emitted_types, projection.requeued_types,
+                   projection.partition_by)
+
+    def slot_of(self, tenant_id: str, user_id: str) -> int:
+        """The slot this projection reads the user's events under (by its partition key)."""
+        return slot_for(self.partition_by, tenant_id, user_id)
 
     @property
     def stream(self) -> str:

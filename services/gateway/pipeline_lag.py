@@ -1,11 +1,18 @@
 """How many seconds the pipeline is behind, measured cheaply and straight from JetStream.
 
 `habitus lag` counts sequences and reads checkpoints from Postgres; the gateway asks about once
-a second, on the ingest path's behalf, so it asks only the bus: each installed projection's
-durable consumer (`consumer_info`, one small request), and, for a consumer with work left, the
-publish time of the first message after its ack floor on its subjects (a direct get per subject
-filter). Its age is the projection's lag in seconds; the pipeline's is the slowest chain of
-them along the data flow (`backpressure.end_to_end`), what a sentence waits for end to end.
+a second, on the ingest path's behalf, so it asks only the bus: the durable consumers of each
+stream (one consumer-list request a stream, every partition of every projection in it), and,
+for a consumer with work left, the publish time of the first message after its ack floor on the
+projection's subjects (a direct get per event type). Its age is the consumer's lag in seconds;
+a projection's is its slowest partition's, and the pipeline's the slowest chain of projections
+along the data flow (`backpressure.end_to_end`), what a sentence waits for end to end.
+
+A partition's first message after its ack floor is looked for on the projection's subjects,
+not on the partition's own (one get per event type, not one per type and slot): a message of
+another partition may lie between the floor and the partition's first, so the age is that of
+a message at least as old, an overestimate only by the gap between the two, which under a
+backlog (the only time it matters) is a fraction of a second.
 
 A consumer that delivered nothing within the activity window (the backpressure bound) is not
 behind but stopped: its service is down or gone (a durable left by a removed service, a test's),
@@ -60,6 +67,29 @@ def _epoch(moment: datetime.datetime | None) -> float | None:
     return moment.timestamp()
 
 
+async def consumers_of(js: Any, streams: Sequence[str]) -> dict[str, Any]:
+    """durable name -> its consumer info, for every consumer of `streams` (paged by the
+    server's 256)."""
+    out: dict[str, Any] = {}
+    for stream in streams:
+        offset = 0
+        while True:
+            page = await js.consumers_info(stream, offset=offset or None)
+            for info in page:
+                out[str(info.name)] = info
+            if len(page) < 256:
+                break
+            offset += len(page)
+    return out
+
+
+def _partitions(w: Watched, consumers: dict[str, Any]) -> list[Any]:
+    """The consumer infos of `w`'s partitions (its own name when it is whole)."""
+    prefix = w.durable + "__p"
+    return [info for name, info in consumers.items()
+            if name == w.durable or name.startswith(prefix)]
+
+
 async def _oldest_unapplied(js: Any, w: Watched, after_seq: int) -> float | None:
     """Publish time (epoch seconds) of the first message after `after_seq` on the consumer's
     subjects; None when there is none (it was purged or erased meanwhile)."""
@@ -76,12 +106,9 @@ async def _oldest_unapplied(js: Any, w: Watched, after_seq: int) -> float | None
     return min(found)[1] if found else None
 
 
-async def consumer_lag(js: Any, w: Watched, *, now: float, active_within: float) -> float:
-    """Seconds the projection is behind (0: caught up, stopped, or no consumer)."""
-    try:
-        info = await js.consumer_info(w.stream, w.durable)
-    except NotFoundError:
-        return 0.0
+async def consumer_lag(js: Any, w: Watched, info: Any, *, now: float, active_within: float
+                       ) -> float:
+    """Seconds one consumer of the projection is behind (0: caught up, or stopped)."""
     if not (info.num_pending or info.num_ack_pending):
         return 0.0
     delivered = _epoch(info.delivered.last_active if info.delivered else None)
@@ -92,11 +119,23 @@ async def consumer_lag(js: Any, w: Watched, *, now: float, active_within: float)
     return 0.0 if oldest is None else max(0.0, now - oldest)
 
 
+async def projection_lag(js: Any, w: Watched, consumers: dict[str, Any], *, now: float,
+                         active_within: float) -> float:
+    """Seconds the projection is behind: its slowest partition's (0: caught up, stopped, or
+    no consumer)."""
+    lags = await asyncio.gather(*(consumer_lag(js, w, info, now=now,
+                                               active_within=active_within)
+                                  for info in _partitions(w, consumers)))
+    return max(lags, default=0.0)
+
+
 async def pipeline_lag(js: Any, watched: Sequence[Watched], *, now: float,
                        active_within: float) -> PipelineLag:
     """The slowest chain's lag. Raises what the bus raises (the caller decides what a failed
     measurement means)."""
-    lags = await asyncio.gather(*(consumer_lag(js, w, now=now, active_within=active_within)
+    consumers = await consumers_of(js, sorted({w.stream for w in watched}))
+    lags = await asyncio.gather(*(projection_lag(js, w, consumers, now=now,
+                                                 active_within=active_within)
                                   for w in watched))
     return end_to_end(dict(zip((w.projection for w in watched), lags, strict=True)),
                       {w.projection: w.upstream for w in watched})

@@ -92,6 +92,9 @@ class CaptureProjection(Projection):
 class LedgerProjection(Projection):
     name = "habits.ledger"
     schema = store.SCHEMA
+    #: the tenant's law re-stamps every user's habits (`on_law`): a partition must hold all of
+    #: a tenant's events to fold them in order
+    partition_by = "tenant"
     tables = (store.HABITS, store.AUDIT, store.DUPLICATES, store.LAWS, store.SETTINGS)
 
     def __init__(self, embedder: Embedder | None = None):

@@ -15,6 +15,7 @@ from pydantic_core import to_json
 from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
+from habitus.subjects import slot_of
 
 SCHEMA = "profile"
 FACETS = f"{SCHEMA}.facets"
@@ -218,7 +219,7 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
     is read only under the user's id or the reserved one, which no caller's user id can be
     (`habitus.ids.CALLER_USER_PATTERN`)."""
     sql = f"""
-        SELECT ({CheckpointStore(SCHEMA).last_seq_query("%(p)s")}),
+        SELECT ({CheckpointStore(SCHEMA).last_seq_query("%(p)s", "%(slot)s")}),
           (SELECT coalesce(json_agg(json_build_array(class, key, value, pinned, stability,
                                                      origin)), '[]')
              FROM {FACETS} WHERE tenant_id = %(t)s AND user_id = %(u)s),
@@ -233,7 +234,7 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
                FROM {PROVISIONAL} WHERE tenant_id = %(t)s AND user_id = %(u)s)
           END"""
     params = {"p": projection, "t": tenant_id, "u": user_id, "all": TENANT_WIDE,
-              "unsure": unconfirmed}
+              "unsure": unconfirmed, "slot": slot_of(tenant_id, user_id)}
     async with pool.connection() as conn:
         # autocommit for this one statement: no BEGIN before it, no COMMIT after; the pool's
         # connections are otherwise transactional, so it is set back before the return

@@ -40,6 +40,7 @@ from habitus.events.evidence import EvidenceRef
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.stability_detector import metrics, store
 from services.stability_detector.incremental import advance, deferred_of, summarize_key
+from services.stability_detector.periodic import periodic_slot
 from services.stability_detector.scoring import (
     AUTO,
     PROVISIONAL,
@@ -204,7 +205,8 @@ class LearningProjection(Projection):
                                                                 event.user_id), None))
                 continue
             inputs.clear()
-            due = await store.due_users(cur, as_of)
+            due = await store.due_users(cur, as_of, periodic_slot(event.tenant_id,
+                                                                  event.user_id))
             for start in range(0, len(due), PERIODIC_READ_USERS):
                 chunk = due[start:start + PERIODIC_READ_USERS]
                 await self._rebuild_due(cur, chunk, as_of, delivered, ctx)

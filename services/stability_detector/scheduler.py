@@ -6,8 +6,9 @@ The scheduler reads the wall clock (the fold never does) and publishes, every
 * per user, once no new candidate arrived for `debounce_seconds` (a burst is one rebuild), or,
   for a user whose evidence keeps arriving, once the oldest pending candidate has waited
   `max_wait_seconds`;
-* one periodic rebuild every `periodic_seconds`, which the projection applies only to users with
-  new evidence or a threshold crossing due (an index, not a scan of every user).
+* one periodic rebuild every `periodic_seconds` per slot (`periodic`), which the projection
+  applies only to the slot's users with new evidence or a threshold crossing due (an index,
+  not a scan of every user).
 
 A tick is one query over two partial indexes of dirty users: with nothing pending it reads
 nothing. One replica schedules (advisory-lock leader). Event ids derive from what triggered
@@ -35,12 +36,12 @@ from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.events import CATALOG
 from habitus.events.domain import RebuildRequested
 from habitus.ids import derived_event_id
+from habitus.subjects import SLOTS
 from services.stability_detector import store
+from services.stability_detector.periodic import SYSTEM_TENANT, periodic_user
 from services.stability_detector.settings import LearningSettings
 
 log = logging.getLogger(__name__)
-SYSTEM_TENANT = "_system"
-ALL_USERS = "_all"
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,12 @@ class RebuildScheduler:
                     or now - self._last_periodic >= settings.periodic_seconds)
         if periodic:
             bucket = int(now // settings.periodic_seconds)
-            events.append(CATALOG.new(
+            events.extend(CATALOG.new(
                 RebuildRequested(as_of=now, scope="periodic", reason="periodic"),
-                tenant_id=SYSTEM_TENANT, user_id=ALL_USERS,
+                tenant_id=SYSTEM_TENANT, user_id=periodic_user(slot),
                 producer="stability_detector.scheduler", occurred_at=now,
-                event_id=derived_event_id("periodic", str(bucket)),
-            ))
+                event_id=derived_event_id("periodic", str(bucket), str(slot)),
+            ) for slot in range(SLOTS))
         repeat = settings.request_repeat_seconds
         self._sent = {i: at for i, at in self._sent.items() if now - at < repeat}
         events = [e for e in events if e.event_id not in self._sent]

@@ -438,16 +438,26 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
     )
 
 
-async def due_users(cur: AsyncCursor[Any], as_of: float) -> list[tuple[str, str]]:
-    """Users with new evidence or a threshold crossing due: two index range scans, never a
-    scan of every user."""
-    await cur.execute(
-        f"""SELECT tenant_id, user_id FROM {USERS} WHERE dirty
-            UNION
-            SELECT tenant_id, user_id FROM {USERS} WHERE next_due_at <= %s
-            ORDER BY 1, 2""",
-        (as_of,),
-    )
+async def due_users(cur: AsyncCursor[Any], as_of: float, slot: int | None = None
+                    ) -> list[tuple[str, str]]:
+    """Users with new evidence or a threshold crossing due, of one slot (or of all): two
+    index range scans, never a scan of every user; a slot's read only its own users."""
+    if slot is None:
+        await cur.execute(
+            f"""SELECT tenant_id, user_id FROM {USERS} WHERE dirty
+                UNION
+                SELECT tenant_id, user_id FROM {USERS} WHERE next_due_at <= %s
+                ORDER BY 1, 2""",
+            (as_of,),
+        )
+    else:
+        await cur.execute(
+            f"""SELECT tenant_id, user_id FROM {USERS} WHERE slot = %s AND dirty
+                UNION
+                SELECT tenant_id, user_id FROM {USERS} WHERE slot = %s AND next_due_at <= %s
+                ORDER BY 1, 2""",
+            (slot, slot, as_of),
+        )
     return [(r[0], r[1]) for r in await cur.fetchall()]
 
 

@@ -78,7 +78,7 @@ class Relearner:
 
     async def relearn(self) -> None:
         async with self._ctx.pool.connection() as conn:
-            at = await CheckpointStore(store.SCHEMA).last_seq(conn, TracesProjection.name) or 0
+            at = await CheckpointStore(store.SCHEMA).progress(conn, TracesProjection.name)
             due = relearn_due(at, self._seen, self._previous, self._waited)
             self._previous = at
             if not due:

@@ -229,7 +229,7 @@ async def test_windows_projection_ratio(servers: ServerUrls, nc: Any, pool: Any,
     pieces = piece_count(streams)
     for i in range(0, N, 2000):
         await publish(nc, events[i : i + 2000])
-    subject = f"{INGEST_ROOT}.*.{tenant}.*"
+    subject = f"{INGEST_ROOT}.*.{tenant}.>"
     before = await raw_pull_ack(nc, subject, N)
 
     settings = ExtractorSettings()  # production windows: 1,500 tokens, 300 s

@@ -138,8 +138,8 @@ async def probe(client: httpx.AsyncClient, headers: dict[str, str], user: str) -
 async def scheduling_delay(nc: Any, tenant: str, user: str) -> float:
     """Seconds from the probe's candidates (their event time: the gateway's clock at ingest) to
     the scheduler's request to rebuild the user (its tick time)."""
-    candidates = await events_on(nc, EVENTS, f"habitus.v1.event.CandidateEmitted.{tenant}.{user}")
-    requests = await events_on(nc, EVENTS, f"habitus.v1.event.RebuildRequested.{tenant}.{user}")
+    candidates = await events_on(nc, EVENTS, f"habitus.v1.event.CandidateEmitted.{tenant}.{user}.>")
+    requests = await events_on(nc, EVENTS, f"habitus.v1.event.RebuildRequested.{tenant}.{user}.>")
     if not candidates or not requests:
         return math.inf
     return min(r.occurred_at for r in requests) - max(c.occurred_at for c in candidates)

@@ -48,7 +48,7 @@ async def test_candidate_intake_ratio(servers: ServerUrls, nc: Any, pool: Any, r
     events = [candidate(tenant, i) for i in range(N)]
     for i in range(0, N, 2000):
         await publish(nc, events[i : i + 2000])
-    subject = f"habitus.v1.event.CandidateEmitted.{tenant}.*"
+    subject = f"habitus.v1.event.CandidateEmitted.{tenant}.>"
     before = await raw_pull_ack(nc, subject, N, stream=EVENTS)
 
     projection = LearningProjection(LearningSettings(scheduler_enabled=False))

@@ -51,7 +51,7 @@ async def test_turns_processed_ratio(servers: ServerUrls, nc: Any, pool: Any, re
     events = [turn(tenant, i) for i in range(N)]
     for i in range(0, N, 2000):
         await publish(nc, events[i : i + 2000])
-    subject = f"habitus.v1.ingest.turn.{tenant}.*"
+    subject = f"habitus.v1.ingest.turn.{tenant}.>"
     before = await raw_pull_ack(nc, subject, N)
 
     reader = StatementReader()
@@ -67,7 +67,7 @@ async def test_turns_processed_ratio(servers: ServerUrls, nc: Any, pool: Any, re
     baseline = (before + await raw_pull_ack(nc, subject, N)) / 2
 
     info = await nc.jetstream().stream_info(
-        "HABITUS_EVENTS", subjects_filter=f"habitus.v1.event.CandidateEmitted.{tenant}.*")
+        "HABITUS_EVENTS", subjects_filter=f"habitus.v1.event.CandidateEmitted.{tenant}.>")
     emitted = sum((info.state.subjects or {}).values())
     assert emitted > N // 10  # the producers really produced
     record("producers_turns", turns=N, batch=config.batch_size, candidates=emitted,

@@ -59,7 +59,7 @@ async def test_capture_ratio(servers: ServerUrls, nc: Any, pool: Any, record: An
     events = [turn(tenant, i) for i in range(N)]
     for i in range(0, N, 2000):
         await publish(nc, events[i : i + 2000])
-    subject = f"habitus.v1.ingest.turn.{tenant}.*"
+    subject = f"habitus.v1.ingest.turn.{tenant}.>"
     before = await raw_pull_ack(nc, subject, N)
 
     projection = CaptureProjection(ToolMemorySettings())
@@ -73,7 +73,7 @@ async def test_capture_ratio(servers: ServerUrls, nc: Any, pool: Any, record: An
     baseline = (before + await raw_pull_ack(nc, subject, N)) / 2
 
     info = await nc.jetstream().stream_info(
-        "HABITUS_EVENTS", subjects_filter=f"habitus.v1.event.ToolRuleUpserted.{tenant}.*")
+        "HABITUS_EVENTS", subjects_filter=f"habitus.v1.event.ToolRuleUpserted.{tenant}.>")
     emitted = sum((info.state.subjects or {}).values())
     assert emitted >= N // 20  # every edict turn published its rules
     record("tool_memory_capture", turns=N, batch=config.batch_size, rules_published=emitted,

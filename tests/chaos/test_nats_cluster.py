@@ -104,7 +104,7 @@ async def test_killing_the_stream_leader_loses_nothing_and_applies_nothing_twice
         seen = await read_seen(pool, projection.schema)
         assert sorted(e for e, _, _ in seen) == sorted(e.event_id for e in events)
         stored = await nc.jetstream().stream_info(
-            INGEST, subjects_filter=f"habitus.v1.ingest.turn.{tenant}.*")
+            INGEST, subjects_filter=f"habitus.v1.ingest.turn.{tenant}.>")
         assert sum((stored.state.subjects or {}).values()) == TOTAL  # no copy stored twice
         assert await stream_leader(nc)  # the restarted node rejoined a working cluster
         await runner.stop()

@@ -20,7 +20,7 @@ from habitus.bus.publisher import EventPublisher, headers_for
 from habitus.bus.streams import DLQ, EVENTS, stream_for
 from habitus.events import CATALOG, Event
 from habitus.projection import ApplyContext, Delivered, Projection, ProjectionRunner, RunnerConfig
-from habitus.projection.base import subject_for
+from habitus.projection.base import published_subject, subject_for
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.erasure import ErasureProjection
 from habitus.service.projections import available, resolve
@@ -129,7 +129,7 @@ async def republish_past_window(nc: Any, event: Event[Any]) -> int:
 
 async def publish_poison(nc: Any, projection: Projection, tenant: str, user: str) -> int:
     """Bytes that are no event, on the first subject the projection reads, for `tenant`."""
-    subject = subject_for(type(projection).consumes[0], tenant, user)
+    subject = published_subject(type(projection).consumes[0], tenant, user)
     ack = await nc.jetstream().publish(
         subject, b'{"this is": "not an event", "\xff": 1', stream=projection.stream,
         headers={"Nats-Msg-Id": f"poison-{uuid.uuid4().hex}"})

@@ -174,12 +174,12 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> A
 
 async def candidates(nc: Any, tenant: str, user: str) -> list[Any]:
     return await events_on(nc, "HABITUS_EVENTS",
-                           f"habitus.v1.event.CandidateEmitted.{tenant}.{user}")
+                           f"habitus.v1.event.CandidateEmitted.{tenant}.{user}.>")
 
 
 async def summaries(nc: Any, tenant: str, user: str) -> list[Any]:
     return await events_on(nc, "HABITUS_EVENTS",
-                           f"habitus.v1.event.SourceSummarised.{tenant}.{user}")
+                           f"habitus.v1.event.SourceSummarised.{tenant}.{user}.>")
 
 
 def metric(name: str, **labels: str) -> float:
@@ -219,7 +219,7 @@ async def test_facets_with_evidence_become_active_through_the_stability_detector
     assert len(extracts) == 3
     assert extracts[-1].payload.summary.startswith("Dana is moving")
     # each window's summary comes after its candidates, in the stream
-    both = await events_on(nc, "HABITUS_EVENTS", f"habitus.v1.event.*.{acme.tenant}.{user}")
+    both = await events_on(nc, "HABITUS_EVENTS", f"habitus.v1.event.*.{acme.tenant}.{user}.>")
     order = [e.type for e in both if e.type in ("CandidateEmitted", "SourceSummarised")]
     assert order == ["CandidateEmitted", "CandidateEmitted", "SourceSummarised"] * 3
     # the second window's prompt carried the first window's summary

@@ -16,7 +16,7 @@ from habitus.auth.keys import create_key, store_key
 from habitus.bus.streams import INGEST
 from habitus.ids import new_event_id
 from habitus.service.migrations import migrate
-from habitus.subjects import ingest_subject
+from habitus.subjects import ingest_subject, parse_subject
 from services.gateway.main import service as gateway_spec
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
@@ -52,7 +52,7 @@ def auth(key: str, **extra: str) -> dict[str, str]:
 async def subject_count(nc: Any, tenant: str) -> int:
     """How many messages of this tenant HABITUS_INGEST holds."""
     info = await nc.jetstream().stream_info(
-        INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.*"
+        INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.>"
     )
     return sum((info.state.subjects or {}).values())
 
@@ -74,7 +74,7 @@ async def test_accepted_turn_is_stored_in_ingest_stream(gateway: str, tenant: An
 
     msg = await nc.jetstream().get_msg(INGEST, result["seq"])
     stored = json.loads(msg.data)
-    assert msg.subject == ingest_subject("turn", name, "alice")
+    assert parse_subject(msg.subject).published == ingest_subject("turn", name, "alice")
     assert stored["tenant_id"] == name
     assert stored["event_id"] == result["event_id"]
     assert stored["payload"]["user_message"] == "Shorter please"

@@ -27,9 +27,15 @@ from habitus.auth.keys import create_key
 from habitus.bus.streams import INGEST
 from habitus.projection.base import subject_for
 from habitus.service.migrations import migrate
+from habitus.subjects import ingest_subject
 from services.gateway.backpressure_monitor import Backpressure
 from services.gateway.main import service as gateway_spec
-from services.gateway.pipeline_lag import Watched, consumer_lag, watched_projections
+from services.gateway.pipeline_lag import (
+    Watched,
+    consumers_of,
+    projection_lag,
+    watched_projections,
+)
 from services.gateway.tenant_load import TenantLoad
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
@@ -202,21 +208,56 @@ async def test_a_stopped_consumer_is_not_lag_a_consuming_one_is(nc: Any) -> None
     await js.add_consumer(INGEST, ConsumerConfig(
         durable_name=w.durable, filter_subject=w.subjects[0], deliver_policy=DeliverPolicy.NEW,
         ack_policy=AckPolicy.EXPLICIT))
+
+    async def lag() -> float:
+        consumers = await consumers_of(js, [INGEST])
+        return await projection_lag(js, w, consumers, now=time.time(), active_within=BOUND)
+
     try:
-        ack = await js.publish(subject_for("TurnRecorded", tenant, "u"), b"{}")
+        ack = await js.publish(ingest_subject("turn", tenant, "u"), b"{}")
         await asyncio.sleep(0.3)
         # Nothing read it: a stopped consumer (its service is down), not a slow one.
-        assert await consumer_lag(js, w, now=time.time(), active_within=BOUND) == 0.0
+        assert await lag() == 0.0
         sub = await js.pull_subscribe_bind(w.durable, INGEST)
         [delivered] = await sub.fetch(1, timeout=2)  # delivered, not acknowledged: in progress
-        lag = await consumer_lag(js, w, now=time.time(), active_within=BOUND)
-        assert 0.3 <= lag < 5.0
+        assert 0.3 <= await lag() < 5.0
         assert delivered.metadata.sequence.stream == ack.seq
         await delivered.ack_sync()
         await sub.unsubscribe()
-        assert await consumer_lag(js, w, now=time.time(), active_within=BOUND) == 0.0
+        assert await lag() == 0.0
     finally:
         await js.delete_consumer(INGEST, w.durable)
+
+
+async def test_a_projection_is_as_late_as_its_slowest_partition(nc: Any) -> None:
+    """Partitions have consumers of their own (`<durable>__p<i>of<n>`): the projection's lag
+    is the slowest one's; another projection's consumers are not counted."""
+    js = nc.jetstream()
+    tenant = unique("tn")
+    w = Watched("test.lag", INGEST, unique("lagparts"), (subject_for("TurnRecorded", tenant),))
+    names = [f"{w.durable}__p0of2", f"{w.durable}__p1of2", f"{w.durable}x"]
+    for name in names:
+        await js.add_consumer(INGEST, ConsumerConfig(
+            durable_name=name, filter_subject=w.subjects[0],
+            deliver_policy=DeliverPolicy.NEW, ack_policy=AckPolicy.EXPLICIT))
+    try:
+        await js.publish(ingest_subject("turn", tenant, "u"), b"{}")
+        await asyncio.sleep(0.3)
+        slow = await js.pull_subscribe_bind(names[1], INGEST)
+        await slow.fetch(1, timeout=2)  # delivered to partition 1, not acknowledged
+        other = await js.pull_subscribe_bind(names[2], INGEST)
+        await other.fetch(1, timeout=2)
+        consumers = await consumers_of(js, [INGEST])
+        assert 0.3 <= await projection_lag(js, w, consumers, now=time.time(),
+                                           active_within=BOUND) < 5.0
+        alone = Watched("test.lag", INGEST, names[0], w.subjects)
+        assert await projection_lag(js, alone, consumers, now=time.time(),
+                                    active_within=BOUND) == 0.0
+        await slow.unsubscribe()
+        await other.unsubscribe()
+    finally:
+        for name in names:
+            await js.delete_consumer(INGEST, name)
 
 
 async def test_an_unmeasurable_lag_lets_ingest_through(servers: ServerUrls) -> None:

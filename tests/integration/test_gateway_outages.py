@@ -57,7 +57,7 @@ async def tenant_messages(url: str, tenant: str) -> int:
     client = await connect(url, "tests-outage-check")
     try:
         info = await client.jetstream().stream_info(
-            INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.*")
+            INGEST, subjects_filter=f"habitus.v1.ingest.*.{tenant}.>")
         return sum((info.state.subjects or {}).values())
     finally:
         await client.close()

@@ -119,7 +119,7 @@ async def test_no_habit_is_active_without_an_approval_of_its_current_wording(
     active_seen = 0
     for n in range(STEPS):
         await step(rng, c, user, stack, marker, pool, n)
-        events = await events_on(nc, "HABITUS_EVENTS", f"habitus.v1.event.*.{tenant}.{user}")
+        events = await events_on(nc, "HABITUS_EVENTS", f"habitus.v1.event.*.{tenant}.{user}.>")
         approvals = approved_wordings(events)
         for h in await c.habits(user):
             if h["status"] != "active":

@@ -17,7 +17,7 @@ from habitus.bus import DLQ, EVENTS, RpcClient
 from habitus.events import Event
 from habitus.projection import dlq as dlqh
 from habitus.service.migrations import migrate
-from habitus.subjects import ingest_subject
+from habitus.subjects import ingest_subject, parse_subject
 from services.gateway.main import service as gateway
 from services.producers.main import build as producers
 from services.profile_renderer.main import build as profile_renderer
@@ -83,11 +83,12 @@ class Agent:
         """The CandidateEmitted events of this user, once at least `expect` arrived."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
-            found = await self._read(f"habitus.v1.event.CandidateEmitted.{self.tenant}.{self.user}")
+            found = await self._read(
+                f"habitus.v1.event.CandidateEmitted.{self.tenant}.{self.user}.>")
             if len(found) >= expect or asyncio.get_running_loop().time() > deadline:
                 await asyncio.sleep(0.3)  # nothing more is on its way
                 return await self._read(
-                    f"habitus.v1.event.CandidateEmitted.{self.tenant}.{self.user}")
+                    f"habitus.v1.event.CandidateEmitted.{self.tenant}.{self.user}.>")
             await asyncio.sleep(0.1)
 
     async def _read(self, subject: str) -> list[Event[Any]]:
@@ -141,7 +142,8 @@ async def test_the_same_ingest_event_twice_yields_one_candidate(agent: Agent, nc
     # The same event stored a second time under another message id (past the stream's
     # duplicate window): the producers see it twice, the candidate stays one.
     msg = await nc.jetstream().get_msg("HABITUS_INGEST", result["seq"])
-    await nc.jetstream().publish(msg.subject, msg.data, headers={"Nats-Msg-Id": unique("again")})
+    await nc.jetstream().publish(parse_subject(msg.subject).published, msg.data,
+                                 headers={"Nats-Msg-Id": unique("again")})
     # and an agent re-sending its batch: no event_id given, the turn's natural key derives it
     again = await agent.post(item)
     assert again[0]["status"] == "duplicate"

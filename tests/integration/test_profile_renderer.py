@@ -127,7 +127,7 @@ async def test_active_facets_become_a_profile_version_in_postgres_and_the_mirror
     await until(lambda: _exists(person.mirror))
     assert person.mirror.read_text() == doc["markdown"]
     rendered = await events_on(
-        nc, EVENTS, f"habitus.v1.event.ProfileRendered.{person.tenant}.{person.user}")
+        nc, EVENTS, f"habitus.v1.event.ProfileRendered.{person.tenant}.{person.user}.>")
     assert [(e.payload.version, e.payload.sha256) for e in rendered] == [(1, doc["sha256"])]
 
 
@@ -337,7 +337,7 @@ async def test_only_what_the_user_set_is_marked_and_not_yet_sure_facets_get_thei
 
 async def _commands_on(nc: Any, person: Person, event_type: str) -> list[Any]:
     return await events_on(
-        nc, EVENTS, f"habitus.v1.event.{event_type}.{person.tenant}.{person.user}")
+        nc, EVENTS, f"habitus.v1.event.{event_type}.{person.tenant}.{person.user}.>")
 
 
 async def test_saving_settles_the_lines_deleted_or_moved_out_of_not_yet_sure(

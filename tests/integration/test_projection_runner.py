@@ -12,7 +12,7 @@ from habitus.bus import DLQ
 from habitus.projection import ProjectionRunner
 from habitus.projection import dlq as dlqh
 from habitus.projection.replay import replay
-from habitus.subjects import ingest_subject
+from habitus.subjects import ingest_subject, parse_subject, slot_of, tenant_slot_of
 from tests.integration.runner_support import FAST, eventually, new_tally, publish, run_to_end
 from tests.support.factories import turn
 from tests.support.streams import fetch_all
@@ -95,7 +95,11 @@ async def test_poison_event_goes_to_dlq_and_later_events_still_apply(nc: Any, po
     letter = letters[0]
     assert letter.headers[dlqh.REASON] == "apply_failed"
     assert "PoisonError" in letter.headers[dlqh.DETAIL]
-    assert letter.headers[dlqh.ORIGINAL_SUBJECT] == ingest_subject("turn", tenant, "u1")
+    # the subject as the stream stored it: the published one and the user's and tenant's slots
+    stored = parse_subject(letter.headers[dlqh.ORIGINAL_SUBJECT])
+    assert stored.published == ingest_subject("turn", tenant, "u1")
+    assert (stored.user_slot, stored.tenant_slot) == (slot_of(tenant, "u1"),
+                                                      tenant_slot_of(tenant))
     assert int(letter.headers[dlqh.DELIVERIES]) >= FAST.max_deliver
     assert json.loads(letter.data)["event_id"] == poison.event_id
     assert runner._checkpoint > 0

@@ -83,7 +83,7 @@ class TextProjection(Projection):
         self.schema = unique("texts")
         self.name = f"tests.{self.schema}"
         self.stream = INGEST
-        self.filter_subjects = [f"{INGEST_ROOT}.turn.{tenant_id}.*"]
+        self.filter_subjects = [f"{INGEST_ROOT}.turn.{tenant_id}.*.*.*"]
         self.tables = [f"{self.schema}.texts"]
 
     def ddl(self) -> list[str]:

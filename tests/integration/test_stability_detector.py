@@ -91,7 +91,7 @@ class User:
 
     async def rebuilt_events(self) -> list[Event[Any]]:
         return await events_on(
-            self.nc, EVENTS, f"habitus.v1.event.CacheRebuilt.{self.tenant}.{self.user}")
+            self.nc, EVENTS, f"habitus.v1.event.CacheRebuilt.{self.tenant}.{self.user}.>")
 
 
 @pytest_asyncio.fixture
@@ -387,7 +387,7 @@ async def users_row(user: User) -> tuple[Any, ...]:
 
 async def rebuild_requests(user: User) -> list[Event[Any]]:
     return await events_on(
-        user.nc, EVENTS, f"habitus.v1.event.RebuildRequested.{user.tenant}.{user.user}")
+        user.nc, EVENTS, f"habitus.v1.event.RebuildRequested.{user.tenant}.{user.user}.>")
 
 
 async def test_the_scheduler_rebuilds_a_user_once_new_evidence_settled(user: User) -> None:

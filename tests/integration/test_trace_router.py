@@ -159,7 +159,7 @@ async def test_learned_bandit_and_grpo_route_code_to_the_better_model(taught: Te
                                   policy=policy, decision_id="d-42") for _ in range(3)]
         assert len({a["model"] for a in again}) == 1  # the same id draws the same
     info = await nc.jetstream().stream_info(
-        EVENTS, subjects_filter=f"habitus.v1.event.RoutingPolicyUpdated.{taught.name}._tenant")
+        EVENTS, subjects_filter=f"habitus.v1.event.RoutingPolicyUpdated.{taught.name}._tenant.>")
     assert sum((info.state.subjects or {}).values()) >= 1
 
 
@@ -269,7 +269,7 @@ async def test_the_default_policy_follows_the_traces(stack: str, pool: Any, nc: 
     # for), and once it is, the decision reads it and no longer notes its absence
     async def learned_table() -> bool:
         updates = await events_on(
-            nc, EVENTS, f"habitus.v1.event.RoutingPolicyUpdated.{name}._tenant")
+            nc, EVENTS, f"habitus.v1.event.RoutingPolicyUpdated.{name}._tenant.>")
         tables = [e.payload.parameters.get("table") for e in updates
                   if e.payload.policy == "learned"]
         return bool(tables) and tables[-1] == {"code": "gpt-4o", "short": "gpt-4o"}

@@ -114,14 +114,21 @@ class UpProcess:
 
 
     def wait_readyz(self, timeout: float = 90.0) -> None:
+        last: list[str] = []
+
         def ready() -> bool:
             try:
                 response = httpx.get(f"{self.base_url}/readyz", timeout=3, verify=TLS)
-                return response.status_code == 200
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
+                last[:] = [repr(exc)]
                 return False
+            last[:] = [response.text]
+            return response.status_code == 200
 
-        _until(ready, timeout, "/readyz 200")
+        try:
+            _until(ready, timeout, "/readyz 200")
+        except AssertionError as err:  # what it last said, and what up said meanwhile
+            raise AssertionError(f"{err}: {last}\n{self.output[-3000:]}") from None
 
     def stop(self) -> int:
         if self.proc.poll() is None:

@@ -54,8 +54,10 @@ class EventChecker:
         self.doc = document if document is not None else json.loads(DOCUMENT.read_text())
         resource = Resource.from_contents(self.doc, default_specification=DRAFT202012)
         self.registry: Registry[Any] = Registry().with_resource(BASE, resource)
-        self.channels = [(name, ch["address"].split(".")) for name, ch in
-                         self.doc["channels"].items()]
+        # a consumer sees the stored subject: the address, or what the stream stores it as
+        self.channels = [(name, pattern.split(".")) for name, ch in self.doc["channels"].items()
+                         for pattern in (ch["address"],
+                                         ch["x-habitus-jetstream"]["stored_subject"])]
 
     def channel_of(self, subject: str) -> str:
         parts = subject.split(".")
@@ -93,7 +95,7 @@ async def tenant_messages(nats_url: str, tenant: str) -> list[Any]:
     try:
         js = nc.jetstream()
         found: list[Any] = []
-        for subject in (f"habitus.v1.ingest.*.{tenant}.*", f"habitus.v1.event.*.{tenant}.*"):
+        for subject in (f"habitus.v1.ingest.*.{tenant}.>", f"habitus.v1.event.*.{tenant}.>"):
             sub = await js.subscribe(subject, ordered_consumer=True)
             try:
                 while True:

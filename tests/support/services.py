@@ -87,7 +87,7 @@ async def skip_history(database_url: str, nats_url: str, schema: str, projection
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(
             f"""INSERT INTO {schema}.projection_checkpoints (projection, last_seq)
-                VALUES (%s, %s) ON CONFLICT (projection) DO UPDATE
+                VALUES (%s, %s) ON CONFLICT (projection, parts, part) DO UPDATE
                 SET last_seq = GREATEST({schema}.projection_checkpoints.last_seq,
                                         EXCLUDED.last_seq)""",
             (projection, info.state.last_seq))

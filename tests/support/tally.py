@@ -28,7 +28,7 @@ class TallyProjection(Projection):
         self.name = f"tests.{schema}"
         self.schema = schema
         self.stream = INGEST
-        self.filter_subjects = [f"{INGEST_ROOT}.turn.{tenant_id}.*"]
+        self.filter_subjects = [f"{INGEST_ROOT}.turn.{tenant_id}.*.*.*"]
         self.tables = [f"{schema}.counts", f"{schema}.seen"]
 
     def ddl(self) -> list[str]:

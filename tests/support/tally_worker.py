@@ -10,6 +10,10 @@ the projection's leadership, runs until SIGTERM/SIGINT (then stops the runner gr
 is meant to be SIGKILLed mid-stream: the small batch size makes a kill land between batches or
 inside one.
 
+`--partitions N --member NAME [--lease S]` runs it as one replica among others instead: a
+`Membership` with N partitions, which prints "ready" once it has joined and "owns <labels>"
+each time its share of the partitions changes (a replica SIGKILLed, another taking over).
+
 `--hang-before-ack-at-seq SEQ` pins the kill to the narrowest window: once a batch reaching
 stream sequence SEQ has committed (view and checkpoint), the worker prints "hung <checkpoint>"
 and blocks before sending that batch's acks, so a SIGKILL then lands after the commit and before
@@ -32,6 +36,7 @@ from typing import Any
 from habitus.bus import connect
 from habitus.db.pool import open_pool
 from habitus.projection import ApplyContext, Delivered, ProjectionRunner, RunnerConfig
+from habitus.service.membership import Membership
 from habitus.telemetry.logging import configure_logging
 from tests.support.tally import TallyProjection
 
@@ -71,6 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ack-wait", type=float, default=2.0)
     parser.add_argument("--hang-before-ack-at-seq", type=int, default=0)
     parser.add_argument("--hang-in-apply-at-seq", type=int, default=0)
+    parser.add_argument("--partitions", type=int, default=0)
+    parser.add_argument("--member", default="")
+    parser.add_argument("--lease", type=float, default=3.0)
     return parser.parse_args(argv)
 
 
@@ -100,6 +108,14 @@ async def main(args: argparse.Namespace) -> None:
     )
     nc = await connect(nats_url, f"tally-worker-{os.getpid()}")
     pool = await open_pool(database_url, min_size=1, max_size=4, name="tally-worker")
+    if args.partitions:
+        try:
+            await as_replica(args, projection, nc, pool, config)
+        finally:
+            await pool.close()
+            with contextlib.suppress(Exception):
+                await nc.drain()
+        return
     runner = HangsBeforeAck(projection, nc, pool, config=config)
     runner.hang_at = args.hang_before_ack_at_seq
 
@@ -126,6 +142,31 @@ async def main(args: argparse.Namespace) -> None:
         await pool.close()
         with contextlib.suppress(Exception):
             await nc.drain()
+
+
+async def as_replica(args: argparse.Namespace, projection: TallyProjection, nc: Any, pool: Any,
+                     config: RunnerConfig) -> None:
+    """One replica of a service of one projection: joins, reports its share, until stopped."""
+    member = Membership("tally", projection.schema, [projection], nc, pool,
+                        partitions=args.partitions, lease_seconds=args.lease,
+                        member=args.member, runner_config=config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await member.start()
+    print("ready", flush=True)
+    shown: list[str] = []
+    try:
+        while not stop.is_set():
+            owned = sorted(p.label for _, p in member.share)
+            if owned != shown:
+                shown = owned
+                print("owns " + ",".join(owned), flush=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.05)
+    finally:
+        await member.stop()
 
 
 if __name__ == "__main__":

@@ -54,9 +54,15 @@ def test_each_channel_names_its_stream_and_a_durable_consumer_with_explicit_acks
         assert consumer["ack_policy"] == "explicit"
         assert consumer["deliver_policy"] in ("all", "new")
         assert consumer["idempotency_key"] == ["tenant_id", "user_id", "event_id"]
-        assert consumer["filter_subject"].endswith(".*.*"), consumer
-    cache = document()["channels"]["CacheRebuilt"][EXTENSION]["recommended_consumer"]
-    assert cache["filter_subject"] == "habitus.v1.event.CacheRebuilt.*.*"
+        # on the stored subjects: the address and the partition slots the stream appends
+        assert consumer["filter_subject"].endswith(".>"), consumer
+        assert how["stored_subject"].endswith(".{user_slot}.{tenant_slot}"), how
+    cache = document()["channels"]["CacheRebuilt"][EXTENSION]
+    assert cache["recommended_consumer"]["filter_subject"] == "habitus.v1.event.CacheRebuilt.>"
+    assert cache["recommended_consumer"]["filter_subject_one_tenant"] == (
+        "habitus.v1.event.CacheRebuilt.<tenant_id>.>")
+    assert cache["stored_subject"] == (
+        "habitus.v1.event.CacheRebuilt.{tenant_id}.{user_id}.{user_slot}.{tenant_slot}")
 
 
 def test_every_message_carries_the_envelope_and_its_headers() -> None:

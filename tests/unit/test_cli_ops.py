@@ -20,8 +20,10 @@ from habitus.projection import dlq as h
 
 
 def test_event_filters() -> None:
-    assert event_filter(None, None, None) == "habitus.v1.event.*.*.*"
-    assert event_filter("FacetUpdated", "acme", "u1") == "habitus.v1.event.FacetUpdated.acme.u1"
+    # as the stream stores them: with the user's and the tenant's slot after the user
+    assert event_filter(None, None, None) == "habitus.v1.event.*.*.*.*.*"
+    assert event_filter("FacetUpdated", "acme", "u1") == (
+        "habitus.v1.event.FacetUpdated.acme.u1.*.*")
     for bad in ("a.b", "*", ">", "", "a b"):
         with pytest.raises(ValueError, match="cannot be a subject token"):
             event_filter(None, bad, None)

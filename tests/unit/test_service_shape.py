@@ -10,12 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(p for d in ("libs/habitus", "services") for p in (ROOT / d).rglob("*.py")
                  if "migrations" not in p.parts)
-BOOKKEEPING = re.compile(r"projection_checkpoints|applied_events\b|dead_letters\b")
+BOOKKEEPING = re.compile(
+    r"projection_checkpoints|projection_members|applied_events\b|dead_letters\b")
 #: the helpers that spell those tables' names (a statement built from them is the same leak)
-TABLE_NAMES = re.compile(r"\b(checkpoint_table|applied_table|dead_letter_table)\(")
+TABLE_NAMES = re.compile(
+    r"\b(checkpoint_table|members_table|applied_table|dead_letter_table)\(")
 TYPE_DISPATCH = re.compile(r"""\.type\s*(==|!=|in)\s*["'(\[{]|\bmatch\s+[\w.\[\]]*\.type\b""")
 #: the store itself, and the DDL helpers the frozen migrations were written from
-CHECKPOINT_OWNERS = {"libs/habitus/projection/checkpoints.py"}
+CHECKPOINT_OWNERS = {"libs/habitus/projection/checkpoints.py",
+                     "libs/habitus/projection/tables.py"}
 
 
 def _relative(path: Path) -> str:

@@ -21,13 +21,18 @@ from habitus.subjects import (
     EVENT_ROOT,
     INGEST_ROOT,
     RPC_ROOT,
+    SLOTS,
     ParsedSubject,
+    _fnv1a,
     dlq_subject,
     event_subject,
     ingest_subject,
     parse_subject,
+    published_filter,
     rpc_method,
     rpc_subject,
+    slot_of,
+    tenant_slot_of,
     user_filter,
 )
 
@@ -346,8 +351,31 @@ def test_rpc_method_rejects_non_rpc_subjects() -> None:
 
 
 def test_user_filter() -> None:
-    assert user_filter(EVENT_ROOT, "*", "acme", "u1") == "habitus.v1.event.*.acme.u1"
-    assert user_filter(INGEST_ROOT, "turn") == "habitus.v1.ingest.turn.*.*"
+    assert user_filter(EVENT_ROOT, "*", "acme", "u1") == "habitus.v1.event.*.acme.u1.*.*"
+    assert user_filter(INGEST_ROOT, "turn") == "habitus.v1.ingest.turn.*.*.*.*"
+    assert published_filter(EVENT_ROOT, "*", "acme", "u1") == "habitus.v1.event.*.acme.u1"
+
+
+def test_a_stored_subject_parses_with_its_slots_and_gives_back_the_published_one() -> None:
+    parsed = parse_subject("habitus.v1.event.CacheRebuilt.acme.alice.13.4")
+    assert (parsed.tenant_id, parsed.user_id, parsed.user_slot, parsed.tenant_slot) == (
+        "acme", "alice", 13, 4)
+    assert parsed.published == "habitus.v1.event.CacheRebuilt.acme.alice"
+    assert parse_subject(parsed.published).user_slot is None
+    for bad in ("habitus.v1.event.T.a.b.1", "habitus.v1.event.T.a.b.x.2",
+                "habitus.v1.event.T.a.b.1.2.3"):
+        with pytest.raises(ValueError):
+            parse_subject(bad)
+
+
+def test_slots_are_fnv1a_of_the_tokens_joined_as_they_are() -> None:
+    # the reference values of 32-bit FNV-1a; the server's own partitioning is checked against
+    # slot_of in tests/integration/test_partitions.py
+    assert _fnv1a(b"") == 0x811C9DC5
+    assert _fnv1a(b"a") == 0xE40C292C
+    assert _fnv1a(b"foobar") == 0xBF9CF968
+    assert slot_of("acme", "alice") == _fnv1a(b"acmealice") % SLOTS
+    assert tenant_slot_of("acme") == _fnv1a(b"acme") % SLOTS
 
 
 @given(st.lists(st.text(max_size=40), min_size=1, max_size=6))

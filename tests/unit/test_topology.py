@@ -54,8 +54,12 @@ def test_readers_follow_the_flow_from_a_command_to_the_prompt() -> None:
 
 
 def test_subjects_follow_the_catalog() -> None:
-    assert topology.subject_for("TurnRecorded", "t", "u") == "habitus.v1.ingest.turn.t.u"
-    assert topology.subject_for("CacheRebuilt", "t", "u") == "habitus.v1.event.CacheRebuilt.t.u"
+    # filters on stored subjects: the user's and the tenant's slot follow the user
+    assert topology.subject_for("TurnRecorded", "t", "u") == "habitus.v1.ingest.turn.t.u.*.*"
+    assert topology.subject_for("CacheRebuilt", "t", "u") == (
+        "habitus.v1.event.CacheRebuilt.t.u.*.*")
+    # every tenant and user: what the stream stored before the tokens too
+    assert topology.subject_for("CacheRebuilt") == "habitus.v1.event.CacheRebuilt.>"
     with pytest.raises(ValueError, match="one stream"):
         _ = topology.ProjectionInfo("x", "x", ("TurnRecorded", "CacheRebuilt")).stream
 
@@ -71,8 +75,10 @@ def test_a_handler_table_gives_the_subjects_and_refuses_two_streams() -> None:
         handlers = {FacetPinned: _noop, CacheRebuilt: _noop}
 
     assert Pins.consumes == ("FacetPinned", "CacheRebuilt")
-    assert Pins.subjects("t1") == ["habitus.v1.event.FacetPinned.t1.*",
-                                   "habitus.v1.event.CacheRebuilt.t1.*"]
+    assert Pins.subjects("t1") == ["habitus.v1.event.FacetPinned.t1.*.*.*",
+                                   "habitus.v1.event.CacheRebuilt.t1.*.*.*"]
+    assert Pins.filter_subjects == ["habitus.v1.event.FacetPinned.>",
+                                    "habitus.v1.event.CacheRebuilt.>"]
     with pytest.raises(TypeError, match="one stream only"):
         type("Mixed", (Projection,), {"name": "x.y", "schema": "x",
                                       "handlers": {TurnRecorded: _noop, FacetPinned: _noop}})

@@ -49,10 +49,17 @@ def subject_pattern(spec_stream: str, type_name: str, kind: str | None) -> str:
     return f"{EVENT_ROOT}.{type_name}.{{tenant_id}}.{{user_id}}"
 
 
+def stored_pattern(spec: EventSpec) -> str:
+    """The subject as the stream stores it: the address and two partition tokens the stream
+    appends (`habitus.subjects`)."""
+    return subject_pattern(spec.stream, spec.type, spec.kind) + ".{user_slot}.{tenant_slot}"
+
+
 def filter_subject(spec: EventSpec, tenant_id: str = "*") -> str:
-    """The subject a consumer of this one type filters on (every user; one tenant or all)."""
-    return (subject_pattern(spec.stream, spec.type, spec.kind)
-            .replace("{tenant_id}", tenant_id).replace("{user_id}", "*"))
+    """The subject a consumer of this one type filters on, on the stored subjects (every
+    user; one tenant or all)."""
+    root = subject_pattern(spec.stream, spec.type, spec.kind).split(".{tenant_id}")[0]
+    return f"{root}.>" if tenant_id == "*" else f"{root}.{tenant_id}.>"
 
 
 def document(catalog: Catalog = CATALOG) -> dict[str, Any]:
@@ -117,6 +124,13 @@ also the scope of the stream's own deduplication (`{MSG_ID}` header). `deliver_p
 replays the log from the start, `new` begins now. Within one user's subject, events arrive in \
 the order they were stored.
 
+**Stored subjects.** Publish on a channel's address; the streams store each message with two \
+more tokens appended, the user's and the tenant's partition slot (`{{user_slot}}.{{tenant_slot}}`, \
+0 to 15: NATS's deterministic `partition()` of the tenant and user, and of the tenant). A \
+consumer sees the stored subject, so filter with a trailing `>` (each channel's recommended \
+filter does), or on a slot to take one partition of the users; messages stored before the \
+tokens existed keep the address alone, which `<type>.>` still matches.
+
 **The envelope.** Every message is one JSON object: the envelope (`event_id`, `type`, \
 `schema_version`, `tenant_id`, `user_id`, `occurred_at`, `producer`, `causation_id`, \
 `correlation_id`) and the type's `payload`. Headers repeat the type (`{TYPE_HEADER}`) and \
@@ -163,6 +177,7 @@ def _channel(spec: EventSpec) -> dict[str, Any]:
         EXTENSION: {
             "stream": stream,
             "subject": filter_subject(spec),
+            "stored_subject": stored_pattern(spec),
             "recommended_consumer": {
                 "durable_name": "<your service's name>",
                 "filter_subject": filter_subject(spec),

@@ -3,6 +3,13 @@
 Three streams with three different lives: raw personal text expires (INGEST), the event log is
 kept and can only grow (EVENTS), failures are kept long enough for an operator (DLQ). A changed
 setting (say the raw retention) is applied with an update, never by failing the start.
+
+INGEST and EVENTS store every message with its user and tenant slot appended to the subject (a
+subject transform; `habitus.subjects`), so projections can be partitioned with subject filters
+while publishers keep publishing on the documented subjects. A stream made before the transform
+keeps its older messages as they were stored; the first sequence stored with the tokens is
+recorded in the stream's metadata (`PARTITIONED_FROM`), and a partitioned consumer never starts
+below it (`habitus.projection.layout`).
 """
 
 from __future__ import annotations
@@ -12,11 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import (
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+    SubjectTransform,
+)
 from nats.js.errors import NotFoundError
 
 from habitus.config import Settings
-from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT
+from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT, partition_transform
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +37,9 @@ INGEST = "HABITUS_INGEST"
 EVENTS = "HABITUS_EVENTS"
 DLQ = "HABITUS_DLQ"
 DAY = 86_400.0
+#: stream metadata: the first sequence stored with the partition tokens ("1": all of them)
+PARTITIONED_FROM = "habitus_partitioned_from"
+PARTITIONED = (INGEST, EVENTS)
 
 
 def stream_for(kind: str) -> str:
@@ -44,18 +60,23 @@ def stream_configs(settings: Settings) -> list[StreamConfig]:
             **specific,
         )
 
+    def partitioned(root: str) -> dict[str, Any]:
+        source, destination = partition_transform(root)
+        return {"subjects": [source],
+                "subject_transform": SubjectTransform(src=source, dest=destination)}
+
     return [
         stream(
             name=INGEST,
             description="Raw agent reports; personal text, kept HABITUS_RAW_RETENTION_DAYS.",
-            subjects=[f"{INGEST_ROOT}.>"],
+            **partitioned(INGEST_ROOT),
             max_age=settings.raw_retention_days * DAY,
             discard=DiscardPolicy.OLD,
         ),
         stream(
             name=EVENTS,
             description="The Habitus event log: kept; only a user's erasure purges subjects.",
-            subjects=[f"{EVENT_ROOT}.>"],
+            **partitioned(EVENT_ROOT),
             max_age=0,
             discard=DiscardPolicy.NEW,
             deny_delete=True,
@@ -87,6 +108,7 @@ _COMPARED = (
     "num_replicas",
     "description",
     "allow_direct",
+    "subject_transform",
 )
 
 
@@ -102,6 +124,42 @@ def _differs(current: StreamConfig, wanted: StreamConfig) -> list[str]:
     return changed
 
 
+def _transform(config: StreamConfig) -> tuple[str, str] | None:
+    t = config.subject_transform
+    return None if t is None else (str(t.src), str(t.dest))
+
+
+def partitioned_from(config: StreamConfig) -> int:
+    """The first sequence stored with the partition tokens (1 for a stream that always had
+    them; for a stream without the transform, past its end: nothing is partitioned)."""
+    if config.subject_transform is None:
+        return 2**63 - 1
+    return int((config.metadata or {}).get(PARTITIONED_FROM, "1"))
+
+
+async def _start_partitioning(js: JetStreamContext, wanted: StreamConfig,
+                              metadata: dict[str, str], last_before: int) -> None:
+    """Add the partition transform to a stream made without it, and record from which
+    sequence its messages carry the tokens: publishes racing the update may still be stored
+    without them, so the first one stored with them is looked up rather than assumed."""
+    wanted.metadata = {**metadata, PARTITIONED_FROM: str(last_before + 1)}
+    await js.update_stream(wanted)
+    info = await js.stream_info(str(wanted.name))
+    first = int(info.state.last_seq or 0) + 1
+    for seq in range(last_before + 1, first):
+        try:
+            msg = await js.get_msg(str(wanted.name), seq)
+        except NotFoundError:
+            continue
+        if str(msg.subject).count(".") == 7:
+            first = seq
+            break
+    if first != last_before + 1:
+        wanted.metadata = {**metadata, PARTITIONED_FROM: str(first)}
+        await js.update_stream(wanted)
+    log.info("stream partitioned", extra={"stream": wanted.name, "from_seq": first})
+
+
 async def ensure_streams(js: JetStreamContext, settings: Settings) -> list[EnsureResult]:
     results = []
     for wanted in stream_configs(settings):
@@ -109,6 +167,8 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> list[Ensur
         try:
             info = await js.stream_info(wanted.name)
         except NotFoundError:
+            if wanted.subject_transform is not None:
+                wanted.metadata = {PARTITIONED_FROM: "1"}
             await js.add_stream(wanted)
             results.append(EnsureResult(wanted.name, "created"))
             log.info("stream created", extra={"stream": wanted.name})
@@ -120,6 +180,14 @@ async def ensure_streams(js: JetStreamContext, settings: Settings) -> list[Ensur
                 extra={"stream": wanted.name, "have": str(info.config.storage)},
             )
             wanted.storage = info.config.storage
+        if wanted.subject_transform is not None:
+            kept = {k: v for k, v in (info.config.metadata or {}).items()
+                    if not k.startswith("_nats")}
+            if _transform(info.config) != _transform(wanted):
+                await _start_partitioning(js, wanted, kept, int(info.state.last_seq or 0))
+                results.append(EnsureResult(wanted.name, "updated"))
+                continue
+            wanted.metadata = {PARTITIONED_FROM: "1", **kept}
         changed = _differs(info.config, wanted)
         if changed:
             await js.update_stream(wanted)

@@ -33,6 +33,7 @@ from habitus.cli import (
     keys,
     lag,
     migrate,
+    partitions,
     profile,
     replay,
     route,
@@ -76,6 +77,7 @@ app.add_typer(traces.traces_app, name="traces", rich_help_panel=GATEWAY)
 app.add_typer(extractor.extractor_app, name="extractor", rich_help_panel=GATEWAY)
 app.add_typer(events.events_app, name="events", rich_help_panel=BUS)
 app.command("lag", rich_help_panel=BUS)(lag.lag)
+app.add_typer(partitions.partitions_app, name="partitions", rich_help_panel=BUS)
 app.add_typer(dlq.dlq_app, name="dlq", rich_help_panel=BUS)
 app.command("replay", rich_help_panel=BUS)(replay.replay)
 app.command("erase", rich_help_panel=BUS)(erase.erase)

@@ -126,16 +126,19 @@ async def replay_letter(js: Any, letter: Letter) -> Replayed:
     in the stream's duplicate window for a while, and would make the stream drop the copy; this
     one lets a replay repeated after a crash (published, not yet deleted) store nothing new."""
     from habitus.bus.streams import DLQ, EVENTS, INGEST
+    from habitus.subjects import parse_subject
 
     if not letter.original_subject or letter.original_stream not in (EVENTS, INGEST):
         raise ValueError(f"dead letter {letter.seq} names no original subject and stream "
                          "(not written by a Habitus consumer?)")
     msg_id = f"dlq-replay:{letter.consumer}:{letter.original_stream}:{letter.original_seq}"
-    ack = await js.publish(letter.original_subject, letter.data, stream=letter.original_stream,
+    # the subject as its publisher wrote it: the stream appends the partition tokens again
+    subject = parse_subject(letter.original_subject).published
+    ack = await js.publish(subject, letter.data, stream=letter.original_stream,
                            headers={"Nats-Msg-Id": msg_id})
     await js.delete_msg(DLQ, letter.seq)
-    return Replayed(letter.seq, letter.consumer, letter.original_subject,
-                    letter.original_stream, int(ack.seq), bool(ack.duplicate))
+    return Replayed(letter.seq, letter.consumer, subject, letter.original_stream, int(ack.seq),
+                    bool(ack.duplicate))
 
 
 @dlq_app.command("list")

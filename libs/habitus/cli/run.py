@@ -20,7 +20,15 @@ def up(observe: Annotated[bool, typer.Option(
        ] = False,
        nats_cluster: Annotated[bool, typer.Option(
            help="run the embedded NATS as a three-node cluster with R3 streams (data in "
-                "var/nats-1..3); a killed node is restarted and loses nothing")] = False
+                "var/nats-1..3); a killed node is restarted and loses nothing")] = False,
+       replicas: Annotated[int, typer.Option(
+           min=1, max=8, help="processes of each service that applies projections: they "
+                              "share its projections' partitions, and a killed one's are "
+                              "taken over by the others")] = 1,
+       partitions: Annotated[int | None, typer.Option(
+           help="partitions of every projection laid out for the first time (1, 2, 4, 8 or "
+                "16; default HABITUS_PARTITIONS); `habitus partitions set` changes an "
+                "existing one")] = None,
        ) -> None:
     """Start everything not configured (embedded NATS, Postgres, Redis), migrate, run all
     services and the gateway; Ctrl-C stops it all."""
@@ -32,8 +40,15 @@ def up(observe: Annotated[bool, typer.Option(
     # begins with what this process has imported (see habitus.runtime.forkserver.prefork).
     preforked = prefork(SERVICE_PRELOAD)
     settings = _settings()
+    if partitions is not None:
+        try:
+            settings = Settings.model_validate({**settings.model_dump(),
+                                                "partitions": partitions})
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc).splitlines()[-1], param_hint="--partitions"
+                                     ) from None
     raise typer.Exit(asyncio.run(run_up(settings, observe=observe, preforked=preforked,
-                                        nats_cluster=nats_cluster)))
+                                        nats_cluster=nats_cluster, replicas=replicas)))
 
 
 def demo(keep: Annotated[bool, typer.Option(

@@ -184,6 +184,11 @@ _TABLE = (
                             "the user's messages are purged from the streams (the `UserErased` "
                             "tombstone stays); answered once all of it is done."),
                timeout_factor=3.0),
+    MethodSpec("admin.partitions", _GATEWAY, admin.PartitionsQuery, admin.Partitions,
+               "Each projection's partitions: the replica applying each, how far it is",
+               description=("The deployment's state, the same for every tenant (no tenant's "
+                            "data): per projection and partition its state, owner, checkpoint "
+                            "and lag, as `habitus partitions` shows.")),
 )
 
 METHODS: Mapping[str, MethodSpec] = MappingProxyType({m.name: m for m in _TABLE})

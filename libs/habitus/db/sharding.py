@@ -33,6 +33,9 @@ LOCAL_TABLES: dict[str, str] = {
     "*.projection_checkpoints": (
         "a projection's position in its stream and the epoch that fences its writers: "
         "coordination state of the deployment, not a tenant's data"),
+    "*.projection_members": (
+        "the service's replicas and their leases (who shares the projections' partitions): "
+        "coordination state of the deployment"),
     "*.alembic_version": "the schema's migration revision",
 }
 

@@ -1,5 +1,7 @@
 """How far each projection has come: the stream's last sequence on its subjects against its
-checkpoint, its durable consumer's pending and unacknowledged deliveries, its dead letters.
+checkpoint, its durable consumer's pending and unacknowledged deliveries, its dead letters;
+and, per partition (`partitions`, what `habitus partitions` shows), who applies it and how far
+it is.
 
 `habitus lag` prints it and `habitus demo` shows it while the system catches up; both read it
 from here, so the two can never measure differently. The flow (which projections there are, in
@@ -13,36 +15,50 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from nats.js.errors import NotFoundError
 
 from habitus.bus.streams import DLQ
 from habitus.projection.base import durable_for
 from habitus.projection.checkpoints import CheckpointStore
+from habitus.service.partitions import PartitionState, installed, last_seq_on, states
 from habitus.service.projections import resolve
-from habitus.service.registry import topology
 from habitus.subjects import DLQ_ROOT
+
+__all__ = ("Lag", "PartitionState", "checkpoints", "dlq_counts", "last_seq_on", "measure",
+           "partitions")
 
 
 @dataclass
 class Lag:
+    """A whole projection: its partitions taken together."""
+
     projection: str
     schema: str
     stream: str
     durable: str
     #: the stream's last sequence on the projection's subjects (0: none there)
     stream_seq: int
-    #: the checkpoint row's last_seq; None: no row (never claimed) or no table
+    #: the lowest partition checkpoint (everything up to it is applied); None: no row (never
+    #: claimed) or no table
     checkpoint: int | None
-    #: the durable consumer's undelivered and unacknowledged messages; None: no consumer
+    #: undelivered and unacknowledged messages of its consumers; None: no consumer
     pending: int | None
     ack_pending: int | None
     dead_letters: int
+    #: how many partitions it has (more while it is being repartitioned)
+    partitions: int = 1
+    #: the partitions' own sequences behind, summed (what `behind` is when partitioned)
+    partitions_behind: int | None = None
 
     @property
     def behind(self) -> int | None:
         """Stream sequences between the checkpoint and the last event it reads (0: caught
-        up); not a count of events (other subjects' events lie in between)."""
-        return None if self.checkpoint is None else max(0, self.stream_seq - self.checkpoint)
+        up); not a count of events (other subjects' events lie in between). Partitioned,
+        the partitions' own distances summed."""
+        if self.checkpoint is None:
+            return None
+        if self.partitions_behind is not None:
+            return self.partitions_behind
+        return max(0, self.stream_seq - self.checkpoint)
 
 
 def durable_of(name: str) -> str:
@@ -51,18 +67,6 @@ def durable_of(name: str) -> str:
         return resolve(name).durable
     except Exception:
         return durable_for(name)
-
-
-async def last_seq_on(js: Any, stream: str, subjects: list[str]) -> int:
-    """The highest stream sequence of a message on any of `subjects` (wildcards allowed)."""
-    best = 0
-    for subject in subjects:
-        try:
-            msg = await js.get_last_msg(stream, subject)
-        except NotFoundError:
-            continue
-        best = max(best, int(msg.seq or 0))
-    return best
 
 
 async def dlq_counts(js: Any) -> dict[str, int]:
@@ -78,8 +82,8 @@ async def dlq_counts(js: Any) -> dict[str, int]:
 
 async def checkpoints(database_url: str, projections: list[tuple[str, str]]
                       ) -> dict[tuple[str, str], int]:
-    """(schema, projection) -> its checkpoint, for those of `projections` with a row (a
-    schema not migrated has none)."""
+    """(schema, projection) -> its checkpoint (the lowest of its partitions), for those of
+    `projections` with a row (a schema not migrated has none)."""
     out: dict[tuple[str, str], int] = {}
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         for schema, name in projections:
@@ -92,30 +96,37 @@ async def checkpoints(database_url: str, projections: list[tuple[str, str]]
     return out
 
 
+async def partitions(nc: Any, database_url: str, names: list[str] | None = None
+                     ) -> list[PartitionState]:
+    """Every partition of every installed projection (or of `names`), in flow order."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        return await states(nc.jetstream(), conn, names)
+
+
 async def measure(nc: Any, database_url: str, names: list[str] | None = None) -> list[Lag]:
-    """The lag of every installed projection (or of `names`), in flow order."""
-    infos = topology().in_flow_order()
-    if names:
-        unknown = sorted(set(names) - {p.name for p in infos})
-        if unknown:
-            raise LookupError(f"unknown projection(s) {', '.join(unknown)} (known: "
-                              f"{', '.join(sorted(p.name for p in infos))})")
-        infos = [p for p in infos if p.name in names]
+    """The lag of every installed projection (or of `names`), in flow order: its partitions
+    taken together."""
+    infos = installed(names)
     js = nc.jetstream()
-    rows = await checkpoints(database_url, [(p.schema, p.name) for p in infos])
     dead = await dlq_counts(js)
+    parts: dict[str, list[PartitionState]] = {}
+    for part in await partitions(nc, database_url, [p.name for p in infos]):
+        parts.setdefault(part.projection, []).append(part)
     out = []
     for p in infos:
         durable = durable_of(p.name)
-        pending: int | None
-        ack_pending: int | None
-        try:
-            info = await js.consumer_info(p.stream, durable)
-            pending, ack_pending = int(info.num_pending or 0), int(info.num_ack_pending or 0)
-        except NotFoundError:
-            pending = ack_pending = None
-        out.append(Lag(p.name, p.schema, p.stream, durable,
-                       await last_seq_on(js, p.stream, p.filter_subjects()),
-                       rows.get((p.schema, p.name)), pending, ack_pending,
-                       dead.get(durable, 0)))
+        mine = parts.get(p.name, [])
+        consumers = [x for x in mine if x.pending is not None]
+        whole = len(mine) == 1 and mine[0].partition == "0/1"
+        out.append(Lag(
+            p.name, p.schema, p.stream, durable,
+            mine[0].stream_seq if whole else await last_seq_on(js, p.stream,
+                                                               p.filter_subjects()),
+            min((x.checkpoint for x in mine), default=None),
+            sum(x.pending or 0 for x in consumers) if consumers else None,
+            sum(x.ack_pending or 0 for x in consumers) if consumers else None,
+            sum(n for consumer, n in dead.items()
+                if consumer == durable or consumer.startswith(durable + "__p")),
+            len(mine) or 1,
+            sum(x.behind for x in mine) if len(mine) > 1 else None))
     return out

@@ -15,6 +15,8 @@ stream order), so one that can batch its writes does, and order across types is 
 from __future__ import annotations
 
 import abc
+import copy
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -24,7 +26,14 @@ from psycopg import AsyncCursor, sql
 from habitus.bus.streams import EVENTS, INGEST
 from habitus.events import CATALOG, Event
 from habitus.events.envelope import Payload
-from habitus.subjects import EVENT_ROOT, INGEST_ROOT, user_filter
+from habitus.projection.partitions import Partition, PartitionKey, filters
+from habitus.subjects import (
+    EVENT_ROOT,
+    INGEST_ROOT,
+    event_subject,
+    ingest_subject,
+    user_filter,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +82,24 @@ def type_name(payload: type[Payload]) -> str:
 
 
 def subject_for(event_type: str, tenant_id: str = "*", user_id: str = "*") -> str:
-    """The subject (or filter, with wildcards) carrying `event_type` for a tenant and user."""
+    """The filter on stored subjects carrying `event_type` for a tenant and user (wildcards
+    allowed). For every tenant and user it is `<root>.<name>.>`, which also matches what a
+    stream stored before it carried the partition tokens."""
+    spec = CATALOG.spec(event_type)
+    root, name = ((INGEST_ROOT, str(spec.kind)) if spec.stream == "ingest"
+                  else (EVENT_ROOT, event_type))
+    if tenant_id == "*" and user_id == "*":
+        return f"{root}.{name}.>"
+    return user_filter(root, name, tenant_id, user_id)
+
+
+def published_subject(event_type: str, tenant_id: str, user_id: str) -> str:
+    """The subject a publisher writes `event_type` of this tenant and user on (the streams
+    store it with the partition tokens appended)."""
     spec = CATALOG.spec(event_type)
     if spec.stream == "ingest":
-        return user_filter(INGEST_ROOT, str(spec.kind), tenant_id, user_id)
-    return user_filter(EVENT_ROOT, event_type, tenant_id, user_id)
+        return ingest_subject(str(spec.kind), tenant_id, user_id)
+    return event_subject(event_type, tenant_id, user_id)
 
 
 def runs(batch: Sequence[Delivered]) -> Iterator[list[Delivered]]:
@@ -115,6 +137,10 @@ class Projection(abc.ABC):
     #: tables it owns (schema-qualified), each with `tenant_id` and `user_id` columns: emptied
     #: by `habitus replay`, and a user's rows deleted when the user is erased
     tables: ClassVar[Sequence[str]] = ()
+    #: which slot its partitions key on: "user" when it folds per-user state (one user's
+    #: events must be seen in order), "tenant" when a fold reads or writes state a whole
+    #: tenant shares (every event of the tenant must be seen in order)
+    partition_by: ClassVar[PartitionKey] = "user"
     #: other tables of its schema it keeps users' rows in without folding events into them
     #: (bookkeeping beside a view, like the profile mirror's): `erase_user` deletes the user's
     #: rows from them too, and a test checks that every table with users is in `tables` or here
@@ -152,6 +178,11 @@ class Projection(abc.ABC):
     def subjects(cls, tenant_id: str = "*", user_id: str = "*") -> list[str]:
         """The subject filters of what it reads, for every user or for one tenant or user."""
         return [subject_for(t, tenant_id, user_id) for t in cls.consumes]
+
+    def partition_filters(self, partition: Partition) -> list[str]:
+        """The subject filters of one of its partitions (its whole filters narrowed to the
+        partition's slots; an instance with filters of its own, a test's, is narrowed too)."""
+        return filters(self.filter_subjects, self.partition_by, partition)
 
     async def apply_batch(
         self, cur: AsyncCursor[Any], batch: Sequence[Delivered], ctx: ApplyContext
@@ -198,3 +229,16 @@ class Projection(abc.ABC):
     @property
     def durable(self) -> str:
         return durable_for(self.name)
+
+    def clone(self) -> Projection:
+        """Another instance for another partition of this projection in the same process.
+
+        Handlers keep per-batch working state on the instance (a batch's open windows, its
+        render counts) across awaits, so two partitions applying batches at once must not
+        share one instance. The clone shares what was injected (caches, clients, models) and
+        gets its own copy of every list, dict, set and counter."""
+        twin = copy.copy(self)
+        for name, value in vars(self).items():
+            if isinstance(value, list | dict | set | Counter):
+                setattr(twin, name, copy.copy(value))
+        return twin

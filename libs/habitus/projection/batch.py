@@ -46,6 +46,7 @@ from habitus.projection.dedup import first_applications
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.isolation import IsolationSettings, PoisonIsolation, retry_delay
 from habitus.projection.outcome import BatchOutcome
+from habitus.projection.partitions import WHOLE, Partition
 from habitus.telemetry import metrics
 
 __all__ = [
@@ -79,8 +80,10 @@ class BatchApplier:
     def __init__(self, projection: Projection, pool: AsyncConnectionPool, js: JetStreamContext,
                  store: CheckpointStore, check_lock: Callable[[], Awaitable[None]],
                  settings: BatchSettings,
-                 publisher: EventPublisher):
+                 publisher: EventPublisher, partition: Partition = WHOLE):
         self.projection = projection
+        self.partition = partition
+        self._part = partition.label
         self.settings = settings
         self._pool = pool
         self._store = store
@@ -90,7 +93,7 @@ class BatchApplier:
         self._label = projection.name
         self._dead_letters = DeadLetters(projection, js, store)
         self._isolation = PoisonIsolation(projection, pool, store, settings,
-                                          self._dead_letters, publisher)
+                                          self._dead_letters, publisher, partition)
         self.epoch = 0
         self.checkpoint = 0
         # Events up to this sequence already had their consequences published (before a
@@ -102,7 +105,7 @@ class BatchApplier:
     def claimed(self, claim: Claim) -> None:
         self.epoch, self.checkpoint, self.emitted_seq = (claim.epoch, claim.last_seq,
                                                          claim.emitted_seq)
-        metrics.CHECKPOINT.labels(self._label).set(self.checkpoint)
+        metrics.CHECKPOINT.labels(self._label, self._part).set(self.checkpoint)
 
     async def apply(self, items: list[Item], outcome: BatchOutcome) -> None:
         """Apply `items` (all above the checkpoint), retrying transient faults; raises unless
@@ -155,7 +158,8 @@ class BatchApplier:
                         cur, [i.delivered for i in first if i.delivered], ctx
                     )
                     await publish_emitted(self._publisher, ctx)
-                    await self._store.commit(cur, self._label, self.epoch, items[-1].seq)
+                    await self._store.commit(cur, self._label, self.epoch, items[-1].seq,
+                                             partition=self.partition)
         except Exception as exc:
             if is_transient(exc) or isinstance(exc, Fenced):
                 raise
@@ -167,7 +171,7 @@ class BatchApplier:
             return
         self.checkpoint = items[-1].seq
         self._forget_attempts()
-        metrics.CHECKPOINT.labels(self._label).set(self.checkpoint)
+        metrics.CHECKPOINT.labels(self._label, self._part).set(self.checkpoint)
         metrics.APPLIED.labels(self._label).inc(len(first))
         if len(first) < len(valid):
             metrics.REPUBLISHED.labels(self._label).inc(len(valid) - len(first))
@@ -186,7 +190,7 @@ class BatchApplier:
         done, applied, held = isolated.done, isolated.applied, isolated.held
         if done:
             self.checkpoint = done[-1].seq
-            metrics.CHECKPOINT.labels(self._label).set(self.checkpoint)
+            metrics.CHECKPOINT.labels(self._label, self._part).set(self.checkpoint)
             metrics.APPLIED.labels(self._label).inc(len(applied))
             await after_commit(self.projection, [i.delivered for i in applied if i.delivered])
         outcome.applied += len(applied)

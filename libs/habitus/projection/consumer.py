@@ -14,6 +14,9 @@ never saw, and acking or checkpointing past them would lose them.
 
 Batches are fetched one ahead (`fetch` while the previous batch is applied) so the network wait
 overlaps the database work; a prefetched batch is dropped unhandled on any rewind.
+
+Each partition of a projection has a durable consumer of its own (`durable_name`), filtering
+the partition's slots (`Projection.partition_filters`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from nats.js.errors import NotFoundError
 from habitus.bus.pull import BatchPuller, delivery_info
 from habitus.projection.base import Projection
 from habitus.projection.faults import Rewind
+from habitus.projection.partitions import WHOLE, Partition
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +52,20 @@ class ConsumerSettings(Protocol):
     def ack_wait(self) -> float: ...
 
 
-def consumer_config(projection: Projection, settings: ConsumerSettings, start_seq: int
-                    ) -> ConsumerConfig:
+def durable_name(projection: Projection, partition: Partition = WHOLE) -> str:
+    """The durable consumer of one partition of a projection (the projection's own name for
+    the whole of it, so an unpartitioned consumer keeps the name it always had)."""
+    return projection.durable + partition.suffix
+
+
+def consumer_config(projection: Projection, settings: ConsumerSettings, start_seq: int,
+                    partition: Partition = WHOLE) -> ConsumerConfig:
     p = projection
-    filters = list(p.filter_subjects)
+    filters = p.partition_filters(partition)
     cfg = ConsumerConfig(
-        durable_name=p.durable,
-        description=f"projection {p.name}",
+        durable_name=durable_name(p, partition),
+        description=f"projection {p.name}" + ("" if partition.whole
+                                              else f", partition {partition.label}"),
         # Acknowledging the latest delivery acknowledges all before it: safe because events
         # are never given back one by one (a failure rewinds the whole consumer).
         ack_policy=AckPolicy.ALL,
@@ -95,26 +106,36 @@ class ProjectionConsumer:
     """The durable consumer of one projection and the puller reading it."""
 
     def __init__(self, nc: Client, js: JetStreamContext, projection: Projection,
-                 settings: ConsumerSettings):
+                 settings: ConsumerSettings, partition: Partition = WHOLE):
         self._nc = nc
         self._js = js
         self.projection = projection
         self.settings = settings
+        self.partition = partition
+        self.durable = durable_name(projection, partition)
+        self._filters = projection.partition_filters(partition)
         self._sub: BatchPuller | None = None
 
     def config(self, start_seq: int) -> ConsumerConfig:
-        return consumer_config(self.projection, self.settings, start_seq)
+        return consumer_config(self.projection, self.settings, start_seq, self.partition)
 
     async def restart_at(self, checkpoint: int) -> None:
         """Recreate the consumer at `checkpoint` + 1 and start pulling from it."""
         p = self.projection
         with contextlib.suppress(NotFoundError):
-            await self._js.delete_consumer(p.stream, p.durable)
+            await self._js.delete_consumer(p.stream, self.durable)
         await self._js.add_consumer(p.stream, self.config(checkpoint + 1))
         log.info("consumer started from checkpoint",
-                 extra={"projection": p.name, "checkpoint": checkpoint})
-        self._sub = BatchPuller(self._nc, p.stream, p.durable)
+                 extra={"projection": p.name, "partition": self.partition.label,
+                        "checkpoint": checkpoint})
+        self._sub = BatchPuller(self._nc, p.stream, self.durable)
         await self._sub.start()
+
+    async def remove(self) -> None:
+        """Stop pulling and delete the durable consumer (a partition that left the layout)."""
+        await self.stop()
+        with contextlib.suppress(NotFoundError):
+            await self._js.delete_consumer(self.projection.stream, self.durable)
 
     async def stop(self) -> None:
         sub, self._sub = self._sub, None
@@ -139,16 +160,15 @@ class ProjectionConsumer:
 
     async def pending(self) -> tuple[int, int]:
         """(events not yet delivered, deliveries not yet acknowledged), from the server."""
-        p = self.projection
-        info = await self._js.consumer_info(p.stream, p.durable)
+        info = await self._js.consumer_info(self.projection.stream, self.durable)
         return info.num_pending or 0, info.num_ack_pending or 0
 
     async def last_seq(self) -> int:
-        """The stream's last sequence on the projection's subjects (0: none there): one
+        """The stream's last sequence on the partition's subjects (0: none there): one
         last-message lookup per filter subject."""
         p = self.projection
         best = 0
-        for subject in p.filter_subjects:
+        for subject in self._filters:
             try:
                 msg = await self._js.get_last_msg(p.stream, subject)
             except NotFoundError:

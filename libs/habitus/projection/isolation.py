@@ -31,6 +31,7 @@ from habitus.projection.decode import Item
 from habitus.projection.dedup import first_applications
 from habitus.projection.faults import Rewind, is_about_the_event, is_permanent, is_transient
 from habitus.projection.outcome import BatchOutcome
+from habitus.projection.partitions import WHOLE, Partition
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,10 @@ class PoisonIsolation:
 
     def __init__(self, projection: Projection, pool: AsyncConnectionPool,
                  store: CheckpointStore, settings: IsolationSettings,
-                 dead_letters: DeadLetters, publisher: EventPublisher):
+                 dead_letters: DeadLetters, publisher: EventPublisher,
+                 partition: Partition = WHOLE):
         self.projection = projection
+        self.partition = partition
         self.settings = settings
         self._pool = pool
         self._store = store
@@ -124,11 +127,13 @@ class PoisonIsolation:
                 if dead:
                     # Hold the checkpoint row (and check the epoch) first: a runner fenced
                     # since must not dead-letter an event its successor applies.
-                    await self._store.lock_epoch(cur, self._label, epoch)
+                    await self._store.lock_epoch(cur, self._label, epoch,
+                                                 partition=self.partition)
                 for item, reason in dead:
                     await self._dead_letters.send(item, "apply_failed", reason,
                                                   attempts.get(item.seq, 0))
                     await self._dead_letters.record(cur, item, "apply_failed", reason)
                 if done:
-                    await self._store.commit(cur, self._label, epoch, done[-1].seq)
+                    await self._store.commit(cur, self._label, epoch, done[-1].seq,
+                                             partition=self.partition)
         return result

@@ -1,7 +1,8 @@
-"""One active runner per projection: leadership by a Postgres advisory lock.
+"""One active runner per projection partition: leadership by a Postgres advisory lock.
 
-Whoever holds the lock (`habitus.db.leader.LeaderLock`, one session per runner) is the only
-runner that applies the projection; a standby polls for it. A lock is only known to be lost at
+Whoever holds the lock (`habitus.db.leader.LeaderLock`, one session per runner, or a
+`SessionLock` of the replica's shared `LockSession`) is the only runner that applies the
+partition; a standby polls for it. A lock is only known to be lost at
 the next round trip on its session, so the leader checks it before every batch and, because a
 check can still be overtaken by events, every commit is also fenced by the checkpoint's epoch
 (`CheckpointStore.commit`). Losing the lock mid-run surfaces as `Fenced`.
@@ -12,14 +13,30 @@ check can still be overtaken by events, every commit is also fenced by the check
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 from habitus.db.leader import LeaderLock, LostLeadership
 from habitus.projection.faults import Fenced
 
 
+class Lock(Protocol):
+    """A named advisory lock (`LeaderLock`, `SessionLock`)."""
+
+    @property
+    def held(self) -> bool: ...
+    async def try_acquire(self) -> bool: ...
+    async def check(self) -> None: ...
+    async def release(self) -> None: ...
+
+
+def lock_name(projection: str, suffix: str = "") -> str:
+    """The advisory lock of a projection (`suffix`: the partition's, '' when whole)."""
+    return f"projection:{projection}{suffix}"
+
+
 class Leadership:
-    def __init__(self, conninfo: str, projection: str):
-        self._lock = LeaderLock(conninfo, f"projection:{projection}")
+    def __init__(self, conninfo: str, projection: str, lock: Lock | None = None):
+        self._lock: Lock = lock or LeaderLock(conninfo, lock_name(projection))
         self.event = asyncio.Event()
 
     @property

@@ -17,3 +17,5 @@ class BatchOutcome:
     dead_lettered: int = 0
     returned: int = 0
     errors: list[str] = field(default_factory=list)
+    #: a draining partition was handed deliveries past its cutover (it has drained)
+    beyond_cutover: bool = False

@@ -17,6 +17,11 @@ Guarantees (each module holds the how):
   events after it wait (`batch`, `dlq`).
 * **An event id applies once, ever**: the applied ids are recorded in the batch transaction
   (`batch`, `checkpoints`).
+* **Partitions**: a runner applies one partition of its projection (the whole of it by
+  default), with its own checkpoint row, consumer and lock (`partitions`, `checkpoints`). A
+  partition being repartitioned away drains: it applies up to the cutover, then leaves the
+  layout and the runner ends (`gone` is set); a new partition waits (`pending`) until the old
+  ones drained.
 
 This module is the loop that composes them: wait for leadership, claim (bump the epoch and load
 the checkpoint), recreate the consumer at checkpoint + 1, then fetch one batch ahead while the
@@ -42,16 +47,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from habitus.bus.publisher import EventPublisher
 from habitus.bus.pull import delivery_info
+from habitus.db.leader import LeaderLock
 from habitus.events import CATALOG, Catalog
 from habitus.projection.acks import ack_all
 from habitus.projection.base import Projection
 from habitus.projection.batch import BatchApplier
-from habitus.projection.checkpoints import CheckpointStore
+from habitus.projection.checkpoints import CheckpointStore, PartitionGone
 from habitus.projection.consumer import ProjectionConsumer, check_contiguous
 from habitus.projection.decode import Item, decode_batch
 from habitus.projection.faults import Fenced, Rewind, is_transient
-from habitus.projection.leadership import Leadership
+from habitus.projection.leadership import Leadership, Lock, lock_name
 from habitus.projection.outcome import BatchOutcome
+from habitus.projection.partitions import WHOLE, Partition
 from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import collection_paused
 
@@ -91,22 +98,38 @@ class ProjectionRunner:
         config: RunnerConfig | None = None,
         catalog: Catalog = CATALOG,
         lock_conninfo: str | None = None,
+        partition: Partition = WHOLE,
+        owner: str | None = None,
+        lock: Lock | None = None,
     ):
+        """`partition`: the one this runner applies (the whole projection by default);
+        `owner`: the replica it runs in, recorded with each claim; `lock`: its leadership
+        lock (default: one on a connection of its own)."""
         self.projection = projection
+        self.partition = partition
+        self.owner = owner
         self.config = config or RunnerConfig()
         self._nc = nc
         self._js: JetStreamContext = nc.jetstream(timeout=10.0)
         self._pool = pool
         self._catalog = catalog
         self._label = projection.name
+        self._part = partition.label
         self._store = CheckpointStore(projection.schema)
-        self._leadership = Leadership(lock_conninfo or str(pool.conninfo), projection.name)
-        self._consumer = ProjectionConsumer(nc, self._js, projection, self.config)
+        self._leadership = Leadership(
+            lock_conninfo or str(pool.conninfo), projection.name,
+            lock or LeaderLock(lock_conninfo or str(pool.conninfo),
+                               lock_name(projection.name, partition.suffix)))
+        self._consumer = ProjectionConsumer(nc, self._js, projection, self.config, partition)
         self._batches = BatchApplier(
             projection, pool, self._js, self._store,
             lambda: self._check_lock(),  # late-bound: looked up on the runner at every batch
-            self.config, EventPublisher(self._js, catalog),
+            self.config, EventPublisher(self._js, catalog), partition,
         )
+        #: the stream sequence a draining partition stops at (None: not draining)
+        self._cutover: int | None = None
+        #: set once the partition has left the projection's layout (the runner has ended)
+        self.gone = asyncio.Event()
         self._stopping = asyncio.Event()
         # The consumer is created afresh on every claim, so its deliveries are numbered 1, 2, ...
         # without gaps (redeliveries included): a gap means deliveries this runner never saw.
@@ -145,14 +168,23 @@ class ProjectionRunner:
         await self._release()
 
     async def run(self) -> None:
-        """Run until stopped: wait for leadership, then consume; re-claim after being fenced."""
+        """Run until stopped, or until the partition left the layout: wait for leadership,
+        then consume; re-claim after being fenced."""
         while not self._stopping.is_set():
             try:
                 if not await self.try_lead():
                     await self._sleep(self.config.standby_poll)
                     continue
-                await self._claim()
+                if not await self._claim():
+                    await self._sleep(self.config.standby_poll)  # pending: the old drain
+                    continue
                 await self._consume()
+            except PartitionGone as gone:
+                log.info("partition left the layout; its runner ends",
+                         extra={"projection": self._label, "partition": self._part,
+                                "reason": str(gone)})
+                self.gone.set()
+                break
             except Fenced:
                 log.warning("projection fenced; re-claiming", extra={"projection": self._label})
                 await self._drop_subscription()
@@ -176,6 +208,10 @@ class ProjectionRunner:
                 await self._release_lock()
                 await self._sleep(1.0)
         await self._drop_subscription()
+        if self.gone.is_set():  # its consumer and lock go with it
+            with contextlib.suppress(Exception):
+                await self._consumer.remove()
+            await self._release_lock()
 
     async def run_until_caught_up(self, timeout: float = 300.0) -> None:
         """Consume until no events are pending, then stop (replay, tests, one-shot jobs)."""
@@ -215,26 +251,50 @@ class ProjectionRunner:
     async def _check_lock(self) -> None:
         await self._leadership.check()
 
-    async def _claim(self) -> None:
-        """Bump the epoch (fencing any older runner) and align the consumer with the checkpoint."""
-        await self.claim_checkpoint()
+    async def _claim(self) -> bool:
+        """Bump the epoch (fencing any older runner) and align the consumer with the
+        checkpoint; False (no consumer) while the partition waits for an old layout's drain."""
+        state = await self._claim_partition()
+        if state == "pending":
+            return False
         await self._consumer.restart_at(self._batches.checkpoint)
+        return True
 
     async def claim_checkpoint(self) -> int:
         """Fence older runners and load the checkpoint; returns it."""
+        await self._claim_partition()
+        return self._batches.checkpoint
+
+    async def _claim_partition(self) -> str:
         async with self._pool.connection() as conn, conn.transaction():
-            claim = await self._store.claim(conn, self._label)
+            claim = await self._store.claim(conn, self._label, self.partition,
+                                            owner=self.owner)
         self._batches.claimed(claim)
+        self._cutover = claim.cutover_seq if claim.state == "draining" else None
         self._next_delivery = 1
-        return claim.last_seq
+        return claim.state
 
     async def _check_epoch(self) -> None:
         """While idle, notice a replay (or another claim) at once rather than at the next
         commit, so a reset projection rebuilds without waiting for new events."""
         async with self._pool.connection() as conn:
-            epoch = await self._store.epoch(conn, self._label)
+            epoch = await self._store.epoch(conn, self._label, self.partition)
+        if epoch is None:
+            raise PartitionGone(f"{self._label} {self._part} is no longer in its layout")
         if epoch != self._batches.epoch:
             raise Fenced(f"epoch {self._batches.epoch} is no longer current")
+
+    async def _finish_drain(self) -> None:
+        """Everything of this draining partition up to the cutover is applied: it leaves the
+        layout (the last one to go lets the new partitions start) and its consumer goes."""
+        assert self._cutover is not None
+        async with self._pool.connection() as conn, conn.transaction():
+            async with conn.cursor() as cur:
+                await self._store.finish_drain(cur, self._label, self.partition,
+                                               self._batches.epoch, self._cutover)
+        self._batches.checkpoint = self._cutover
+        await self._consumer.remove()
+        raise PartitionGone(f"{self._label} {self._part} drained up to {self._cutover}")
 
     # ------------------------------------------------------------------ consuming
 
@@ -280,12 +340,15 @@ class ProjectionRunner:
                 except NatsTimeoutError:
                     await self._check_lock()
                     await self._check_epoch()
-                    await self._mark_caught_up()
+                    if await self._mark_caught_up() and self._cutover is not None:
+                        await self._finish_drain()
                     fetch = self._fetch()
                     continue
                 self._check_contiguous(msgs)
                 fetch = self._fetch()
-                await self.handle_batch(msgs)
+                outcome = await self.handle_batch(msgs)
+                if outcome.beyond_cutover:
+                    await self._finish_drain()
         finally:
             stopping.cancel()
             await self._consumer.discard(fetch)
@@ -299,13 +362,17 @@ class ProjectionRunner:
             *(delivery_info(m).consumer_seq for i in items for m in i.copies)]
         self._next_delivery = check_contiguous(msgs, self._next_delivery, seqs)
 
-    async def _mark_caught_up(self) -> None:
+    async def _mark_caught_up(self) -> bool:
+        """After an idle fetch: ask the server what is pending; True if nothing is."""
         pending, ack_pending = await self._consumer.pending()
-        metrics.PENDING.labels(self._label).set(pending)
-        metrics.ACK_PENDING.labels(self._label).set(ack_pending)
+        metrics.PENDING.labels(self._label, self._part).set(pending)
+        metrics.ACK_PENDING.labels(self._label, self._part).set(ack_pending)
         if not pending and not ack_pending:
             self.caught_up.set()
+            metrics.LAG.labels(self._label, self._part).set(0)
+            return True
         await self._refresh_lag(force=False)
+        return False
 
     async def _refresh_lag(self, *, force: bool) -> None:
         """`habitus_projection_lag_events` (and ack-pending): the stream's last sequence on the
@@ -319,12 +386,12 @@ class ProjectionRunner:
             last = await self._consumer.last_seq()
             if force:
                 _, ack_pending = await self._consumer.pending()
-                metrics.ACK_PENDING.labels(self._label).set(ack_pending)
+                metrics.ACK_PENDING.labels(self._label, self._part).set(ack_pending)
         except Exception as exc:  # a gauge is never a reason to rewind
             log.debug("lag refresh failed", extra={"projection": self._label,
                                                    "error": repr(exc)})
             return
-        metrics.LAG.labels(self._label).set(max(0, last - self._checkpoint))
+        metrics.LAG.labels(self._label, self._part).set(max(0, last - self._checkpoint))
 
     async def handle_batch(self, msgs: Sequence[Msg]) -> BatchOutcome:
         """Apply one batch of deliveries and acknowledge it (see `habitus.projection.batch`)."""
@@ -334,6 +401,12 @@ class ProjectionRunner:
         if items is None:
             items = decode_batch(msgs, self._catalog)
         outcome = BatchOutcome()
+        if self._cutover is not None:
+            # draining: what lies past the cutover is the new layout's (never applied or
+            # acknowledged here; the consumer goes with the partition)
+            within = [i for i in items if i.seq <= self._cutover]
+            outcome.beyond_cutover = len(within) < len(items)
+            items = within
         checkpoint = self._batches.checkpoint
         fresh = [i for i in items if i.seq > checkpoint]
         stale = [i for i in items if i.seq <= checkpoint]
@@ -342,13 +415,14 @@ class ProjectionRunner:
             outcome.skipped = len(stale)
         if fresh:
             await self._batches.apply(fresh, outcome)  # raises unless all are applied
-        await self._ack(items)
+        if items:
+            await self._ack(items)
         if fresh:
-            metrics.PENDING.labels(self._label).set(fresh[-1].num_pending)
+            metrics.PENDING.labels(self._label, self._part).set(fresh[-1].num_pending)
             if fresh[-1].num_pending == 0:
                 self.caught_up.set()
                 # nothing after the last delivery on these subjects: the checkpoint is the end
-                metrics.LAG.labels(self._label).set(0)
+                metrics.LAG.labels(self._label, self._part).set(0)
             else:
                 self.caught_up.clear()
                 if time.monotonic() - self._lag_at >= self.config.lag_interval:

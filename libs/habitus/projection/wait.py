@@ -33,8 +33,14 @@ class DeadLettered(Exception):
 
 async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, seq: int,
                        timeout: float = 10.0, *, unless_absent: bool = False,
-                       watcher: CheckpointWatcher | None = None) -> bool:
+                       watcher: CheckpointWatcher | None = None, slot: int | None = None
+                       ) -> bool:
     """Return True once `projection` applied `seq`; raise DeadLettered if it gave up on it.
+
+    `slot`: the slot the event at `seq` is stored under (the user's or the tenant's, by the
+    projection's `partition_by`): a partitioned projection has applied it once the partitions
+    reading that slot are past it. None waits for every partition, which only an
+    unpartitioned projection (or a caller that means "all of it") should do.
 
     `unless_absent`: return at once when the projection has no checkpoint row at all (its
     service was never run in this deployment, so nothing will ever apply the event there):
@@ -48,7 +54,7 @@ async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, 
     with watcher.watch(schema, projection, seq) as change:
         while True:
             async with pool.connection() as conn:
-                last_seq = await store.last_seq(conn, projection)
+                last_seq = await store.last_seq(conn, projection, slot)
                 if last_seq is not None and last_seq >= seq:
                     dead = await store.dead_letter_at(conn, projection, seq)
                     if dead is not None:

@@ -94,6 +94,11 @@ def public_services() -> set[str]:
     return {s.name for s in registry.services() if s.public_http}
 
 
+def applying_services() -> set[str]:
+    """The services whose processes apply projections (what `--replicas` replicates)."""
+    return {s.name for s in registry.services() if s.projections}
+
+
 def rpc_apart() -> set[str]:
     """The services whose RPC methods run in a process of their own (their descriptors)."""
     return {s.name for s in registry.services() if s.rpc_apart}
@@ -101,6 +106,8 @@ def rpc_apart() -> set[str]:
 
 #: the name of a service's RPC process beside its own (`profile_renderer_rpc`)
 RPC_PROCESS_SUFFIX = "_rpc"
+#: the second and later replicas of a service's process: `producers-2`, ...
+REPLICA_SUFFIX = "-"
 
 
 def service_names() -> list[str]:
@@ -150,11 +157,14 @@ def _ready(url: str) -> bool:
 
 class Up:
     def __init__(self, settings: Settings, guest: Guest | None = None,
-                 preforked: Preforked | None = None, nats_cluster: bool = False):
+                 preforked: Preforked | None = None, nats_cluster: bool = False,
+                 replicas: int = 1):
         """`preforked`: the fork server's zygote, forked from this process before its event
         loop started (`habitus.runtime.forkserver.prefork`); without it, one is started.
         `nats_cluster`: an embedded NATS is a three-node cluster, its streams R3 (`up
-        --nats-cluster`)."""
+        --nats-cluster`). `replicas`: processes of each service that applies projections
+        (`<name>`, `<name>-2`, ...), sharing their partitions (`up --replicas`)."""
+        self.replicas = replicas
         if nats_cluster and not settings.nats_url:
             settings = settings.model_copy(update={"stream_replicas": CLUSTER_REPLICAS})
         self.nats_cluster = nats_cluster
@@ -373,6 +383,7 @@ class Up:
             "HABITUS_PROFILE_MIRROR": os.environ.get("HABITUS_PROFILE_MIRROR", "true"),
             # every service ensures the streams as `up` did: R3 on the cluster
             "HABITUS_STREAM_REPLICAS": str(s.stream_replicas),
+            "HABITUS_PARTITIONS": str(s.partitions),
         }
         if self.guest is not None:
             # Only these services get what the guest adds (the demo: its scripted model's URL,
@@ -381,11 +392,18 @@ class Up:
         logs = self.data_dir / "logs"
         metrics: dict[str, str] = {}  # service -> host:port of its /metrics
         apart = rpc_apart()
+        appliers = applying_services()
         for name in names:
             roles = ([(name, "projections"), (name + RPC_PROCESS_SUFFIX, "rpc")]
                      if name in apart else [(name, "all")])
+            if name in appliers and self.replicas > 1:
+                # the processes applying projections are replicated; an RPC one stays one
+                roles = [(f"{process}{REPLICA_SUFFIX}{i}" if i > 1 else process, role)
+                         for process, role in roles for i in range(1, (
+                             self.replicas if role != "rpc" else 1) + 1)]
             for process, role in roles:
                 env = dict(base_env)
+                env["HABITUS_MEMBER"] = process  # its name among the service's replicas
                 if name not in public:
                     env["HABITUS_METRICS_PORT"] = str(free_port())
                     metrics[process] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"
@@ -397,6 +415,9 @@ class Up:
         split = [f"{n}'s RPC in {n}{RPC_PROCESS_SUFFIX}" for n in names if n in apart]
         _say(f"  services: {', '.join(names)}" + (f"; {', '.join(split)}" if split else "")
              + f" (logs in {logs})")
+        if self.replicas > 1:
+            _say(f"  replicas: {self.replicas} of each of {', '.join(sorted(appliers))} "
+                 f"(`habitus partitions` shows who applies what)")
         self._update_state(metrics={**metrics, **{n: f"{s.http_host}:{s.http_port}"
                                                   for n in public}})
         prometheus_url = self._observe(metrics, base_env) if observe else None
@@ -478,11 +499,11 @@ class Up:
 
 async def up(settings: Settings, guest: Guest | None = None, keep: bool = True,
              observe: bool = False, preforked: Preforked | None = None,
-             nats_cluster: bool = False) -> int:
+             nats_cluster: bool = False, replicas: int = 1) -> int:
     """Run until Ctrl-C/SIGTERM; with a `guest`, run it once ready, and unless `keep`, stop
-    everything after it (exit 1 if it did not do all it should). `preforked`, `nats_cluster`:
-    see `Up`."""
-    runner = Up(settings, guest, preforked, nats_cluster)
+    everything after it (exit 1 if it did not do all it should). `preforked`, `nats_cluster`,
+    `replicas`: see `Up`."""
+    runner = Up(settings, guest, preforked, nats_cluster, replicas)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

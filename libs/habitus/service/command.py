@@ -99,7 +99,8 @@ class Commands:
                 moved = True
                 reached[reader.name] = target
                 try:
-                    await self._wait(reader, target, deadline, unless_absent=True)
+                    await self._wait(reader, target, deadline, tenant_id, user_id,
+                                     unless_absent=True)
                 except DeadLettered:
                     continue  # given up on: nothing of it is in that view to wait for
                 except NotAppliedYet as exc:
@@ -112,7 +113,8 @@ class Commands:
                          absent_ok: bool, applied: list[str]) -> None:
         readers = list(self._topology.readers_of(event.type))
         for reader in readers:
-            if await self._wait(reader, seq, deadline, unless_absent=absent_ok):
+            if await self._wait(reader, seq, deadline, event.tenant_id, event.user_id,
+                                unless_absent=absent_ok):
                 applied.append(reader.name)
         seen = {r.name for r in readers}
         emitted = {t for r in readers for t in r.emits}
@@ -129,15 +131,19 @@ class Commands:
                 target = await self._last_seq(caused, event.tenant_id, event.user_id,
                                               reader.stream)
                 if target:
-                    await self._wait(reader, target, deadline, unless_absent=True)
+                    await self._wait(reader, target, deadline, event.tenant_id,
+                                     event.user_id, unless_absent=True)
                 emitted.update(reader.emits)
 
-    async def _wait(self, reader: ProjectionInfo, seq: int, deadline: float, *,
-                    unless_absent: bool) -> bool:
+    async def _wait(self, reader: ProjectionInfo, seq: int, deadline: float, tenant_id: str,
+                    user_id: str, *, unless_absent: bool) -> bool:
         # A downstream view whose service this deployment never ran is no one's to wait for.
+        # A partitioned reader: the partition holding this user (or tenant) is the one to wait
+        # for; the others may never reach `seq`.
         return await wait_applied(self._pool, reader.schema, reader.name, seq,
-                           timeout=max(0.0, deadline - time.monotonic()),
-                           unless_absent=unless_absent, watcher=self._watcher)
+                                  timeout=max(0.0, deadline - time.monotonic()),
+                                  unless_absent=unless_absent, watcher=self._watcher,
+                                  slot=reader.slot_of(tenant_id, user_id))
 
     async def _last_seq(self, types: Iterable[str], tenant_id: str, user_id: str, stream: str
                         ) -> int:

@@ -24,7 +24,7 @@ from habitus.bus.streams import DLQ, EVENTS, INGEST
 from habitus.events import CATALOG
 from habitus.events.domain import UserErased
 from habitus.service.command import Commands
-from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT, user_filter
+from habitus.subjects import DLQ_ROOT, EVENT_ROOT, INGEST_ROOT, published_filter, user_filter
 from habitus.topology import Topology
 
 
@@ -35,11 +35,14 @@ class Erased:
     purged_messages: int
 
 
-def user_filters(tenant_id: str, user_id: str) -> dict[str, str]:
-    """Every subject of the user, by stream (the user is the last token of each)."""
-    return {INGEST: user_filter(INGEST_ROOT, "*", tenant_id, user_id),
-            EVENTS: user_filter(EVENT_ROOT, "*", tenant_id, user_id),
-            DLQ: user_filter(DLQ_ROOT, "*", tenant_id, user_id)}
+def user_filters(tenant_id: str, user_id: str) -> list[tuple[str, str]]:
+    """Every subject of the user, by stream: as the streams store them now (with the partition
+    tokens), as they were stored before the tokens, and in the DLQ (which has none)."""
+    return [(INGEST, user_filter(INGEST_ROOT, "*", tenant_id, user_id)),
+            (INGEST, published_filter(INGEST_ROOT, "*", tenant_id, user_id)),
+            (EVENTS, user_filter(EVENT_ROOT, "*", tenant_id, user_id)),
+            (EVENTS, published_filter(EVENT_ROOT, "*", tenant_id, user_id)),
+            (DLQ, published_filter(DLQ_ROOT, "*", tenant_id, user_id))]
 
 
 async def count(js: JetStreamContext, stream: str, subject: str) -> int:
@@ -67,7 +70,7 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
                                        timeout=deadline - time.monotonic())
     assert tombstone is not None
     purged = 0
-    for stream, subject in user_filters(tenant_id, user_id).items():
+    for stream, subject in user_filters(tenant_id, user_id):
         before = await count(js, stream, subject)
         if not before:
             continue

@@ -36,6 +36,7 @@ from habitus.service.command import Commands
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
 from habitus.service.health import add_standard_routes
+from habitus.service.membership import Membership
 from habitus.service.watchdog import orphan_watchdog
 from habitus.subjects import rpc_method, rpc_subject
 from habitus.telemetry import metrics
@@ -70,7 +71,8 @@ class ServiceHost:
         self.descriptor = descriptor
         self.settings = settings
         self.ctx: ServiceContext | None = None
-        self.runners: list[ProjectionRunner] = []
+        #: this process among the service's replicas (None: it applies no projections)
+        self.membership: Membership | None = None
         self._wiring: Wiring | None = None
         self._broker: NatsBroker | None = None
         self._bulk: Client | None = None
@@ -78,6 +80,11 @@ class ServiceHost:
         self._server_task: asyncio.Task[None] | None = None
         self._http_port = http_port
         self.bound_port: int | None = None
+
+    @property
+    def runners(self) -> list[ProjectionRunner]:
+        """The runners of the partitions this process applies now."""
+        return [] if self.membership is None else self.membership.runners
 
     def _make_broker(self) -> NatsBroker:
         d = self.descriptor
@@ -177,10 +184,14 @@ class ServiceHost:
         if wiring.projections and d.schema:
             # A disabled service still erases: what it folded while enabled is the user's too.
             projections.append(erasure_for(d.schema, d.projections)(wiring.projections))
-        for projection in projections if not rpc_only else ():
-            runner = ProjectionRunner(projection, nc, pool, config=d.runner_config)
-            runner.start()
-            self.runners.append(runner)
+        if projections and not rpc_only and d.schema:
+            # the replicas of the service share the projections' partitions (each process
+            # runs the share it is dealt; see habitus.service.membership)
+            self.membership = Membership(
+                d.name, d.schema, projections, nc, pool, partitions=settings.partitions,
+                lease_seconds=settings.lease_seconds, member=settings.member,
+                runner_config=d.runner_config)
+            await self.membership.start()
         self._wiring = wiring
         await self._start_http(ctx, wiring)
         tune_gc()
@@ -217,7 +228,9 @@ class ServiceHost:
             if self._server_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(self._server_task, 10)
-        await asyncio.gather(*(r.stop() for r in self.runners), return_exceptions=True)
+        if self.membership is not None:
+            with contextlib.suppress(Exception):
+                await self.membership.stop()
         if self._wiring is not None:
             started = self._wiring.disabled is None and not self._rpc_only
             for task in self._wiring.background if started else ():
@@ -245,7 +258,15 @@ class ServiceHost:
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
         watchdog = orphan_watchdog(stop.set)  # keep a reference: the loop holds tasks weakly
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            # said here, with the cause, before the process goes; what had started is let go
+            # of, so nothing it left running keeps the process from exiting for a restart
+            log.exception("service could not start", extra={"service": self.descriptor.name})
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.stop(), 30)
+            raise
         print(f"habitus {self.descriptor.name} ready on port {self.bound_port}", flush=True)
         await stop.wait()
         await self.stop()

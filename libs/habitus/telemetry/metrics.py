@@ -45,23 +45,23 @@ BATCH_SECONDS = Histogram(
 CHECKPOINT = Gauge(
     "habitus_projection_checkpoint_seq",
     "Stream sequence of the last event a projection committed.",
-    ["projection"],
+    ["projection", "partition"],
 )
 PENDING = Gauge(
     "habitus_projection_pending_events",
     "Events in the stream not yet delivered to the projection's consumer (lag).",
-    ["projection"],
+    ["projection", "partition"],
 )
 ACK_PENDING = Gauge(
     "habitus_projection_ack_pending_events",
     "Deliveries to the projection's durable consumer not yet acknowledged.",
-    ["projection"],
+    ["projection", "partition"],
 )
 LAG = Gauge(
     "habitus_projection_lag_events",
     "Stream sequences between the projection's checkpoint and the stream's last message on "
     "the projection's subjects (0: caught up).",
-    ["projection"],
+    ["projection", "partition"],
 )
 RETRIES = Counter(
     "habitus_projection_transient_retries_total",
