@@ -10,11 +10,16 @@ that process's event loop for milliseconds at a time under load). Both queue the
 renderer's generation), judge them with `judge` and answer with `answer`, so an entry is served
 by the same rule, and as the same bytes, wherever it is read.
 
-Each user's entries live in one hash, each stamped with the `profile.render` checkpoint that was
-current when its inputs were read; the hash's `_min` field is the sequence of the user's last
-change (marked before the batch applying it commits), and the tenant's hash (`TENANT_WIDE`)
-holds the tenant's last tenant-wide change. An entry counts only if its stamp is at least both
-marks, so the moment a change commits no earlier entry is served by any reader.
+Each user's entries live in one hash, each stamped with where `profile.render` was when its
+inputs were read: the checkpoint of the partition holding the user (`_seq`) and of the one
+holding the tenant's tenant-wide changes (`_tseq`; the same partition when the projection is
+not split). The user's hash's `_min` field is the sequence of the user's last change (marked
+before the batch applying it commits), and the tenant's hash (`TENANT_WIDE`) holds the tenant's
+last tenant-wide change. An entry counts only if each stamp is at least its mark (the user's
+stamp the user's mark, the tenant's stamp the tenant's), so the moment a change commits no
+earlier entry is served by any reader; the two partitions' sequences are never compared with
+each other, so one partition running ahead of the other can neither pass off an entry built
+before a change nor keep a current one from being served.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -34,6 +39,18 @@ log = logging.getLogger(__name__)
 
 MARK_FIELD = "_min"
 STAMP = "_seq"
+TENANT_STAMP = "_tseq"
+
+
+class Stamp(NamedTuple):
+    """Where the partitions a user's context is built from were: the user's, the tenant's.
+    Also a floor: the change marks (the user's, the tenant's) a value must reach."""
+
+    user: int
+    tenant: int
+
+    def reaches(self, floor: Stamp) -> bool:
+        return self.user >= floor.user and self.tenant >= floor.tenant
 
 
 def context_keys(tenant_id: str, user_id: str) -> tuple[str, str]:
@@ -57,16 +74,30 @@ def field_for(tools: Iterable[str] | None, budget_chars: int | None,
     return hashlib.sha1(spec.encode()).hexdigest()
 
 
-def usable(raw: bytes | None, *marks: bytes | None) -> dict[str, Any] | None:
-    """The cached value, if it was computed at or after every mark (the user's last change,
-    the tenant's last tenant-wide change)."""
+def usable(raw: bytes | None, user_mark: bytes | None, tenant_mark: bytes | None
+           ) -> dict[str, Any] | None:
+    """The cached value, if its user stamp is at or after the user's last change and its
+    tenant stamp at or after the tenant's last tenant-wide change (an entry written with one
+    stamp, before they were two, has it for both)."""
     if raw is None:
         return None
     entry = dict(json.loads(raw))
     stamp = entry.pop(STAMP, None)
-    if not isinstance(stamp, int) or any(stamp < int(mark or 0) for mark in marks):
+    tenant_stamp = entry.pop(TENANT_STAMP, stamp)
+    if not isinstance(stamp, int) or not isinstance(tenant_stamp, int):
+        return None
+    if not Stamp(stamp, tenant_stamp).reaches(floor_of(user_mark, tenant_mark)):
         return None
     return entry
+
+
+def floor_of(user_mark: bytes | None, tenant_mark: bytes | None) -> Stamp:
+    return Stamp(int(user_mark or 0), int(tenant_mark or 0))
+
+
+def stamped(value: dict[str, Any], stamp: Stamp) -> str:
+    """The cached form of `value` built at `stamp`."""
+    return json.dumps({**value, STAMP: stamp.user, TENANT_STAMP: stamp.tenant})
 
 
 def queue_read(pipe: Any, tenant_id: str, user_id: str, field: str) -> None:
@@ -77,11 +108,11 @@ def queue_read(pipe: Any, tenant_id: str, user_id: str, field: str) -> None:
 
 
 def judge(entry_and_mark: Sequence[bytes | None], tenant_mark: bytes | None
-          ) -> tuple[dict[str, Any] | None, int]:
-    """The entry if it is current, and the newest change mark seen (the floor a value built
-    now must reach to be current), from the two results `queue_read` asked for."""
+          ) -> tuple[dict[str, Any] | None, Stamp]:
+    """The entry if it is current, and the change marks seen (the floor a value built now must
+    reach to be current), from the two results `queue_read` asked for."""
     raw, mark = entry_and_mark
-    return usable(raw, mark, tenant_mark), max(int(mark or 0), int(tenant_mark or 0))
+    return usable(raw, mark, tenant_mark), floor_of(mark, tenant_mark)
 
 
 async def read_context(redis: Redis, tenant_id: str, user_id: str, field: str

@@ -26,7 +26,6 @@ hits too; everything that writes is here.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,11 +37,13 @@ from redis.exceptions import RedisError
 from habitus.context_cache import (
     MARK_FIELD,
     STAMP,
+    Stamp,
     context_keys,
     field_for,
     judge,
     queue_read,
     read_context,
+    stamped,
     tenant_mark_key,
     usable,
 )
@@ -50,7 +51,7 @@ from habitus.ids import TENANT_WIDE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "field_for", "usable"]
+__all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "Stamp", "field_for", "usable"]
 
 # KEYS: the generation, the user's hash, the tenant's hash (its mark); ARGV: the generation
 # read before the inputs, the field, the value, the TTL.
@@ -91,9 +92,9 @@ class Lookup:
     #: the generation a freshly built entry must be put under (read before the inputs);
     #: "unavailable" when Redis did not answer (nothing can be put, nothing is known)
     generation: str
-    #: the newest change mark seen (the user's or the tenant's): a value built from inputs
-    #: at an earlier checkpoint is not current for this reader
-    floor: int
+    #: the change marks seen (the user's, the tenant's): a value built from inputs at
+    #: earlier checkpoints is not current for this reader
+    floor: Stamp
 
 
 def _generation(raw: bytes | str | None) -> str:
@@ -132,20 +133,20 @@ class ContextCache:
             entry_and_mark, tenant_mark, generation = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
-            return Lookup(None, "unavailable", 0)
+            return Lookup(None, "unavailable", Stamp(0, 0))
         hit, floor = judge(entry_and_mark, tenant_mark)
         return Lookup(hit, _generation(generation), floor)
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
-                  generation: str, stamp: int) -> bool:
-        """Store `value`, computed from inputs read at checkpoint `stamp`."""
+                  generation: str, stamp: Stamp) -> bool:
+        """Store `value`, computed from inputs read at checkpoints `stamp`."""
         if generation == "unavailable":
             return False
         gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
             stored = await self._put(keys=[gen_key, ctx_key, self._tenant_mark_key(tenant_id)],
-                                     args=[generation, field,
-                                           json.dumps({**value, STAMP: stamp}), self._ttl])
+                                     args=[generation, field, stamped(value, stamp),
+                                           self._ttl])
         except RedisError as exc:
             log.warning("context cache write failed", extra={"error": repr(exc)})
             return False

@@ -6,8 +6,8 @@ it has just applied the change). Calls that miss while a build of the same (tena
 variant) is under way wait for it instead, provided it is new enough for them: a build is only
 as fresh as the checkpoint it read, and a caller that already saw a change mark (set before the
 change commits) must not be handed a build that read the data before that change. So a waiter
-takes the shared result only if its stamp is at least the marks the waiter saw, as the cache
-itself does (habitus.context_cache.usable), and builds on its own otherwise.
+takes the shared result only if its stamps reach the marks the waiter saw (each its own), as
+the cache itself does (habitus.context_cache.usable), and builds on its own otherwise.
 
 Pure asyncio, no I/O of its own: the build is the caller's. A build is shielded from the
 cancellation of any one caller (an RPC timing out), so the others still get it.
@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Generic, TypeVar
 
+from habitus.context_cache import Stamp
+
 T = TypeVar("T")
 
 
@@ -26,24 +28,24 @@ class Coalescer(Generic[T]):
     """Builds in flight by key; `run` joins one that is fresh enough or starts its own."""
 
     def __init__(self) -> None:
-        self._building: dict[Hashable, asyncio.Future[tuple[T, int]]] = {}
+        self._building: dict[Hashable, asyncio.Future[tuple[T, Stamp]]] = {}
 
     def __len__(self) -> int:
         return len(self._building)
 
-    async def run(self, key: Hashable, floor: int, build: Callable[[], Awaitable[tuple[T, int]]]
-                  ) -> tuple[T, bool]:
+    async def run(self, key: Hashable, floor: Stamp,
+                  build: Callable[[], Awaitable[tuple[T, Stamp]]]) -> tuple[T, bool]:
         """The value of a build for `key` stamped at `floor` or later, and whether it was
-        another caller's. `build` returns (value, stamp): the checkpoint its inputs were at."""
+        another caller's. `build` returns (value, stamp): the checkpoints its inputs were at."""
         shared = self._building.get(key)
         if shared is not None:
             value, stamp = await asyncio.shield(shared)
-            if stamp >= floor:
+            if stamp.reaches(floor):
                 return value, True
-        mine: asyncio.Future[tuple[T, int]] = asyncio.ensure_future(build())
+        mine: asyncio.Future[tuple[T, Stamp]] = asyncio.ensure_future(build())
         self._building[key] = mine  # the newest build is the one later callers join
 
-        def done(future: asyncio.Future[tuple[T, int]]) -> None:
+        def done(future: asyncio.Future[tuple[T, Stamp]]) -> None:
             if self._building.get(key) is future:
                 del self._building[key]
             if not future.cancelled():

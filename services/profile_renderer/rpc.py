@@ -23,7 +23,7 @@ from psycopg import AsyncCursor
 from pydantic import ValidationError
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
-from habitus.context_cache import answer, field_for
+from habitus.context_cache import Stamp, answer, field_for
 from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import FacetForgotten, FacetUpdated, ProfileNotesSaved
@@ -223,9 +223,9 @@ class ProfileRpc:
         return result, "coalesced" if joined else "miss"
 
     async def _build(self, p: PromptContextParams, t: str, u: str, field: str,
-                     generation: str | None) -> tuple[dict[str, Any], int]:
-        """The context from Postgres (one statement: the stamp is exactly the checkpoint the
-        data is at), cached under `generation` (None: not cached); with its stamp."""
+                     generation: str | None) -> tuple[dict[str, Any], Stamp]:
+        """The context from Postgres (one statement: the stamps are exactly the checkpoints
+        the data is at), cached under `generation` (None: not cached); with its stamps."""
         inputs = await store.context_inputs(self.ctx.pool, RenderProjection.name, t, u,
                                             p.unconfirmed)
         version, markdown = inputs.document if inputs.document else (0, "")

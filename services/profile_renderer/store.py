@@ -12,6 +12,7 @@ from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_json
 
+from habitus.context_cache import Stamp
 from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
@@ -198,8 +199,10 @@ async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
 class ContextInputs:
     """What `prompt.context` is built from, as of one committed state."""
 
-    #: the `profile.render` checkpoint that state is at (what the cached entry is stamped with)
-    stamp: int
+    #: where `profile.render` was for that state (what the cached entry is stamped with): the
+    #: checkpoint of the partition holding the user, and of the one holding the tenant's
+    #: tenant-wide changes (one and the same when the projection is not split)
+    stamp: Stamp
     facets: list[ProfileFacet]
     #: the latest document's version and markdown (None: no version yet)
     document: tuple[int, str] | None
@@ -220,6 +223,7 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
     (`habitus.ids.CALLER_USER_PATTERN`)."""
     sql = f"""
         SELECT ({CheckpointStore(SCHEMA).last_seq_query("%(p)s", "%(slot)s")}),
+          ({CheckpointStore(SCHEMA).last_seq_query("%(p)s", "%(tslot)s")}),
           (SELECT coalesce(json_agg(json_build_array(class, key, value, pinned, stability,
                                                      origin)), '[]')
              FROM {FACETS} WHERE tenant_id = %(t)s AND user_id = %(u)s),
@@ -234,7 +238,8 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
                FROM {PROVISIONAL} WHERE tenant_id = %(t)s AND user_id = %(u)s)
           END"""
     params = {"p": projection, "t": tenant_id, "u": user_id, "all": TENANT_WIDE,
-              "unsure": unconfirmed, "slot": slot_of(tenant_id, user_id)}
+              "unsure": unconfirmed, "slot": slot_of(tenant_id, user_id),
+              "tslot": slot_of(tenant_id, TENANT_WIDE)}
     async with pool.connection() as conn:
         # autocommit for this one statement: no BEGIN before it, no COMMIT after; the pool's
         # connections are otherwise transactional, so it is set back before the return
@@ -245,9 +250,9 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
         finally:
             await conn.set_autocommit(False)
     assert row is not None
-    stamp, facets, document, rules, provisional = row
+    stamp, tenant_stamp, facets, document, rules, provisional = row
     return ContextInputs(
-        stamp=int(stamp or 0),
+        stamp=Stamp(int(stamp or 0), int(tenant_stamp or 0)),
         facets=[ProfileFacet(f[0], f[1], f[2], bool(f[3]),
                              None if f[4] is None else float(f[4]), f[5]) for f in facets],
         document=None if document is None else (int(document[0]), str(document[1])),

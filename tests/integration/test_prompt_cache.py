@@ -13,7 +13,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 
 from habitus.ids import TENANT_WIDE
-from services.profile_renderer.cache import ContextCache, field_for
+from services.profile_renderer.cache import ContextCache, Stamp, field_for
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 
@@ -32,17 +32,36 @@ async def test_an_entry_read_before_a_change_is_not_served_after_the_mark(
         cache: ContextCache) -> None:
     tenant = unique("tn")
     generation = await cache.generation(tenant, "u1")
-    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=5)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=Stamp(5, 5))
     assert await cache.get(tenant, "u1", FIELD) == {"text": "old"}
 
     await cache.mark_changed({(tenant, "u1"): 7})  # the batch applying seq 7 is committing
 
     assert await cache.get(tenant, "u1", FIELD) is None
     # a reader that read the checkpoint before the commit still cannot make its entry count
-    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=6)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "old"}, generation, stamp=Stamp(6, 6))
     assert await cache.get(tenant, "u1", FIELD) is None
-    assert await cache.put(tenant, "u1", FIELD, {"text": "new"}, generation, stamp=7)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "new"}, generation, stamp=Stamp(7, 7))
     assert await cache.get(tenant, "u1", FIELD) == {"text": "new"}
+
+
+async def test_each_partitions_stamp_is_held_to_its_own_mark(cache: ContextCache) -> None:
+    """With the renderer split, the user's partition and the tenant's (its tenant-wide rules)
+    move apart: an entry is current when its user stamp reaches the user's mark and its tenant
+    stamp the tenant's, never by comparing one partition's sequence with the other's."""
+    tenant = unique("tn")
+    await cache.mark_changed({(tenant, TENANT_WIDE): 150})  # a tenant rule at 150
+    generation = await cache.generation(tenant, "u1")
+    # the user's partition ran ahead (200), the tenant's had not applied the rule yet (140)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "no rule"}, generation,
+                           stamp=Stamp(200, 140))
+    assert await cache.get(tenant, "u1", FIELD) is None
+    # the user's partition idle far behind (90), the tenant's past the rule: current
+    assert await cache.put(tenant, "u1", FIELD, {"text": "with rule"}, generation,
+                           stamp=Stamp(90, 160))
+    assert await cache.get(tenant, "u1", FIELD) == {"text": "with rule"}
+    await cache.mark_changed({(tenant, "u1"): 95})  # now the user changes at 95
+    assert await cache.get(tenant, "u1", FIELD) is None
 
 
 async def test_marks_only_grow_and_stay_per_user(cache: ContextCache) -> None:
@@ -50,10 +69,10 @@ async def test_marks_only_grow_and_stay_per_user(cache: ContextCache) -> None:
     generation = await cache.generation(tenant, "u1")
     await cache.mark_changed({(tenant, "u1"): 9, (tenant, "u2"): 3})
     await cache.mark_changed({(tenant, "u1"): 4})  # a replayed, older batch
-    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=8)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=Stamp(8, 8))
     assert await cache.get(tenant, "u1", FIELD) is None
     other = await cache.generation(tenant, "u2")
-    assert await cache.put(tenant, "u2", FIELD, {"text": "at 3"}, other, stamp=3)
+    assert await cache.put(tenant, "u2", FIELD, {"text": "at 3"}, other, stamp=Stamp(3, 3))
     assert await cache.get(tenant, "u2", FIELD) == {"text": "at 3"}
 
 
@@ -62,7 +81,8 @@ async def test_invalidation_after_commit_turns_away_a_put_that_started_before_it
     tenant = unique("tn")
     before = await cache.generation(tenant, "u1")
     await cache.invalidate([(tenant, "u1")])
-    assert not await cache.put(tenant, "u1", FIELD, {"text": "stale"}, before, stamp=100)
+    assert not await cache.put(tenant, "u1", FIELD, {"text": "stale"}, before,
+                                stamp=Stamp(100, 100))
     assert await cache.get(tenant, "u1", FIELD) is None
 
 
@@ -71,7 +91,7 @@ async def test_a_tenant_wide_mark_turns_away_every_users_earlier_entries(
     tenant, other_tenant = unique("tn"), unique("tn")
     for t, user in ((tenant, "u1"), (tenant, "u2"), (other_tenant, "u1")):
         assert await cache.put(t, user, FIELD, {"text": f"{user} at 5"},
-                               await cache.generation(t, user), stamp=5)
+                               await cache.generation(t, user), stamp=Stamp(5, 5))
 
     await cache.mark_changed({(tenant, TENANT_WIDE): 8})  # a tenant rule's batch commits
 
@@ -82,9 +102,9 @@ async def test_a_tenant_wide_mark_turns_away_every_users_earlier_entries(
     await cache.invalidate([(tenant, TENANT_WIDE)])
     assert await cache.get(tenant, "u1", FIELD) is None
     generation = await cache.generation(tenant, "u1")
-    assert await cache.put(tenant, "u1", FIELD, {"text": "at 7"}, generation, stamp=7)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 7"}, generation, stamp=Stamp(7, 7))
     assert await cache.get(tenant, "u1", FIELD) is None
-    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=8)
+    assert await cache.put(tenant, "u1", FIELD, {"text": "at 8"}, generation, stamp=Stamp(8, 8))
     assert await cache.get(tenant, "u1", FIELD) == {"text": "at 8"}
     # a user's own later mark still counts on top of the tenant's
     await cache.mark_changed({(tenant, "u1"): 9})
@@ -100,7 +120,7 @@ async def test_the_tenant_mark_outlives_the_entries_it_turns_away(servers: Serve
         mark_key = f"habitus:profile:{tenant}:{TENANT_WIDE}:ctx"
         assert 0 < await redis.ttl(mark_key) <= 5
         assert await long.put(tenant, "u1", FIELD, {"text": "at 4"},
-                              await long.generation(tenant, "u1"), stamp=4)
+                              await long.generation(tenant, "u1"), stamp=Stamp(4, 4))
         assert await redis.ttl(mark_key) > 5  # stretched to the new entry's TTL
     finally:
         await redis.aclose()
@@ -112,9 +132,10 @@ async def test_the_context_with_unconfirmed_facets_is_its_own_entry(cache: Conte
     plain = field_for(["send_email"], 500)
     assert asked != plain and plain == field_for(["send_email"], 500, unconfirmed=False)
     generation = await cache.generation(tenant, "u1")
-    assert await cache.put(tenant, "u1", asked, {"text": "with questions"}, generation, 1)
+    assert await cache.put(tenant, "u1", asked, {"text": "with questions"}, generation,
+                           Stamp(1, 1))
     assert await cache.get(tenant, "u1", plain) is None  # never served for the plain request
-    assert await cache.put(tenant, "u1", plain, {"text": "plain"}, generation, 1)
+    assert await cache.put(tenant, "u1", plain, {"text": "plain"}, generation, Stamp(1, 1))
     assert await cache.get(tenant, "u1", asked) == {"text": "with questions"}
     assert await cache.get(tenant, "u1", plain) == {"text": "plain"}
     await cache.invalidate([(tenant, "u1")])  # a change drops both variants
