@@ -10,7 +10,9 @@ A replica builds the projection as the contract does (`harness.instantiate`, the
 the name and tenants it is given), joins the partitions' membership like a service's process
 and applies its share. With `stall_after`, after that many batches it writes its marker file
 and then hangs inside the next batch's transaction, which is where the test kills it: mid-run,
-mid-batch, nothing of that batch committed or acknowledged.
+mid-batch, nothing of that batch committed or acknowledged. With `gate` (a benchmark's), it
+loads what its first batch would (`warm`), writes `ready` to its marker and joins only once the
+gate file exists, so replicas start together and their start-up is not measured.
 """
 
 from __future__ import annotations
@@ -69,6 +71,13 @@ async def replica(spec: dict[str, Any]) -> None:
     member = Membership("contract", projection.schema, [projection], nc, pool,
                         partitions=spec["partitions"], lease_seconds=spec["lease"],
                         member=spec["member"], runner_config=config)
+    if spec.get("gate"):
+        reader = getattr(projection, "reader", None)  # the producers' statement reader
+        if reader is not None:
+            await asyncio.to_thread(reader.warm)
+        await asyncio.to_thread(Path(spec["marker"]).write_text, "ready")
+        while not await asyncio.to_thread(Path(spec["gate"]).exists):
+            await asyncio.sleep(0.01)
     await member.start()
     await asyncio.Event().wait()
 
