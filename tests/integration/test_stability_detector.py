@@ -678,3 +678,70 @@ async def test_a_periodic_rebuild_survives_a_user_whose_summary_will_not_parse(
     async with pool.connection() as conn, conn.cursor() as cur:
         assert (await store.summary_state(cur, good.tenant, good.user)).last_as_of == T0 + 120
         assert (await store.summary_state(cur, bad.tenant, bad.user)).last_as_of == T0
+
+
+async def test_a_periodic_request_rebuilds_the_due_users_of_its_slot_only(
+        learning: None, nc: Any, pool: Any) -> None:
+    """The scheduler asks once per slot (so each partition of the learning cache rebuilds its
+    own users): a request on `periodic_user(s)` rebuilds the due users whose slot is `s`, and
+    the other slot's due user stays due until its own request."""
+    from habitus.subjects import slot_of
+    from services.stability_detector import store
+    from services.stability_detector.periodic import SYSTEM_TENANT, periodic_slot, periodic_user
+
+    first, second = User(nc, pool), User(nc, pool)
+    second.tenant = first.tenant
+    second.user = next(f"u{n}" for n in range(2, 200)
+                       if slot_of(first.tenant, f"u{n}") != slot_of(first.tenant, first.user))
+    for u in (first, second):
+        await u.candidate(times=3)
+        await u.rebuild(T0)
+        await u.candidate(times=2, at=T0 + 60)  # due at the next periodic
+
+    async def periodic(slot: int, at: float) -> None:
+        user = periodic_user(slot)
+        assert periodic_slot(SYSTEM_TENANT, user) == slot
+        event = CATALOG.new(RebuildRequested(as_of=at, scope="periodic", reason="periodic"),
+                            tenant_id=SYSTEM_TENANT, user_id=user, producer="tests",
+                            occurred_at=at)
+        result = await first.publisher.publish(event)
+        await wait_applied(pool, "learning", "learning.cache", result.seq,
+                           slot=slot_of(SYSTEM_TENANT, user))
+
+    async def rebuilt_at(u: User) -> float | None:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            return (await store.summary_state(cur, u.tenant, u.user)).last_as_of
+
+    await periodic(slot_of(first.tenant, first.user), T0 + 120)
+    assert (await rebuilt_at(first), await rebuilt_at(second)) == (T0 + 120, T0)
+    await periodic(slot_of(second.tenant, second.user), T0 + 180)
+    assert (await rebuilt_at(first), await rebuilt_at(second)) == (T0 + 120, T0 + 180)
+
+
+async def test_a_periodic_tick_asks_once_per_slot(user: User) -> None:
+    """One request per slot, each on a subject stored under that slot, so every partition of
+    the learning cache (whatever their number) receives the requests of its own slots."""
+    from types import SimpleNamespace
+
+    from habitus.subjects import SLOTS, slot_of
+    from services.stability_detector.periodic import SYSTEM_TENANT
+    from services.stability_detector.scheduler import RebuildScheduler
+
+    published: list[Event[Any]] = []
+
+    class Recorder:
+        async def publish_many(self, events: list[Event[Any]]) -> list[Any]:
+            published.extend(events)
+            return [None] * len(events)
+
+    ctx = SimpleNamespace(pool=user.pool, publisher=Recorder())
+    scheduler = RebuildScheduler(ctx, LearningSettings(scheduler_enabled=False),  # type: ignore[arg-type]
+                                 last_periodic=None)
+    result = await scheduler.tick(T0 + 30 * DAY)
+    assert result.periodic
+    periodic = [e for e in published if e.payload.scope == "periodic"]
+    assert sorted(slot_of(e.tenant_id, e.user_id) for e in periodic) == list(range(SLOTS))
+    assert {e.tenant_id for e in periodic} == {SYSTEM_TENANT}
+    assert len({e.event_id for e in periodic}) == SLOTS  # one id per slot and period
+    again = await scheduler.tick(T0 + 30 * DAY + 1)  # within the period: none again
+    assert not again.periodic
