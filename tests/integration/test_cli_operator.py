@@ -49,7 +49,8 @@ async def stack(servers: ServerUrls) -> AsyncIterator[Stack]:
     """The gateway, habits and profile renderer (habits_stack), plus the producers, the
     learning cache and the router."""
     migrate(servers.database)
-    settings = servers.settings()
+    # short leases: a repartition is taken up at the services' next renewal (a third of it)
+    settings = servers.settings().model_copy(update={"lease_seconds": 1.5})
     async with AsyncExitStack() as services:
         for spec in (producers(), learning(LearningSettings(scheduler_enabled=False)),
                      trace_router()):
@@ -535,3 +536,45 @@ async def test_dlq_replay_by_sequence_of_a_running_consumer(servers: ServerUrls,
     new_seq = int(done.split(" sequence ")[1].split(";")[0])
     await eventually(lambda: listed(new_seq), timeout=20, interval=0.3)
     assert [x["original_seq"] for x in mine] == [new_seq]  # the first one is gone
+
+
+async def test_partitions_shows_the_owners_and_set_repartitions_while_it_runs(
+        servers: ServerUrls, acme: Client) -> None:
+    """`habitus partitions` names the replica applying each partition; `set` splits a running
+    projection (the service takes the new layout up by itself) and it goes on learning;
+    `admin.partitions` through the gateway answers the same."""
+    name = "producers.candidates"
+
+    async def parts() -> list[dict[str, Any]]:
+        return list(as_json(await habitus(servers, "partitions", "-p", name, "--json")))
+
+    [whole] = await parts()
+    assert (whole["partition"], whole["state"], whole["owner_alive"]) == ("0/1", "active", True)
+    table = ok(await habitus(servers, "partitions"))
+    assert name in table and "owners: " in table
+
+    for bad, why in ((["--count", "3"], "one of 1, 2, 4, 8, 16"),
+                     (["nope.nothing", "--count", "2"], "unknown projection")):
+        args = [name, *bad] if bad[0] == "--count" else bad
+        refused = await habitus(servers, "partitions", "set", *args)
+        assert refused.exit_code == 2 and why in refused.output, refused.output
+
+    async def laid_out(count: int) -> bool:
+        found = await parts()
+        return (sorted(p["partition"] for p in found) == [f"{i}/{count}" for i in range(count)]
+                and all(p["state"] == "active" and p["owner_alive"] for p in found))
+
+    try:
+        [done] = as_json(await habitus(servers, "partitions", "set", name, "--count", "2",
+                                       "--json"))
+        assert done["count"] == 2 and done["cutover"] > 0
+        await eventually(lambda: laid_out(2), timeout=30, interval=0.3)
+        facts = await learned(servers, acme, "after-split")
+        assert facts, "nothing learned after the split"
+        answer = await acme.rpc("admin.partitions", projections=[name])
+        assert sorted(p["partition"] for p in answer["partitions"]) == ["0/2", "1/2"]
+        status, why = await acme.refused("admin.partitions", projections=["nope.nothing"])
+        assert status == 400 and "unknown projection" in why
+    finally:
+        as_json(await habitus(servers, "partitions", "set", name, "--count", "1", "--json"))
+        await eventually(lambda: laid_out(1), timeout=30, interval=0.3)

@@ -38,7 +38,9 @@ class PartitionState:
     #: the replica that claimed it last, and whether its lease is alive
     owner: str | None
     owner_alive: bool
-    #: the stream's last sequence on the partition's subjects (0: none there)
+    #: the stream's last sequence on the partition's subjects (0: none there); while a split
+    #: projection's partition has deliveries pending, the last on the whole projection's
+    #: subjects (an upper bound: one get per event type, not one per type and slot)
     stream_seq: int
     checkpoint: int
     #: its consumer's undelivered and unacknowledged messages; None: no consumer now
@@ -108,20 +110,29 @@ async def states(js: Any, conn: AsyncConnection[Any], names: list[str] | None = 
             rows[(schema, name)] = layout
     for info in infos:
         projection = resolve(info.name)
+        whole: int | None = None  # the stream's last sequence on the projection's subjects
         for row in rows.get((info.schema, info.name), []):
             durable = durable_name(projection, row.partition)
-            pending: int | None
-            ack_pending: int | None
+            pending: int | None = None
+            ack_pending: int | None = None
+            delivered = 0
             try:
                 ci = await js.consumer_info(info.stream, durable)
                 pending, ack_pending = int(ci.num_pending or 0), int(ci.num_ack_pending or 0)
+                delivered = int(ci.delivered.stream_seq or 0) if ci.delivered else 0
             except NotFoundError:
-                pending = ack_pending = None
+                pass
+            if pending == 0 and ack_pending == 0 and not row.partition.whole:
+                # everything on its subjects was delivered: the last delivery is their end
+                last = max(delivered, row.last_seq)
+            else:
+                if whole is None:
+                    whole = await last_seq_on(js, info.stream, list(projection.filter_subjects))
+                last = whole  # exact when whole; a bound while a partition has work left
             out.append(PartitionState(
                 info.name, info.schema, info.stream, row.partition.label, durable, row.state,
-                row.owner, row.owner in alive.get(info.schema, set()),
-                await last_seq_on(js, info.stream, projection.partition_filters(row.partition)),
-                row.last_seq, pending, ack_pending, row.cutover_seq))
+                row.owner, row.owner in alive.get(info.schema, set()), last, row.last_seq,
+                pending, ack_pending, row.cutover_seq))
     return out
 
 
