@@ -76,7 +76,7 @@ async def replica(spec: dict[str, Any]) -> None:
         if reader is not None:
             await asyncio.to_thread(reader.warm)
         await asyncio.to_thread(Path(spec["marker"]).write_text, "ready")
-        while not await asyncio.to_thread(Path(spec["gate"]).exists):
+        while not await asyncio.to_thread(Path(spec["gate"]).exists):  # noqa: ASYNC110
             await asyncio.sleep(0.01)
     await member.start()
     await asyncio.Event().wait()
