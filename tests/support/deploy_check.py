@@ -182,10 +182,13 @@ def kustomize_build(directory: Path) -> list[dict[str, Any]]:
     (inline or `path`; a list is a JSON 6902 patch with add/replace/remove, a mapping a
     strategic-merge patch where mappings merge, lists of mappings merge by `name`, other lists
     are replaced and null deletes; `target` by kind and name regex), then
-    `namePrefix`/`nameSuffix`, then `labels` (`includeSelectors`, `includeTemplates`), in
-    kustomize's order. Generators are not expanded (no ConfigMap/Secret, no hash suffix in the
-    references). Any other key raises, so a new kustomize feature needs this updated (and the
-    comparison with kubectl keeps it honest).
+    `namePrefix`/`nameSuffix`, then `labels` (`includeSelectors`, `includeTemplates`; the
+    selectors rewritten are those of `_SELECTOR_PATHS`: a Service's, a Deployment's and its
+    topology spread constraints', a Job's and a PodDisruptionBudget's), in kustomize's order.
+    Like kustomize, it renames no reference inside a custom resource (a ScaledObject's
+    scaleTargetRef keeps the name written). Generators are not expanded (no ConfigMap/Secret,
+    no hash suffix in the references). Any other key raises, so a new kustomize feature needs
+    this updated (and the comparison with kubectl keeps it honest).
     """
     spec = kustomization(directory)
     unknown = set(spec) - _KUSTOMIZATION_KEYS
@@ -294,6 +297,41 @@ def _merge(base: Any, patch: Any) -> Any:
     return copy.deepcopy(patch)
 
 
+#: where `labels` with includeSelectors puts its pairs, by kind: (path, whether a missing map is
+#: created), a list on the way applying to each item. kustomize's commonLabels field specs, for
+#: the kinds in use; a selector of any other kind raises rather than being guessed.
+_SELECTOR_PATHS: dict[str, list[tuple[tuple[str, ...], bool]]] = {
+    "Service": [(("spec", "selector"), True)],
+    "Deployment": [
+        (("spec", "selector", "matchLabels"), True),
+        (("spec", "template", "spec", "topologySpreadConstraints", "labelSelector",
+          "matchLabels"), False),
+    ],
+    "Job": [(("spec", "selector", "matchLabels"), False)],
+    "PodDisruptionBudget": [(("spec", "selector", "matchLabels"), False)],
+}
+#: pod-spec fields holding label selectors that kustomize rewrites for some kinds
+_POD_SELECTORS = ("affinity", "topologySpreadConstraints")
+
+
+def _put_labels(node: Any, path: tuple[str, ...], pairs: dict[str, str], create: bool) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _put_labels(item, path, pairs, create)
+        return
+    if not isinstance(node, dict):
+        return
+    key, rest = path[0], path[1:]
+    if key not in node:
+        if not create:
+            return
+        node[key] = {}
+    if rest:
+        _put_labels(node[key], rest, pairs, create)
+    else:
+        node[key].update(pairs)
+
+
 def _add_labels(resource: dict[str, Any], label: dict[str, Any]) -> None:
     pairs = {str(k): str(v) for k, v in label["pairs"].items()}
     selectors = bool(label.get("includeSelectors"))
@@ -302,15 +340,197 @@ def _add_labels(resource: dict[str, Any], label: dict[str, Any]) -> None:
     spec = resource.get("spec") or {}
     if templates and "template" in spec:
         spec["template"].setdefault("metadata", {}).setdefault("labels", {}).update(pairs)
-    if selectors and resource["kind"] == "Service":
-        spec.setdefault("selector", {}).update(pairs)
-    elif selectors and "selector" in spec:
-        spec["selector"].setdefault("matchLabels", {}).update(pairs)
+    if not selectors:
+        return
+    kind = resource["kind"]
+    paths = _SELECTOR_PATHS.get(kind)
+    if paths is None:
+        pod = (spec.get("template") or {}).get("spec") or {}
+        if "selector" in spec or any(field in pod for field in _POD_SELECTORS):
+            raise ValueError(f"kustomize_build does not know where {kind} selects pods")
+        return
+    if kind == "Deployment" and "affinity" in ((spec.get("template") or {}).get("spec") or {}):
+        raise ValueError("kustomize_build does not rewrite pod affinity selectors")
+    for path, create in paths:
+        _put_labels(resource, path, pairs, create)
 
 
 def generator_literals(directory: Path, key: str, name: str) -> dict[str, str]:
     [gen] = [g for g in kustomization(directory).get(key) or [] if g["name"] == name]
     return dict(literal.split("=", 1) for literal in gen.get("literals") or [])
+
+
+# --- Validating the rendered resources ----------------------------------------------------------
+
+#: the Kubernetes version whose API schemas the rendered resources are checked against
+KUBERNETES_VERSION = "1.32"
+
+_DNS_LABEL = {"type": "string", "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+_OBJECT_META = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name"],
+    "properties": {
+        "name": _DNS_LABEL,
+        "namespace": _DNS_LABEL,
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+    },
+}
+_SECONDS = {"type": "integer", "minimum": 0, "maximum": 3600}
+_SCALING_RULES = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "stabilizationWindowSeconds": _SECONDS,
+        "selectPolicy": {"enum": ["Max", "Min", "Disabled"]},
+        "policies": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["type", "value", "periodSeconds"],
+            "properties": {
+                "type": {"enum": ["Pods", "Percent"]},
+                "value": {"type": "integer", "minimum": 1},
+                "periodSeconds": {"type": "integer", "minimum": 1, "maximum": 1800},
+            },
+        }},
+    },
+}
+#: a JetStream name (stream or consumer): no dots, wildcards or spaces
+_JS_NAME = {"type": "string", "pattern": r"^[A-Za-z0-9_-]+$"}
+
+#: KEDA's ScaledObject (keda.sh/v1alpha1), for exactly the fields Habitus writes: only
+#: `nats-jetstream` triggers, with only the metadata keys the scaler reads
+SCALED_OBJECT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "keda.sh/v1alpha1"},
+        "kind": {"const": "ScaledObject"},
+        "metadata": _OBJECT_META,
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["scaleTargetRef", "minReplicaCount", "maxReplicaCount", "triggers"],
+            "properties": {
+                "scaleTargetRef": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["name"],
+                    "properties": {"name": _DNS_LABEL},
+                },
+                "pollingInterval": {"type": "integer", "minimum": 1},
+                "minReplicaCount": {"type": "integer", "minimum": 0},
+                "maxReplicaCount": {"type": "integer", "minimum": 1},
+                "advanced": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {"horizontalPodAutoscalerConfig": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {"behavior": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {"scaleUp": _SCALING_RULES,
+                                           "scaleDown": _SCALING_RULES},
+                        }},
+                    }},
+                },
+                "triggers": {"type": "array", "minItems": 1, "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type", "metadata"],
+                    "properties": {
+                        "type": {"const": "nats-jetstream"},
+                        # KEDA passes trigger metadata as strings, whatever it means
+                        "metadata": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["natsServerMonitoringEndpoint", "account", "stream",
+                                         "consumer", "lagThreshold"],
+                            "properties": {
+                                "natsServerMonitoringEndpoint": {
+                                    "type": "string", "pattern": r"^[a-z0-9.-]+:[0-9]{1,5}$"},
+                                "account": {"type": "string", "minLength": 1},
+                                "stream": _JS_NAME,
+                                "consumer": _JS_NAME,
+                                "lagThreshold": {"type": "string", "pattern": r"^[1-9][0-9]*$"},
+                            },
+                        },
+                    },
+                }},
+            },
+        },
+    },
+}
+
+_GO_DURATION = r"([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+"
+#: NACK's Stream (jetstream.nats.io/v1beta2), for exactly the fields Habitus writes
+NACK_STREAM_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "jetstream.nats.io/v1beta2"},
+        "kind": {"const": "Stream"},
+        "metadata": _OBJECT_META,
+        "spec": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "subjects", "retention", "storage", "replicas", "maxAge",
+                         "discard", "duplicateWindow", "denyDelete", "denyPurge", "allowDirect",
+                         "preventDelete"],
+            "properties": {
+                "name": _JS_NAME,
+                "description": {"type": "string"},
+                "subjects": {"type": "array", "minItems": 1,
+                             "items": {"type": "string", "pattern": r"^[^\s]+$"}},
+                "retention": {"enum": ["limits", "interest", "workqueue"]},
+                "storage": {"enum": ["file", "memory"]},
+                "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+                # "" is no limit
+                "maxAge": {"type": "string", "pattern": f"^({_GO_DURATION})?$"},
+                "discard": {"enum": ["old", "new"]},
+                "duplicateWindow": {"type": "string", "pattern": f"^{_GO_DURATION}$"},
+                "denyDelete": {"type": "boolean"},
+                "denyPurge": {"type": "boolean"},
+                "allowDirect": {"type": "boolean"},
+                "preventDelete": {"type": "boolean"},
+                "subjectTransform": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["source", "dest"],
+                    "properties": {"source": {"type": "string", "minLength": 1},
+                                   "dest": {"type": "string", "minLength": 1}},
+                },
+                "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        },
+    },
+}
+
+#: (apiVersion, kind) -> the schema a custom resource is validated with
+CUSTOM_RESOURCE_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("keda.sh/v1alpha1", "ScaledObject"): SCALED_OBJECT_SCHEMA,
+    ("jetstream.nats.io/v1beta2", "Stream"): NACK_STREAM_SCHEMA,
+}
+
+
+def validate_resource(resource: dict[str, Any]) -> None:
+    """Raise unless `resource` is valid: a Kubernetes kind against the API's own schemas for
+    KUBERNETES_VERSION (strict: no field the API does not have), a custom resource against
+    its schema above. A custom resource of any other kind raises (no schema to check it)."""
+    schema = CUSTOM_RESOURCE_SCHEMAS.get((resource.get("apiVersion"), resource.get("kind")))
+    if schema is not None:
+        import jsonschema
+
+        jsonschema.validate(resource, schema, cls=jsonschema.Draft202012Validator)
+    else:
+        import kubernetes_validate  # a dev dependency; only the tests import this module
+
+        kubernetes_validate.validate(resource, KUBERNETES_VERSION, strict=True)
 
 
 # --- The check ----------------------------------------------------------------------------------

@@ -2,8 +2,12 @@
 
 Checks the Dockerfile, docker-compose.yml, the Prometheus scrape config and alert rules, the
 Grafana provisioning and dashboard, and the kustomize base and dev overlay against the facts the
-code fixes: commands, ports, environment, probe paths and metric names. Where the docker compose
-plugin or kubectl is installed, their own validators run too; otherwise those tests skip.
+code fixes: commands, ports, environment, probe paths and metric names, and the replicas'
+placement (two of each, spread, a disruption budget each). Where the docker compose plugin or
+kubectl is installed, their own validators run too (and every resource kubectl renders is
+checked against the Kubernetes API's schemas, the custom ones against their own:
+`deploy_check.validate_resource`); otherwise those tests skip. The generated ScaledObjects and
+NACK streams are tests/unit/test_k8s_scaling.py's.
 
 Which services exist comes from the service descriptors (`habitus.service.registry`), never from
 a list here: `tests/support/deploy_check.deploy_problems` names every deploy file, entry point
@@ -25,6 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from habitus.config import Settings
 from habitus.service import registry
 from habitus.service.descriptor import ServiceDescriptor
 from tests.support import deploy_check
@@ -40,6 +45,7 @@ from tests.support.deploy_check import (
     kustomize_build,
     planned_compose_services,
     scrape_targets,
+    validate_resource,
 )
 from tests.support.deploy_check import compose_command as command_of
 from tests.support.deploy_check import compose_env as env_of
@@ -55,6 +61,12 @@ DASHBOARD_FILE = GRAFANA_DIR / "dashboards" / "habitus-overview.json"
 K8S_DEV = ROOT / "k8s" / "overlays" / "dev"
 K8S_SERVICE_BASE = K8S_BASE / "service"
 K8S_SERVICES = K8S_BASE / "services"
+#: the generated KEDA ScaledObject in a service's directory (habitus.ops.k8s_scaling)
+SCALED_OBJECT_FILE = "scaledobject.yaml"
+#: replicas in the base: the partitions are shared, so a lost pod's are taken over
+BASE_REPLICAS = 2
+#: the topology keys every long-running Habitus pod is spread over
+SPREAD_KEYS = ["kubernetes.io/hostname", "topology.kubernetes.io/zone"]
 
 # --- Facts fixed by the code --------------------------------------------------------------------
 
@@ -781,44 +793,100 @@ def check_pod(deployment: dict[str, Any], port: int) -> None:
     assert selector.items() <= pod["metadata"]["labels"].items(), name
 
 
+def scaled(service: ServiceDescriptor) -> bool:
+    """Whether a bus service has a ScaledObject (one with projections to measure the lag of)."""
+    return bool(service.projections)
+
+
 def test_base_lists_only_what_exists() -> None:
     expected = {
         ("Deployment", GATEWAY_DEPLOYMENT),
         ("Service", GATEWAY_DEPLOYMENT),
+        ("PodDisruptionBudget", GATEWAY_DEPLOYMENT),
         ("Job", MIGRATE_JOB),
-    } | {("Deployment", deployment_name(s)) for s in BUILT}
+    }
+    for s in BUILT:
+        expected |= {("Deployment", deployment_name(s)),
+                     ("PodDisruptionBudget", deployment_name(s))}
+        if scaled(s):
+            expected.add(("ScaledObject", deployment_name(s)))
     assert set(base_resources()) == expected
+    assert any(scaled(s) for s in BUILT)
+
+
+def spread_problems(deployment: dict[str, Any]) -> list[str]:
+    """What keeps a Deployment's pods from being spread over nodes and zones, each constraint
+    selecting exactly the Deployment's own pods (what its selector selects)."""
+    name = deployment["metadata"]["name"]
+    constraints = deployment["spec"]["template"]["spec"].get("topologySpreadConstraints") or []
+    own = deployment["spec"]["selector"]["matchLabels"]
+    problems = []
+    if [c["topologyKey"] for c in constraints] != SPREAD_KEYS:
+        problems.append(f"{name}: spread over {[c['topologyKey'] for c in constraints]}")
+    for c in constraints:
+        if c["labelSelector"] != {"matchLabels": own}:
+            problems.append(f"{name}: {c['topologyKey']} selects {c['labelSelector']}, not {own}")
+        if c["whenUnsatisfiable"] != "ScheduleAnyway" or c["maxSkew"] != 1:
+            problems.append(f"{name}: {c['topologyKey']} must be preferred, skew 1")
+        if c.get("matchLabelKeys") != ["pod-template-hash"]:
+            problems.append(f"{name}: {c['topologyKey']} compares other revisions' pods")
+    return problems
+
+
+def check_budget(resources: dict[tuple[str, str], dict[str, Any]], name: str) -> None:
+    """The Deployment `name` has a budget keeping one of its pods, selecting them exactly."""
+    budget = resources[("PodDisruptionBudget", name)]
+    deployment = resources[("Deployment", name)]
+    assert budget["spec"]["minAvailable"] == 1, name
+    assert "maxUnavailable" not in budget["spec"], name
+    assert budget["spec"]["selector"] == deployment["spec"]["selector"], name
+    assert budget["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow", name
 
 
 def test_bus_services_share_one_deployment() -> None:
-    """k8s/base/services/<deploy name> per bus service in code, each the shared Deployment
-    (k8s/base/service) with a name suffix, labels and a patch of the container name and args."""
+    """k8s/base/services/<deploy name> per bus service in code, each the shared Deployment and
+    PodDisruptionBudget (k8s/base/service) with a name suffix, labels and a patch of the
+    container name and args, plus the service's generated ScaledObject and nothing else."""
     assert {p.name for p in K8S_SERVICES.iterdir()} == {s.deploy_name for s in BUILT}
     base = kustomization(K8S_BASE)["resources"]
     assert [r for r in base if r.startswith("services/")] == sorted(
         f"services/{s.deploy_name}" for s in BUILT
     )
-    assert kustomization(K8S_SERVICE_BASE)["resources"] == ["deployment.yaml"]
-    [shared] = kustomize_build(K8S_SERVICE_BASE)
+    assert kustomization(K8S_SERVICE_BASE)["resources"] == ["deployment.yaml", "pdb.yaml"]
+    shared = {d["kind"]: d for d in kustomize_build(K8S_SERVICE_BASE)}
+    assert set(shared) == {"Deployment", "PodDisruptionBudget"}
     for service in BUILT:
         directory = K8S_SERVICES / service.deploy_name
-        assert {p.name for p in directory.iterdir()} == {"kustomization.yaml"}, directory
+        generated = [SCALED_OBJECT_FILE] if scaled(service) else []
+        assert sorted(p.name for p in directory.iterdir()) == sorted(
+            ["kustomization.yaml", *generated]), directory
         spec = kustomization(directory)
-        assert spec["resources"] == ["../../service"], directory
+        assert spec["resources"] == ["../../service", *generated], directory
         assert spec["nameSuffix"] == f"-{service.deploy_name}", directory
         assert len(directory.joinpath("kustomization.yaml").read_text().splitlines()) < 40
-        [built] = kustomize_build(directory)
+        built = {d["kind"]: d for d in kustomize_build(directory)}
+        assert set(built) == set(shared) | ({"ScaledObject"} if generated else set())
         text = json.dumps(built)
         assert "SERVICE" not in text, f"{directory}: a placeholder is left"
+        name = deployment_name(service)
+        assert {d["metadata"]["name"] for d in built.values()} == {name}
+
+        def named(doc: dict[str, Any], name: str = name) -> Any:
+            """The shared resource with the service's name label in its selectors."""
+            return json.loads(json.dumps(doc).replace('"habitus-SERVICE"', json.dumps(name)))
+
         # Only the name, the labels, the container name and args differ from the shared one.
-        container, shared_container = container_of(built), container_of(shared)
+        deployment, shared_deployment = built["Deployment"], named(shared["Deployment"])
+        container, shared_container = container_of(deployment), container_of(shared_deployment)
         assert {k: v for k, v in container.items() if k not in {"name", "args"}} == {
             k: v for k, v in shared_container.items() if k not in {"name", "args"}
         }
         assert container["name"] == service.deploy_name
-        assert built["spec"]["template"]["spec"] | {"containers": []} == (
-            shared["spec"]["template"]["spec"] | {"containers": []}
+        assert deployment["spec"]["template"]["spec"] | {"containers": []} == (
+            shared_deployment["spec"]["template"]["spec"] | {"containers": []}
         )
+        assert built["PodDisruptionBudget"]["spec"] == named(shared["PodDisruptionBudget"])[
+            "spec"]
 
 
 def test_kustomize_build_agrees_with_kubectl() -> None:
@@ -855,11 +923,24 @@ def test_kustomize_build_applies_patches_and_labels(tmp_path: Path) -> None:
                     "selector": {"matchLabels": {"a": "1"}},
                     "template": {
                         "metadata": {"labels": {"a": "1"}},
-                        "spec": {"containers": [{"name": "c", "image": "i", "args": ["old"]}]},
+                        "spec": {
+                            "containers": [{"name": "c", "image": "i", "args": ["old"]}],
+                            "topologySpreadConstraints": [
+                                {"topologyKey": "k", "labelSelector": {"matchLabels": {"a": "1"}}},
+                                {"topologyKey": "z", "labelSelector": {"matchExpressions": []}},
+                            ],
+                        },
                     },
                 },
             }
         )
+        + "---\n"
+        + yaml.safe_dump({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                          "metadata": {"name": "x"},
+                          "spec": {"minAvailable": 1, "selector": {"matchLabels": {"a": "1"}}}})
+        + "---\n"
+        + yaml.safe_dump({"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                          "metadata": {"name": "x"}, "spec": {"scaleTargetRef": {"name": "x"}}})
     )
     (tmp_path / "smp.yaml").write_text(
         yaml.safe_dump(
@@ -895,8 +976,19 @@ def test_kustomize_build_applies_patches_and_labels(tmp_path: Path) -> None:
             }
         )
     )
-    [d] = kustomize_build(tmp_path)
+    d, budget, scaled_object = kustomize_build(tmp_path)
     assert d["metadata"] == {"name": "p-x-s", "labels": {"sel": "y", "tpl": "z", "meta": "m"}}
+    # Selector labels reach the spread constraints' selectors that have matchLabels, and the
+    # budget's; a custom resource gets metadata labels only, its reference keeps its name.
+    spread = d["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert [c["labelSelector"] for c in spread] == [
+        {"matchLabels": {"a": "1", "sel": "y"}}, {"matchExpressions": []}]
+    assert budget["spec"]["selector"] == {"matchLabels": {"a": "1", "sel": "y"}}
+    assert budget["metadata"]["labels"] == {"sel": "y", "tpl": "z", "meta": "m"}
+    assert scaled_object == {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+                             "metadata": {"name": "p-x-s",
+                                          "labels": {"sel": "y", "tpl": "z", "meta": "m"}},
+                             "spec": {"scaleTargetRef": {"name": "x"}}}
     assert d["spec"]["replicas"] == 3
     assert d["spec"]["selector"]["matchLabels"] == {"a": "1", "sel": "y"}
     assert d["spec"]["template"]["metadata"]["labels"] == {"a": "1", "sel": "y", "tpl": "z"}
@@ -906,12 +998,23 @@ def test_kustomize_build_applies_patches_and_labels(tmp_path: Path) -> None:
     (tmp_path / "kustomization.yaml").write_text("resources: [base]\nimages: []\n")
     with pytest.raises(ValueError, match="images"):
         kustomize_build(tmp_path)
+    # A kind whose selectors it does not know is refused, not guessed.
+    (tmp_path / "base" / "d.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+         "spec": {"selector": {"matchLabels": {"a": "1"}}}}))
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"resources": ["base"], "labels": [{"pairs": {"sel": "y"}, "includeSelectors": True}]}))
+    with pytest.raises(ValueError, match="StatefulSet"):
+        kustomize_build(tmp_path)
 
 
 def test_gateway_deployment() -> None:
     deployment = gateway_deployment()
     assert container_of(deployment)["args"] == ["serve", GATEWAY.name]
     check_pod(deployment, GATEWAY_PORT)
+    assert deployment["spec"]["replicas"] == BASE_REPLICAS
+    assert spread_problems(deployment) == []
+    check_budget(base_resources(), GATEWAY_DEPLOYMENT)
 
 
 @pytest.mark.parametrize("service", BUILT, ids=lambda s: s.deploy_name)
@@ -924,19 +1027,31 @@ def test_bus_service_deployment(service: ServiceDescriptor) -> None:
     ports = {p.get("name"): p["containerPort"] for p in container["ports"]}
     assert ports.get("metrics") == METRICS_PORT
     check_pod(deployment, METRICS_PORT)
-    # One active consumer per projection (advisory lock); more replicas are standbys only.
-    assert deployment["spec"]["replicas"] == 1
+    # The replicas share the projections' partitions; a lost one's are taken over in a lease.
+    assert deployment["spec"]["replicas"] == BASE_REPLICAS
+    # Each replica is a member of the service's membership by its pod's name.
+    assert container["env"] == [{
+        "name": "HABITUS_MEMBER",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
+    }]
+    assert spread_problems(deployment) == []
+    check_budget(resources, deployment_name(service))
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/name"] == deployment_name(service)
     assert labels["app.kubernetes.io/component"] == service.deploy_name
     assert deployment["spec"]["selector"]["matchLabels"] == {
         "app.kubernetes.io/name": deployment_name(service)
     }
-    # No other workload's selector, nor the gateway Service's, picks up these pods.
+    # No other workload's selector, budget or spread, nor the gateway Service's, picks up
+    # these pods.
     for (kind, name), doc in resources.items():
         if name == deployment_name(service):
             continue
         if kind == "Deployment":
+            assert not doc["spec"]["selector"]["matchLabels"].items() <= labels.items(), name
+            for c in doc["spec"]["template"]["spec"].get("topologySpreadConstraints") or []:
+                assert not c["labelSelector"]["matchLabels"].items() <= labels.items(), name
+        elif kind == "PodDisruptionBudget":
             assert not doc["spec"]["selector"]["matchLabels"].items() <= labels.items(), name
         elif kind == "Service":
             assert not doc["spec"]["selector"].items() <= labels.items(), name
@@ -971,6 +1086,12 @@ def test_config_comes_from_the_configmap_and_secret() -> None:
     assert config["HABITUS_NATS_URL"].startswith("nats://")
     assert config["HABITUS_REDIS_URL"].startswith("redis://")
     assert not SECRET_SETTINGS & set(config), "secrets belong in the Secret"
+    # Each projection split four ways, at most one replica per partition (test_k8s_scaling);
+    # a dead replica's partitions taken over within the lease.
+    assert config["HABITUS_PARTITIONS"] == "4"
+    assert config["HABITUS_LEASE_SECONDS"] == "10"
+    Settings.model_validate({"partitions": config["HABITUS_PARTITIONS"],
+                             "lease_seconds": config["HABITUS_LEASE_SECONDS"]})
     for key, resource in running.items():
         mounts = {m["mountPath"] for m in container_of(resource).get("volumeMounts", [])}
         assert config["HABITUS_DATA_DIR"] in mounts, f"{key}: data dir must be writable"
@@ -1043,8 +1164,77 @@ def test_kubectl_kustomize_builds_the_dev_overlay() -> None:
             {secret["metadata"]["name"]},
         ), name
         assert container["image"].endswith(":dev"), name
+    # One node (overlays/dev/README.md): one replica each, KEDA may add a second, and the
+    # budgets let a drain of the node through.
     for name, deployment in deployments.items():
         assert deployment["spec"]["replicas"] == 1, f"{name}: one replica in dev"
+    scaled_objects = {d["metadata"]["name"]: d for d in by_kind["ScaledObject"]}
+    assert set(scaled_objects) == {deployment_name(s) for s in BUILT if scaled(s)}
+    for name, scaled_object in scaled_objects.items():
+        assert scaled_object["metadata"]["namespace"] == "habitus-dev", name
+        assert scaled_object["spec"]["scaleTargetRef"]["name"] in deployments, name
+        assert scaled_object["spec"]["minReplicaCount"] == 1, name
+        assert scaled_object["spec"]["maxReplicaCount"] == 2, name
+    budgets = {d["metadata"]["name"]: d for d in by_kind["PodDisruptionBudget"]}
+    assert set(budgets) == set(deployments)
+    for name, budget in budgets.items():
+        assert budget["spec"]["minAvailable"] == 0, name
+        assert budget["spec"]["selector"] == deployments[name]["spec"]["selector"], name
+    # The second replica has partitions to take: the overlay keeps the base's count.
+    assert "HABITUS_PARTITIONS" not in generator(K8S_DEV, "configMapGenerator", "habitus-config")
+    readme = (K8S_DEV / "README.md").read_text()
+    for fact in ("`minReplicaCount`", "`maxReplicaCount`", "`minAvailable`", "KEDA"):
+        assert fact in readme, fact
+
+
+@pytest.mark.parametrize("directory", [K8S_BASE, K8S_DEV], ids=["base", "dev"])
+def test_kubectl_renders_only_valid_resources(directory: Path) -> None:
+    """Every resource kubectl renders passes the Kubernetes API's schemas (strict: a
+    misspelt field fails), the ScaledObjects and anything else custom their own schemas."""
+    pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    tool = shutil.which("kubectl")
+    if tool is None:
+        pytest.skip("kubectl is not installed")
+    result = _run([tool, "kustomize", str(directory)])
+    assert result.returncode == 0, result.stderr
+    docs = load_yaml_all(result.stdout)
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "PodDisruptionBudget", "ScaledObject", "Job", "Service"} <= kinds
+    for doc in docs:
+        try:
+            validate_resource(doc)
+        except Exception as exc:  # name the resource, then the schema's complaint
+            pytest.fail(f"{doc['kind']} {doc['metadata']['name']}: {exc}")
+
+
+def test_validation_rejects_what_the_cluster_would() -> None:
+    """The validators are strict: a misspelt field of a core kind or of a ScaledObject, a
+    trigger of another type, a custom kind without a schema all fail."""
+    pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
+    resources = base_resources()
+    deployment = json.loads(json.dumps(resources[("Deployment", GATEWAY_DEPLOYMENT)]))
+    validate_resource(deployment)
+    deployment["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["maxskew"] = 1
+    budget = json.loads(json.dumps(resources[("PodDisruptionBudget", GATEWAY_DEPLOYMENT)]))
+    budget["spec"]["minAvailable"] = [1]
+    name = deployment_name(next(s for s in BUILT if scaled(s)))
+    scaled_object = resources[("ScaledObject", name)]
+    validate_resource(scaled_object)
+    misspelt = json.loads(json.dumps(scaled_object))
+    misspelt["spec"]["minReplicas"] = 2
+    other_type = json.loads(json.dumps(scaled_object))
+    other_type["spec"]["triggers"][0]["type"] = "prometheus"
+    extra_key = json.loads(json.dumps(scaled_object))
+    extra_key["spec"]["triggers"][0]["metadata"]["stram"] = "x"
+    no_consumer = json.loads(json.dumps(scaled_object))
+    del no_consumer["spec"]["triggers"][0]["metadata"]["consumer"]
+    numeric = json.loads(json.dumps(scaled_object))
+    numeric["spec"]["triggers"][0]["metadata"]["lagThreshold"] = 2000
+    unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    for bad in (deployment, budget, misspelt, other_type, extra_key, no_consumer, numeric,
+                unknown):
+        with pytest.raises(Exception):  # noqa: B017 (jsonschema's or kubernetes-validate's)
+            validate_resource(bad)
 
 
 def test_every_deploy_file_is_valid_yaml() -> None:
