@@ -225,9 +225,17 @@ def _key(data_dir: Path) -> str:
 def test_killed_servers_come_back_on_their_ports_and_the_services_reconnect(
     data_root: Path, ups: list[UpProcess]
 ) -> None:
-    up = UpProcess(data_root / "var", free_port())
+    """With two replicas of each service (`--replicas 2`) sharing the partitions: each
+    server killed in turn comes back, the services reconnect, and both replicas of each
+    service own partitions again (`habitus partitions`)."""
+    data_dir = data_root / "var"
+    up = UpProcess(data_dir, free_port(), "--replicas", "2", "--partitions", "2")
     ups.append(up)
     up.wait_ready()
+    assert any(line.startswith("  replicas: 2 of each of") for line in up.lines), up.output
+    names = set(up.runtime()["children"])
+    assert {"producers", "producers-2", "stability_detector", "stability_detector-2"} <= names
+    assert "gateway-2" not in names and "profile_renderer_rpc-2" not in names
     urls = {k: v for k, v in up.runtime().items() if k.endswith("_url")}
     for name in ("nats", "postgres", "redis"):
         before = len(up.lines)
@@ -244,6 +252,26 @@ def test_killed_servers_come_back_on_their_ports_and_the_services_reconnect(
             "accepted", "duplicate")
     restarts = [line for line in up.lines if line.startswith("  restarting ")]
     assert len(restarts) == 3, up.output
+
+    def owners() -> dict[str, set[str]]:
+        """Per service schema, the live replicas owning its partitions (a partition not yet
+        claimed, or claimed by a replica whose lease lapsed, counts as nobody's)."""
+        shown = _habitus_cli(data_dir, "partitions", "--json", timeout=60)
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        found: dict[str, set[str]] = {}
+        for part in json.loads(shown.stdout):
+            owner = part["owner"] if part["owner_alive"] else None
+            found.setdefault(part["projection"].split(".")[0], set()).add(str(owner))
+        return found
+
+    def shared() -> bool:
+        by_schema = owners()
+        return by_schema.get("learning") == {"stability_detector", "stability_detector-2"} \
+            and by_schema.get("producers") == {"producers", "producers-2"}
+
+    _until(shared, 60, "both replicas of each service to own partitions")
+    table = _habitus_cli(data_dir, "partitions", timeout=60)
+    assert "owners: " in table.stdout and "producers-2" in table.stdout, table.stdout
 
 
 def test_postgres_restarts_although_a_backend_of_the_killed_postmaster_lives_on(
@@ -430,37 +458,3 @@ def test_a_starting_up_is_reported_instead_of_a_missing_url(tmp_path: Path) -> N
     out = (result.stdout + result.stderr).strip()
     assert "has not started its" in out and len(out.splitlines()) == 1, out
 
-
-def test_two_replicas_of_each_service_share_its_partitions(data_root: Path,
-                                                           ups: list[UpProcess]) -> None:
-    """`habitus up --replicas 2`: two processes of every service that applies projections,
-    each owning partitions (`habitus partitions`), and the system learning through them."""
-    data_dir = data_root / "var"
-    up = UpProcess(data_dir, free_port(), "--replicas", "2", "--partitions", "2")
-    ups.append(up)
-    up.wait_ready()
-    assert any(line.startswith("  replicas: 2 of each of") for line in up.lines), up.output
-    names = set(up.runtime()["children"])
-    assert {"producers", "producers-2", "stability_detector", "stability_detector-2"} <= names
-    assert "gateway-2" not in names and "profile_renderer_rpc-2" not in names
-
-    def owners() -> dict[str, set[str]]:
-        """Per service schema, the live replicas owning its partitions (a partition not yet
-        claimed, or claimed by a replica whose lease lapsed, counts as nobody's)."""
-        shown = _habitus_cli(data_dir, "partitions", "--json", timeout=60)
-        assert shown.returncode == 0, shown.stdout + shown.stderr
-        found: dict[str, set[str]] = {}
-        for part in json.loads(shown.stdout):
-            owner = part["owner"] if part["owner_alive"] else None
-            found.setdefault(part["projection"].split(".")[0], set()).add(str(owner))
-        return found
-
-    def shared() -> bool:
-        by_schema = owners()
-        return by_schema.get("learning") == {"stability_detector", "stability_detector-2"} \
-            and by_schema.get("producers") == {"producers", "producers-2"}
-
-    _until(shared, 60, "both replicas of each service to own partitions")
-    table = _habitus_cli(data_dir, "partitions", timeout=60)
-    assert "owners: " in table.stdout and "producers-2" in table.stdout, table.stdout
-    assert _ingest_turn(up.base_url, _key(data_dir), "replicated")["status"] == "accepted"

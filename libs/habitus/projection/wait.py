@@ -64,6 +64,24 @@ async def wait_applied(pool: AsyncConnectionPool, schema: str, projection: str, 
                     return False
             remaining = deadline - time.monotonic()
             if remaining < 0:
-                raise NotAppliedYet(
-                    f"{projection} has not applied sequence {seq} in {timeout}s")
+                raise NotAppliedYet(f"{projection} has not applied sequence {seq} in "
+                                    f"{timeout}s{await _where(pool, store, projection, slot)}")
             await change.wait(min(remaining, watcher.fallback_interval))
+
+
+async def _where(pool: AsyncConnectionPool, store: CheckpointStore, projection: str,
+                 slot: int | None) -> str:
+    """Where the partitions that would apply it stand (an operator's first question)."""
+    try:
+        async with pool.connection() as conn:
+            rows = await store.layout(conn, projection)
+            alive = set(await store.live_members(conn))
+    except Exception:  # a diagnosis never hides the timeout
+        return ""
+    covering = [r for r in rows if slot is None or r.partition.covers(slot)]
+    if not covering:
+        return ""
+    return " (" + "; ".join(
+        f"partition {r.partition.label} {r.state} at {r.last_seq}, claimed by "
+        f"{r.owner or 'nobody'}{'' if r.owner is None or r.owner in alive else ' (gone)'}"
+        for r in covering) + ")"

@@ -10,6 +10,7 @@ this user, and so on down the flow in `habitus.topology`. When a command answers
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -26,6 +27,8 @@ from habitus.projection.base import subject_for
 from habitus.projection.wait import DeadLettered, NotAppliedYet, wait_applied
 from habitus.projection.watch import CheckpointWatcher
 from habitus.topology import ProjectionInfo, Topology
+
+log = logging.getLogger(__name__)
 
 #: dead-letter reasons that mean the caller's data can never be applied (else: our fault)
 _CALLERS_FAULT = ("invalid_event",)
@@ -71,6 +74,8 @@ class Commands:
             raise RpcError("invalid_argument" if permanent else "internal",
                            f"the change was refused: {exc}") from None
         except NotAppliedYet as exc:
+            log.warning("a command's views did not apply it in time",
+                        extra={"event_type": event.type, "error": str(exc)})
             raise RpcError("deadline_exceeded",
                            f"{exc}; the change is recorded and will apply") from None
         return result
