@@ -193,6 +193,8 @@ def settings_table(classes: Iterable[type[BaseSettings]]) -> str:
         for name, field in cls.model_fields.items():
             if _nested(field.annotation) is not None:
                 continue  # listed under its own prefix, by _expanded
+            if field.validation_alias is not None:
+                continue  # another class's variable, read here too: listed with its owner
             if not field.description:
                 raise ValueError(f"{cls.__name__}.{name} has no description")
             default = field.get_default(call_default_factory=True)

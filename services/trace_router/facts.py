@@ -7,9 +7,9 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus.routing.policies import Aggregate
 from services.trace_router import store
 from services.trace_router.insights import TraceFacts
-from services.trace_router.policies import Aggregate
 
 #: how many of the newest traces the advisor and ICL read
 RECENT = 10_000

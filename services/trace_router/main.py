@@ -18,8 +18,9 @@ from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.trace_router import facts, store
 from services.trace_router.policy_projection import PoliciesProjection
 from services.trace_router.projection import TracesProjection
-from services.trace_router.rpc import RouterRpc, publish_update
+from services.trace_router.rpc import RouterRpc, TenantRouting, publish_update
 from services.trace_router.settings import RouterSettings
+from services.trace_router.state_cache import StateCache
 
 log = logging.getLogger(__name__)
 #: the policies whose parameters are learned from the traces (the heuristic has none)
@@ -96,8 +97,9 @@ class Relearner:
 
 
 async def wire(ctx: ServiceContext, settings: RouterSettings) -> Wiring:
-    return Wiring(rpc=RouterRpc(ctx, settings).registry,
-                  projections=[TracesProjection(), PoliciesProjection()],
+    states: StateCache[TenantRouting] = StateCache(1.0)
+    return Wiring(rpc=RouterRpc(ctx, settings, states).registry,
+                  projections=[TracesProjection(), PoliciesProjection(states)],
                   background=[Relearner(ctx, settings)])
 
 

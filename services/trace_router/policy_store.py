@@ -15,6 +15,7 @@ from habitus.ids import TENANT_WIDE
 
 POLICIES = "traces.policies"
 DEFAULTS = "traces.defaults"
+CONFIGURATIONS = "traces.configurations"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +64,25 @@ async def load_default(cur: AsyncCursor[Any], tenant_id: str) -> tuple[str, int]
                       "AND user_id = %s", (tenant_id, TENANT_WIDE))
     row = await cur.fetchone()
     return None if row is None else (row[0], int(row[1]))
+
+
+async def save_configuration(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
+                             params: dict[str, Any], at: float) -> None:
+    """The tenant's configuration from now on; an older version arriving late changes
+    nothing."""
+    await cur.execute(
+        f"""INSERT INTO {CONFIGURATIONS} (tenant_id, user_id, version, params, applied_at)
+            VALUES (%s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET version = EXCLUDED.version,
+              params = EXCLUDED.params, applied_at = EXCLUDED.applied_at
+            WHERE {CONFIGURATIONS}.version < EXCLUDED.version""",
+        (tenant_id, user_id, version, Jsonb(params), at))
+
+
+async def load_configuration(cur: AsyncCursor[Any], tenant_id: str
+                             ) -> tuple[int, dict[str, Any]]:
+    """(version, settings) of the tenant's configuration; (0, {}) when none was applied."""
+    await cur.execute(f"SELECT version, params FROM {CONFIGURATIONS} WHERE tenant_id = %s "
+                      "AND user_id = %s", (tenant_id, TENANT_WIDE))
+    row = await cur.fetchone()
+    return (0, {}) if row is None else (int(row[0]), dict(row[1]))

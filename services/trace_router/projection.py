@@ -13,8 +13,8 @@ takes back the trace's earlier share of the aggregates and adds the new one, so 
 always equal a recomputation from the traces. Feedback naming only a turn is not the trace
 store's and is skipped.
 
-A trace's `query_class` is `services.trace_router.context.classify(query)` and its reward
-`services.trace_router.reward.reward(...)` over its latency, cost, prompt and completion tokens,
+A trace's `query_class` is `habitus.routing.context.classify(query)` and its reward
+`habitus.routing.reward.reward(...)` over its latency, cost, prompt and completion tokens,
 feedback and outcome (recomputed when feedback changes them).
 """
 
@@ -30,9 +30,9 @@ from pydantic_core import to_json
 
 from habitus.events.ingest import FeedbackGiven, TraceCompleted, TraceStep
 from habitus.projection import ApplyContext, Delivered, Projection
+from habitus.routing.context import classify
+from habitus.routing.reward import reward
 from services.trace_router import metrics, store
-from services.trace_router.context import classify
-from services.trace_router.reward import reward
 
 
 def tool_name(step: TraceStep) -> str | None:

@@ -12,19 +12,16 @@ import dataclasses
 import json
 from typing import Any
 
-from cachetools import TTLCache
-
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract import traces as c
+from habitus.contract.configuration import section
 from habitus.contract.rpc import METHODS
 from habitus.events import CATALOG
 from habitus.events.domain import RouteDecided, RoutingPolicyUpdated
 from habitus.ids import TENANT_WIDE, new_event_id
-from habitus.service.context import ServiceContext
-from services.trace_router import facts, metrics, policy_store, store
-from services.trace_router.context import build_context, query_class
-from services.trace_router.insights import examples, recommendations, skills
-from services.trace_router.policies import (
+from habitus.routing.configured import decide, routing_for
+from habitus.routing.context import build_context, query_class
+from habitus.routing.policies import (
     POLICIES,
     NoModelAvailable,
     RouterState,
@@ -36,16 +33,21 @@ from services.trace_router.policies import (
     policy_for,
     sft_table,
 )
+from habitus.routing.sizes import resolve
+from habitus.service.context import ServiceContext
+from services.trace_router import facts, metrics, policy_store, store
+from services.trace_router.insights import examples, recommendations, skills
 from services.trace_router.policy_projection import TENANT_DEFAULT
 from services.trace_router.settings import RouterSettings
-from services.trace_router.sizes import resolve
+from services.trace_router.state_cache import StateCache
 
 PRODUCER = "trace_router.rpc"
 
 
 def _filters(p: c.TraceFilter) -> store.TraceFilters:
     return store.TraceFilters(user_id=p.user_id, agent=p.agent, model=p.model,
-                              outcome=p.outcome, since=p.since, until=p.until)
+                              outcome=p.outcome, since=p.since, until=p.until,
+                              query_class=p.query_class)
 
 
 def _plain(obj: Any) -> Any:
@@ -76,6 +78,18 @@ def learned_parameters(policy: str, state: RouterState, records: list[tuple[str,
     return {"table": {}}
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TenantRouting:
+    """What a decision reads of its tenant: the default policy (and the version of that
+    choice), the learned state, and the configuration (version, settings)."""
+
+    policy: str
+    version: int
+    state: RouterState
+    configuration: int = 0
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
 def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any]) -> RouterState:
     """The state a decision reads: the aggregates as they are and the tables as published.
 
@@ -90,13 +104,13 @@ def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any]) -> 
 
 
 class RouterRpc:
-    def __init__(self, ctx: ServiceContext, settings: RouterSettings):
+    def __init__(self, ctx: ServiceContext, settings: RouterSettings,
+                 states: StateCache[TenantRouting] | None = None):
         self.ctx = ctx
         self.settings = settings
-        # A decision is on every agent turn: the tenant's state (five small reads) is kept for
-        # a second. A policy change made here drops it at once; another replica's shows
-        # within the second, as do new traces.
-        self._states: TTLCache[str, tuple[str, int, RouterState]] = TTLCache(10_000, 1.0)
+        # the tenants' routing state, kept a second (see state_cache); the policies
+        # projection of this process drops what it changes
+        self._states: StateCache[TenantRouting] = states or StateCache(1.0)
         self.registry = RpcRegistry()
         for name, handler in (
             ("router.select_model", self.select_model),
@@ -104,6 +118,7 @@ class RouterRpc:
             ("router.update_policy", self.update_policy),
             ("traces.summary", self.summary),
             ("traces.route_stats", self.route_stats),
+            ("traces.class_stats", self.class_stats),
             ("traces.tool_stats", self.tool_stats),
             ("traces.list", self.list),
             ("traces.get", self.get),
@@ -117,15 +132,10 @@ class RouterRpc:
 
     # ------------------------------------------------------------------ routing
 
-    async def _state(self, tenant_id: str) -> tuple[str, int, RouterState]:
-        cached = self._states.get(tenant_id)
-        if cached is not None:
-            return cached
-        state = await self._read_state(tenant_id)
-        self._states[tenant_id] = state
-        return state
+    async def _state(self, tenant_id: str) -> TenantRouting:
+        return await self._states.get(tenant_id, self._read_state)
 
-    async def _read_state(self, tenant_id: str) -> tuple[str, int, RouterState]:
+    async def _read_state(self, tenant_id: str) -> TenantRouting:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             default = await policy_store.load_default(cur, tenant_id)
             aggregates = await facts.aggregates(cur, tenant_id)
@@ -134,8 +144,9 @@ class RouterRpc:
                 found = await policy_store.load_policy(cur, tenant_id, name)
                 if found is not None:
                     stored[name] = found.parameters
+            configuration = await policy_store.load_configuration(cur, tenant_id)
         policy, version = default or (self.settings.default_policy, 0)
-        return policy, version, state_of(aggregates, stored)
+        return TenantRouting(policy, version, state_of(aggregates, stored), *configuration)
 
     def _policy(self, name: str) -> Any:
         try:
@@ -146,31 +157,38 @@ class RouterRpc:
             raise RpcError("invalid_argument", f"policy: {exc}") from None
 
     async def select_model(self, p: c.SelectModel, rc: RpcContext) -> c.ModelChoice:
-        if p.record and p.user_id is None:
-            raise RpcError("invalid_argument", "user_id: required to record the decision")
-        default_policy, _, state = await self._state(rc.tenant_id)
-        name = p.policy or default_policy
-        policy = self._policy(name)
+        tenant = await self._state(rc.tenant_id)
+        try:
+            routing = routing_for(tenant.params, p.policy, tenant.policy,
+                                  self.settings.min_samples)
+        except UnknownPolicy as exc:
+            raise RpcError("invalid_argument", f"policy: {exc}") from None
         ctx = build_context(p.query, p.urgency)
         models, sizes = resolve([m if isinstance(m, str) else m.model_dump()
                                  for m in p.available_models])
         decision_id = p.decision_id or new_event_id()
         try:
-            choice = policy.choose(ctx, models, sizes, p.default_model, p.fallback_model,
-                                   state, decision_id)
+            choice = decide(routing, ctx, models, sizes, p.default_model, p.fallback_model,
+                            tenant.state, decision_id)
         except NoModelAvailable:
             raise RpcError("invalid_argument", "available_models: none given, and no "
                                                "default_model or fallback_model") from None
-        metrics.DECISIONS.labels(name, choice.model).inc()
-        if p.record and p.user_id is not None:
+        metrics.DECISIONS.labels(routing.name, choice.model).inc()
+        cls = query_class(ctx)
+        if p.record:
             await self.ctx.publisher.publish(CATALOG.new(RouteDecided(
-                query_id=decision_id, model=choice.model, policy=name,
-                reason=choice.reason[:2000], scores=dict(choice.scores)),
-                tenant_id=rc.tenant_id, user_id=p.user_id, producer=PRODUCER,
+                query_id=decision_id, model=choice.model, policy=routing.name,
+                reason=choice.reason[:2000], scores=dict(choice.scores), query_class=cls,
+                propensity=choice.propensity, offered=list(dict.fromkeys(models))[:200],
+                urgency=ctx.urgency, default_model=p.default_model,
+                fallback_model=p.fallback_model, configuration=tenant.configuration),
+                tenant_id=rc.tenant_id, user_id=p.user_id or TENANT_WIDE, producer=PRODUCER,
                 correlation_id=rc.correlation_id))
         return c.ModelChoice(
-            model=choice.model, policy=name, query_class=query_class(ctx),
-            reason=choice.reason, decision_id=decision_id,
+            model=choice.model, policy=routing.name, query_class=cls,
+            reason=choice.reason, decision_id=decision_id, propensity=choice.propensity,
+            configuration=tenant.configuration,
+            generation=section(tenant.params, "generation"),
             context=c.RoutingContext(query_length=ctx.query_length, has_code=ctx.has_code,
                                      has_math=ctx.has_math, has_reasoning=ctx.has_reasoning,
                                      urgency=ctx.urgency, language=ctx.language))
@@ -178,17 +196,17 @@ class RouterRpc:
     async def set_default_policy(self, p: c.SetDefaultPolicy, rc: RpcContext
                                  ) -> c.DefaultPolicy:
         self._policy(p.policy)
-        _, version, _ = await self._read_state(rc.tenant_id)
+        version = (await self._read_state(rc.tenant_id)).version
         await self.ctx.commands.issue(rc, TENANT_WIDE, RoutingPolicyUpdated(
             policy=p.policy, version=version + 1, parameters={TENANT_DEFAULT: True}), PRODUCER)
-        self._states.pop(rc.tenant_id, None)
+        self._states.drop([rc.tenant_id])
         return c.DefaultPolicy(policy=p.policy, version=version + 1)
 
     async def update_policy(self, p: c.UpdatePolicy, rc: RpcContext) -> c.PolicyUpdate:
         self._policy(p.policy)
         update = await publish_update(self.ctx, rc, rc.tenant_id, p.policy,
                                       self.settings.min_samples)
-        self._states.pop(rc.tenant_id, None)
+        self._states.drop([rc.tenant_id])
         return update
 
     # ------------------------------------------------------------------ analyzer
@@ -202,6 +220,11 @@ class RouterRpc:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             return c.RouteStatsList.model_validate(
                 {"routes": await store.route_stats(cur, rc.tenant_id, _filters(p))})
+
+    async def class_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.ClassStatsList:
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            return c.ClassStatsList.model_validate(
+                {"classes": await store.class_figures(cur, rc.tenant_id, _filters(p))})
 
     async def tool_stats(self, p: c.TraceFilter, rc: RpcContext) -> c.ToolStatsList:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:

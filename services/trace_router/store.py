@@ -418,11 +418,14 @@ class TraceFilters:
     outcome: str | None = None
     since: float | None = None
     until: float | None = None
+    query_class: str | None = None
 
     @property
     def aggregated(self) -> bool:
-        """Whether the aggregates can answer (they have no outcome or time dimension)."""
-        return self.outcome is None and self.since is None and self.until is None
+        """Whether the aggregates can answer (they have no outcome, time or class
+        dimension)."""
+        return (self.outcome is None and self.since is None and self.until is None
+                and self.query_class is None)
 
 
 ALL = TraceFilters()
@@ -436,6 +439,7 @@ def _where(tenant_id: str, f: TraceFilters, prefix: str = "", *,
                                     ("model", f.model)]
     if traces:
         pairs.append(("outcome", f.outcome))
+        pairs.append(("query_class", f.query_class))
     for column, value in pairs:
         if value is not None:
             clauses.append(f"{prefix}{column} = %s")
@@ -608,6 +612,20 @@ async def class_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str | None
              "feedback_count": int(r[6]), "feedback_sum": float(r[5] or 0),
              "avg_reward": _mean(r[7], r[8]), "reward_count": int(r[8]),
              "reward_sum": float(r[7] or 0)} for r in await cur.fetchall()]
+
+
+async def class_figures(cur: AsyncCursor[Any], tenant_id: str, filters: TraceFilters = ALL
+                        ) -> list[dict[str, Any]]:
+    """Per (query class, model), sorted by class then model, from the traces the filter
+    selects: `route_stats`' figures and the mean reward."""
+    where, params = _where(tenant_id, filters)
+    await cur.execute(
+        f"""SELECT query_class, model, {_TRACE_SUMS}, avg(reward)
+            FROM {TRACES} WHERE {where}
+            GROUP BY query_class, model ORDER BY query_class, model""", params)
+    return [{"query_class": r[0], "model": r[1], **_route_fields(r[2:12]),
+             "avg_reward": None if r[12] is None else float(r[12])}
+            for r in await cur.fetchall()]
 
 
 # -- listing, paging, lookup, search

@@ -17,6 +17,7 @@ from habitus.events.domain import (
     CacheRebuilt,
     CacheResetRequested,
     CandidateEmitted,
+    ConfigurationApplied,
     ConnectedAccountSynced,
     FacetForgotten,
     FacetPinned,
@@ -40,12 +41,18 @@ from habitus.events.domain import (
     HabitSuperseded,
     HabitSupport,
     HabitSuppressedByLaw,
+    OptimizationRunCompleted,
+    OptimizationRunFailed,
+    OptimizationRunStarted,
+    OptimizationRunStopped,
     ProfileNotesSaved,
     RebuildRequested,
     ReextractionRequested,
+    RouteDecided,
     RoutingPolicyUpdated,
     ToolRuleDeleted,
     ToolRuleUpserted,
+    TrialEvaluated,
     UserErased,
 )
 from habitus.events.envelope import Payload
@@ -227,7 +234,49 @@ def _trace(tenant: str, user: str, i: int) -> Payload:
         model=TRACE_MODELS[i % len(TRACE_MODELS)], engine="ollama", steps=steps,
         result=f"Answer {i}: done.", outcome="success" if i % 4 else "failure",
         feedback=0.8 if i % 2 else None, started_at=t, ended_at=t + 5, total_tokens=180,
-        total_latency_seconds=5.0, cost_usd=0.0004)
+        total_latency_seconds=5.0, cost_usd=0.0004,
+        decision_id=f"d-{i}" if i % 3 else None)
+
+
+def _decided(tenant: str, user: str, i: int) -> Payload:
+    # the decisions of the traces above (every third trace was not routed by one)
+    return RouteDecided(query_id=f"d-{i}", model=TRACE_MODELS[i % len(TRACE_MODELS)],
+                        policy="grpo", reason="grpo: sampled", query_class="code",
+                        propensity=1 / 3, offered=list(TRACE_MODELS), urgency=0.5,
+                        configuration=i % 2)
+
+
+RUN_SPACE = {"search": [{"name": "routing.model_for.code", "type": "categorical",
+                         "values": list(TRACE_MODELS)}], "fixed": {}, "constraints": {}}
+
+
+def _run_started(tenant: str, user: str, i: int) -> Payload:
+    return OptimizationRunStarted(
+        run_id=f"run-{i}", space=RUN_SPACE, objectives=[
+            {"metric": "reward", "direction": "maximize", "weight": 1.0}],
+        proposer="random", evaluator="counterfactual", max_trials=5, patience=3, seed=i,
+        baseline={"routing.policy": "learned"})
+
+
+def _trial(tenant: str, user: str, i: int) -> Payload:
+    run, index = f"run-{i // 3}", i % 3
+    return TrialEvaluated(
+        run_id=run, trial_id=f"{run}-t{index}", index=index,
+        params={"routing.model_for.code": TRACE_MODELS[i % 3]}, proposer="random",
+        metrics={"reward": 0.5 + index / 10}, intervals={"reward": [0.4, 0.7]}, support=40,
+        frontier=[f"{run}-t{index}"], best_trial_id=f"{run}-t{index}")
+
+
+def _run_completed(tenant: str, user: str, i: int) -> Payload:
+    return OptimizationRunCompleted(run_id=f"run-{i}", trials=3, best_trial_id=f"run-{i}-t2",
+                                    frontier=[f"run-{i}-t2"], stopped_early=i % 2 == 0)
+
+
+def _configured(tenant: str, user: str, i: int) -> Payload:
+    return ConfigurationApplied(
+        version=i + 1, params={"routing.model_for.code": TRACE_MODELS[i % 3]},
+        previous={"routing.model_for.code": TRACE_MODELS[(i + 2) % 3]} if i else {},
+        run_id=f"run-{i}", trial_id=f"run-{i}-t0")
 
 
 def _feedback(tenant: str, user: str, i: int) -> Payload:
@@ -369,6 +418,15 @@ EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
     "TraceCompleted": _trace,
     "FeedbackGiven": _feedback,
     "RoutingPolicyUpdated": _policy,
+    "RouteDecided": _decided,
+    "OptimizationRunStarted": _run_started,
+    "TrialEvaluated": _trial,
+    "OptimizationRunCompleted": _run_completed,
+    "OptimizationRunStopped": lambda t, u, i: OptimizationRunStopped(
+        run_id=f"run-{i + 1}", reason="stopped by the tenant"),
+    "OptimizationRunFailed": lambda t, u, i: OptimizationRunFailed(
+        run_id=f"run-{i + 2}", error="ValueError: the log is empty"),
+    "ConfigurationApplied": _configured,
 }
 
 

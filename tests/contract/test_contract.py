@@ -253,8 +253,8 @@ for _descriptor, _projection in CASES:
 
 
 def test_a_type_without_an_example_fails_with_a_clear_message() -> None:
-    with pytest.raises(examples.MissingExample, match="add an example for RouteDecided"):
-        examples.examples_for("RouteDecided", "tenant", "user", 0)
+    with pytest.raises(examples.MissingExample, match="add an example for ProfileRendered"):
+        examples.examples_for("ProfileRendered", "tenant", "user", 0)
 
 
 def test_every_projection_of_every_service_gets_the_contract() -> None:

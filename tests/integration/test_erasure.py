@@ -66,9 +66,12 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
 NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
                 "tools.dead_letters", "traces.dead_letters", "extractor.dead_letters",
-                "habits.dead_letters",
-                # the tenant's own (routing policies): under `_tenant`, never a user's
-                "traces.policies", "traces.defaults",
+                "habits.dead_letters", "optimize.dead_letters",
+                # the tenant's own (routing policies and configuration, optimisation runs):
+                # under `_tenant`, never a user's
+                "traces.policies", "traces.defaults", "traces.configurations",
+                "optimize.runs", "optimize.trials", "optimize.configurations",
+                "optimize.defaults",
                 # the tenant's own (the habits law and settings): tenant-wide rows under
                 # `_tenant`, never a user's (filled below and checked to survive the erasure)
                 "habits.laws", "habits.tenant_settings"}
@@ -189,6 +192,13 @@ class Tenant:
             "from": f"{user}@example.com", "to": ["sarah@example.com"], "subject": "Hi",
             "body": "Short note.", "sent_at": 1_764_000_000.0}})
         async with httpx.AsyncClient(base_url=self.base, timeout=30, verify=TLS) as client:
+            # the routing decision the trace followed (recorded for the optimizer's log)
+            routed = await client.post("/v1/rpc/router.select_model", json={
+                "query": "Draft a reply to Sarah's email.", "user_id": user,
+                "decision_id": f"d-{user}", "available_models": ["qwen3:8b", "gpt-4o"]},
+                headers={"Authorization": f"Bearer {self.key}"})
+            assert routed.status_code == 200, routed.text
+            items[-3]["payload"]["decision_id"] = f"d-{user}"
             response = await client.post("/v1/events", json=items,
                                          headers={"Authorization": f"Bearer {self.key}"})
         assert response.status_code in (200, 202), response.text

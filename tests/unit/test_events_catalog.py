@@ -160,6 +160,23 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "HabitDuplicateResolved": {"habit_id": "h1", "other_id": "h2", "decision": "kept_separate"},
     "HabitLawSet": {"text": "deny: production", "law_hash": "cd" * 32},
     "HabitSettingsChanged": {"retention_days": 14, "scheduled_analyze": True},
+    "OptimizationRunStarted": {
+        "run_id": "r1", "space": {"search": [{"name": "routing.policy", "type": "categorical",
+                                              "values": ["heuristic", "learned"]}]},
+        "objectives": [{"metric": "reward", "direction": "maximize", "weight": 1}],
+        "proposer": "random", "evaluator": "counterfactual", "max_trials": 10, "patience": 3,
+        "seed": 7},
+    "TrialEvaluated": {"run_id": "r1", "trial_id": "r1-t0", "index": 0,
+                       "params": {"routing.policy": "learned"}, "proposer": "random",
+                       "metrics": {"reward": 0.7}, "intervals": {"reward": [0.6, 0.8]},
+                       "support": 120, "frontier": ["r1-t0"], "best_trial_id": "r1-t0"},
+    "OptimizationRunCompleted": {"run_id": "r1", "trials": 4, "best_trial_id": "r1-t0",
+                                 "frontier": ["r1-t0"], "stopped_early": True},
+    "OptimizationRunStopped": {"run_id": "r1", "reason": "stopped by the tenant"},
+    "OptimizationRunFailed": {"run_id": "r1", "error": "the endpoint is gone"},
+    "ConfigurationApplied": {"version": 2, "params": {"routing.policy": "learned"},
+                             "previous": {"routing.policy": "heuristic"}, "run_id": "r1",
+                             "trial_id": "r1-t0"},
 }
 
 INGEST_KINDS = {

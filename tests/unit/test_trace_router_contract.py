@@ -12,7 +12,16 @@ import pytest
 from pydantic import BaseModel
 
 from habitus.config import Settings
-from habitus.contract import METHODS, admin, extractor, habits, learning, memory, profile
+from habitus.contract import (
+    METHODS,
+    admin,
+    extractor,
+    habits,
+    learning,
+    memory,
+    optimize,
+    profile,
+)
 from habitus.contract import traces as contract
 from services.gateway.openapi import build_document
 from services.trace_router.insights import TraceFacts, examples, recommendations, skills
@@ -20,6 +29,7 @@ from services.trace_router.rpc import _plain
 
 TYPED: dict[str, type[BaseModel]] = {
     "traces.summary": contract.TraceSummary, "traces.route_stats": contract.RouteStatsList,
+    "traces.class_stats": contract.ClassStatsList,
     "traces.tool_stats": contract.ToolStatsList, "traces.list": contract.TracePage,
     "traces.get": contract.TraceDetail, "traces.search": contract.TraceHits,
     "traces.export": contract.TraceExport,
@@ -43,7 +53,7 @@ def _models(module: Any) -> dict[str, type[BaseModel]]:
 
 def test_result_class_names_are_unique_across_the_contract() -> None:
     ours = _models(contract)
-    for module in (admin, extractor, habits, learning, memory, profile):
+    for module in (admin, extractor, habits, learning, memory, optimize, profile):
         clash = set(ours) & set(_models(module))
         assert not clash, (module.__name__, clash)
 

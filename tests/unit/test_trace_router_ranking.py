@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.trace_router.context import build_context
-from services.trace_router.policies import (
+from habitus.routing.context import build_context
+from habitus.routing.policies import (
     DEFAULT_POLICY,
     Aggregate,
     RouterState,
@@ -23,7 +23,7 @@ from services.trace_router.policies import (
     policy_for,
     sft_table,
 )
-from services.trace_router.prices import (
+from habitus.routing.prices import (
     Price,
     build_table,
     catalogue,
@@ -32,8 +32,7 @@ from services.trace_router.prices import (
     lookup,
     price_of,
 )
-from services.trace_router.settings import RouterSettings
-from services.trace_router.sizes import (
+from habitus.routing.sizes import (
     Sizes,
     known,
     largest,
@@ -42,6 +41,7 @@ from services.trace_router.sizes import (
     resolve,
     smallest,
 )
+from services.trace_router.settings import RouterSettings
 
 CODE = "import os; def main(): pass"
 MATH = "solve the integral of x^2 from 0 to 1"
@@ -58,7 +58,7 @@ def no_prices(name: str) -> Price | None:
 
 def test_the_catalogue_is_read_without_importing_tokencost() -> None:
     # a fresh interpreter: this process may have imported anything
-    script = ("import sys; from services.trace_router.prices import price_of; "
+    script = ("import sys; from habitus.routing.prices import price_of; "
               "p = price_of('gpt-4o'); assert p is not None, 'no price'; "
               "print('tokencost' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,

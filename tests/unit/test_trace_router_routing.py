@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.trace_router.context import build_context, classify, detect_language, query_class
-from services.trace_router.policies import (
+from habitus.routing.context import build_context, classify, detect_language, query_class
+from habitus.routing.policies import (
     GRPO,
     POLICIES,
     Aggregate,
@@ -29,8 +29,8 @@ from services.trace_router.policies import (
     rng_for,
     sft_table,
 )
-from services.trace_router.reward import HeuristicReward, blend, quality, reward
-from services.trace_router.sizes import (
+from habitus.routing.reward import HeuristicReward, blend, quality, reward
+from habitus.routing.sizes import (
     Sizes,
     largest,
     parse_size,

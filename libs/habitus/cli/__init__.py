@@ -33,6 +33,7 @@ from habitus.cli import (
     keys,
     lag,
     migrate,
+    optimize,
     partitions,
     profile,
     replay,
@@ -74,6 +75,7 @@ app.add_typer(habits.habits_app, name="habits", rich_help_panel=GATEWAY)
 app.add_typer(rules.rules_app, name="rules", rich_help_panel=GATEWAY)
 app.command("route", rich_help_panel=GATEWAY)(route.route)
 app.add_typer(traces.traces_app, name="traces", rich_help_panel=GATEWAY)
+app.add_typer(optimize.optimize_app, name="optimize", rich_help_panel=GATEWAY)
 app.add_typer(extractor.extractor_app, name="extractor", rich_help_panel=GATEWAY)
 app.add_typer(events.events_app, name="events", rich_help_panel=BUS)
 app.command("lag", rich_help_panel=BUS)(lag.lag)

@@ -14,7 +14,16 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from habitus.contract import admin, extractor, habits, learning, memory, profile, traces
+from habitus.contract import (
+    admin,
+    extractor,
+    habits,
+    learning,
+    memory,
+    optimize,
+    profile,
+    traces,
+)
 from habitus.subjects import rpc_subject
 
 
@@ -43,6 +52,7 @@ _MEMORY = "tool_memory"
 _ROUTER = "trace_router"
 _EXTRACTOR = "extractor"
 _HABITS = "habits"
+_OPTIMIZER = "optimizer"
 
 _TABLE = (
     MethodSpec("learning.list_facets", _LEARNING, learning.ListFacets, learning.FacetList,
@@ -109,6 +119,8 @@ _TABLE = (
                            "the classes whose model changed."),
     MethodSpec("traces.summary", _ROUTER, traces.TraceFilter, traces.TraceSummary,
                "Counts, averages, success rate and feedback of the traces"),
+    MethodSpec("traces.class_stats", _ROUTER, traces.TraceFilter, traces.ClassStatsList,
+               "Per query class and model: counts, success, feedback, reward, latency, cost"),
     MethodSpec("traces.route_stats", _ROUTER, traces.TraceFilter, traces.RouteStatsList,
                "Per (model, agent): count, latency, tokens, success rate, feedback"),
     MethodSpec("traces.tool_stats", _ROUTER, traces.TraceFilter, traces.ToolStatsList,
@@ -178,6 +190,36 @@ _TABLE = (
     MethodSpec("habits.select", _HABITS, habits.Select, habits.Selection,
                "The approved habits that apply to the current request (at most 3)",
                description="Fails closed: no guidance when the embedder or the judge fails."),
+    MethodSpec("optimize.run", _OPTIMIZER, optimize.RunParams, optimize.RunStarted,
+               "Start searching the tenant's configuration", changes_state=True,
+               description=("Publishes `OptimizationRunStarted` and answers the `run_id` at "
+                            "once; the trials follow as `TrialEvaluated` events "
+                            "(`optimize.status`, `optimize.frontier`).")),
+    MethodSpec("optimize.status", _OPTIMIZER, optimize.RunRef, optimize.RunStatus,
+               "A run's progress: trials so far, best trial, frontier",
+               description="Not found (404) for a run the tenant does not have."),
+    MethodSpec("optimize.runs", _OPTIMIZER, optimize.ListRuns, optimize.RunList,
+               "The tenant's runs, newest first"),
+    MethodSpec("optimize.frontier", _OPTIMIZER, optimize.FrontierParams, optimize.Frontier,
+               "A run's Pareto frontier (or every trial), with params and metrics"),
+    MethodSpec("optimize.stop", _OPTIMIZER, optimize.StopRun, optimize.RunStatus,
+               "Stop a running run after its current trial", changes_state=True,
+               description="Conflict (409) when the run has already ended."),
+    MethodSpec("optimize.apply", _OPTIMIZER, optimize.TrialRef, optimize.Configuration,
+               "Make a trial's configuration the tenant's", changes_state=True,
+               description=("Publishes `ConfigurationApplied`; answered once routing and "
+                            "prompts follow it. Conflict (409) for a trial without "
+                            "estimates.")),
+    MethodSpec("optimize.undo", _OPTIMIZER, optimize.TrialRef, optimize.Configuration,
+               "Undo what applying a trial changed", changes_state=True,
+               description=("Restores the settings the trial's application replaced (later "
+                            "changes to other settings stay). Conflict (409) when the trial "
+                            "is not applied.")),
+    MethodSpec("optimize.configuration", _OPTIMIZER, optimize.ReadConfiguration,
+               optimize.Configuration, "The tenant's current configuration"),
+    MethodSpec("optimize.evaluate", _OPTIMIZER, optimize.EvaluateParams, optimize.Evaluation,
+               "Estimate one configuration against the current one, no run",
+               timeout_factor=6.0),
     MethodSpec("admin.erase_user", _GATEWAY, admin.EraseUser, admin.UserErasedResult,
                "Erase everything of a user", changes_state=True,
                description=("Every view drops the user, caches and mirror files are deleted, "

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from habitus.contract.configuration import QueryClass as QueryClass
 from habitus.ids import CallerUserId
 
 ModelName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
@@ -52,9 +53,12 @@ class SelectModel(_Params):
     fallback_model: ModelName | None = Field(default=None, description=(
         "Used when the default is not available."))
     user_id: CallerUserId | None = Field(default=None, description=(
-        "Whose query it is (required with `record`)."))
-    record: bool = Field(default=False, description=(
-        "Publish the decision as `RouteDecided`, so its trace and reward can be joined to it."))
+        "Whose query it is: the decision is recorded under this user (absent: under the "
+        "tenant)."))
+    record: bool = Field(default=True, description=(
+        "Publish the decision as `RouteDecided` with its propensity, so the trace that follows "
+        "(reported with `decision_id`) is joined to it and an optimisation run can estimate "
+        "other configurations from it; false: a dry run, not recorded."))
     decision_id: str | None = Field(default=None, min_length=1, max_length=128, description=(
         "Reproduce an earlier decision: a sampling policy (bandit, grpo) draws the same for "
         "the same id and the same learned state; absent: a new id."))
@@ -79,7 +83,15 @@ class ModelChoice(BaseModel):
         "Why, in words: the rule or the traces that decided, and the facts they rest on."))
     context: RoutingContext
     decision_id: str = Field(description=(
-        "The decision; a sampling policy chooses the same again for the same id."))
+        "The decision; a sampling policy chooses the same again for the same id. Report it "
+        "as the trace's `decision_id`."))
+    propensity: float = Field(gt=0, le=1, description=(
+        "The chance the policy had of choosing this model (1: deterministic)."))
+    configuration: int = Field(ge=0, description=(
+        "The tenant's configuration version the decision followed (0: none applied)."))
+    generation: dict[str, Any] = Field(description=(
+        "What the tenant's configuration recommends generating with (`temperature`, "
+        "`top_p`, `max_tokens`, `system_prompt`); empty when it sets none."))
 
 
 class SetDefaultPolicy(_Params):
@@ -119,6 +131,8 @@ class TraceFilter(_Params):
     outcome: Outcome | None = None
     since: float | None = Field(default=None, ge=0, description="Started at or after.")
     until: float | None = Field(default=None, ge=0, description="Started before.")
+    query_class: QueryClass | None = Field(default=None, description=(
+        "Only traces of this query class (code, math, short, long, general)."))
 
 
 class TraceList(TraceFilter):
@@ -147,7 +161,6 @@ class Insights(_Params):
 
 # ------------------------------------------------------------------------------ results
 
-QueryClass = Literal["code", "math", "short", "long", "general"]
 _CLASS = "The query's class, as the router classifies it: code, math, short, long or general."
 _SUCCESS_RATE = ("Successes / traces with an outcome (success, failure, partial); 0 when none "
                  "has one.")
@@ -210,6 +223,22 @@ class RouteStats(_Figures):
     model: str = Field(description="The model the traces used.")
     agent: str = Field(description="The agent that ran them.")
     count: int = Field(ge=0, description="Traces of this model and agent.")
+
+
+class ClassStats(_Figures):
+    """One (query class, model): the traces of that class the model ran."""
+
+    query_class: QueryClass = Field(description=_CLASS)
+    model: str = Field(description="The model the traces used.")
+    count: int = Field(ge=0, description="Traces of this class and model.")
+    avg_reward: float | None = Field(description=(
+        "The mean trace reward (what the bandit and GRPO policies learn from); null: none."))
+
+
+class ClassStatsList(_Result):
+    """`traces.class_stats`."""
+
+    classes: list[ClassStats] = Field(description="Per (class, model), by class then model.")
 
 
 class RouteStatsList(_Result):

@@ -5,7 +5,8 @@ services subscribe to. New fields must be optional (or a new schema_version with
 
 Long on purpose: every domain payload of the stream, one short model after another, is the
 contract subscribers read, so it is one file (by family: facets and the cache, profile, tool
-rules, routing, extraction, accounts, erasure, habits); `catalog.py` lists the types.
+rules, routing, extraction, accounts, erasure, habits, optimization); `catalog.py` lists the
+types.
 """
 
 from __future__ import annotations
@@ -305,13 +306,30 @@ class ToolRuleDeleted(Payload):
 
 
 class RouteDecided(Payload):
-    query_id: str = Field(min_length=1, max_length=128, description="The query routed.")
+    query_id: str = Field(min_length=1, max_length=128, description=(
+        "The decision (its id: an agent reports it with the trace that followed, "
+        "`TraceCompleted.decision_id`)."))
     model: str = Field(min_length=1, max_length=256, description="The model chosen.")
     policy: str = Field(
         min_length=1, max_length=128, description="The routing policy that chose it.")
     reason: str | None = Field(default=None, max_length=2000, description="Why, in words.")
     scores: dict[str, float] = Field(
         default_factory=dict, description="Each candidate model's score.")
+    query_class: str | None = Field(default=None, max_length=64, description=(
+        "The query's class (code, math, short, long, general)."))
+    propensity: float | None = Field(default=None, gt=0, le=1, description=(
+        "The probability the policy had of choosing this model among those offered (1 for a "
+        "deterministic policy): what an off-policy estimate weighs the decision by."))
+    offered: list[str] = Field(default_factory=list, max_length=200, description=(
+        "The models that were offered."))
+    urgency: float | None = Field(default=None, ge=0, le=1, description=(
+        "The request's urgency, as the policy read it."))
+    default_model: str | None = Field(default=None, max_length=256, description=(
+        "The request's default model."))
+    fallback_model: str | None = Field(default=None, max_length=256, description=(
+        "The request's fallback model."))
+    configuration: int | None = Field(default=None, ge=0, description=(
+        "The tenant's configuration version the decision followed (0: none applied)."))
 
 
 class RoutingPolicyUpdated(Payload):
@@ -571,3 +589,104 @@ class HabitSettingsChanged(Payload):
         default_factory=list, max_length=500,
         description="Names a habit must not mention (projects, products): Analyze quarantines "
                     "proposals that do.")
+
+
+# ---------------------------------------------------------------------- optimization
+
+OptimizationId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class OptimizationRunStarted(Payload):
+    """A tenant asked to search its configuration (published for `_tenant`). The run's whole
+    definition, validated: what the optimizer's worker runs, and what a replay folds."""
+
+    run_id: OptimizationId = Field(description="The run.")
+    space: dict[str, Any] = Field(description=(
+        "The search space: `search` (dimensions), `fixed` and `constraints`, as validated."))
+    objectives: list[dict[str, Any]] = Field(
+        min_length=1, max_length=10, description="`[{metric, direction, weight}]`.")
+    proposer: Literal["random", "grid", "llm"] = Field(description="What proposes trials.")
+    evaluator: Literal["counterfactual", "replay"] = Field(description="What scores them.")
+    max_trials: int = Field(ge=1, le=500, description="At most this many trials.")
+    patience: int = Field(ge=1, le=500, description=(
+        "Stop after this many trials in a row without a better best trial."))
+    seed: int = Field(description="Seeds the proposers that draw, so a run can be repeated.")
+    best_by: Literal["weighted", "accuracy"] = Field(default="weighted", description=(
+        "How the best trial is chosen: the objectives' weighted score, or accuracy alone."))
+    replay: dict[str, Any] | None = Field(default=None, description=(
+        "The replay evaluator's settings (sample, benchmark, judge), when it is the one."))
+    since: float | None = Field(default=None, description=(
+        "Only traces that started at or after this (epoch seconds) are evaluated over."))
+    until: float | None = Field(default=None, description=(
+        "Only traces that started before this are evaluated over."))
+    baseline: dict[str, Any] = Field(default_factory=dict, description=(
+        "The tenant's configuration when the run started: what every trial is applied over."))
+
+
+class TrialEvaluated(Payload):
+    """One trial of a run: the configuration proposed, what the evaluator measured, and the
+    run's frontier and best trial with it (published for `_tenant`)."""
+
+    run_id: OptimizationId = Field(description="The run.")
+    trial_id: OptimizationId = Field(description="The trial (`<run_id>-t<n>`).")
+    index: int = Field(ge=0, description="Its place in the run, from 0.")
+    params: dict[str, Any] = Field(description="The configuration tried: dotted path -> value.")
+    proposer: str = Field(max_length=64, description=(
+        "What proposed it: random, grid, merge (from the frontier), llm."))
+    reasoning: str | None = Field(default=None, max_length=4000, description=(
+        "The proposer's reasons (the model's words for `llm`)."))
+    parse_failure: bool = Field(default=False, description=(
+        "The model's proposal could not be read: the fixed values were tried instead."))
+    metrics: dict[str, float | None] = Field(description=(
+        "Each objective's estimate (null: the evaluator could not support one)."))
+    intervals: dict[str, list[float]] = Field(default_factory=dict, description=(
+        "Each estimate's confidence interval, [low, high] (95 %)."))
+    support: int = Field(ge=0, description=(
+        "The recorded decisions (or replayed queries) the estimates rest on."))
+    refused: str | None = Field(default=None, max_length=2000, description=(
+        "Why the evaluator would not claim an estimate (too little support in the log)."))
+    frontier: list[OptimizationId] = Field(default_factory=list, description=(
+        "The run's Pareto frontier after this trial (trial ids, in trial order)."))
+    best_trial_id: OptimizationId | None = Field(default=None, description=(
+        "The run's best trial after this one."))
+
+
+class OptimizationRunCompleted(Payload):
+    """A run ended: every trial it was allowed, or the patience ran out (published for
+    `_tenant`)."""
+
+    run_id: OptimizationId = Field(description="The run.")
+    trials: int = Field(ge=0, description="How many trials it evaluated.")
+    best_trial_id: OptimizationId | None = Field(default=None, description="Its best trial.")
+    frontier: list[OptimizationId] = Field(default_factory=list, description=(
+        "Its Pareto frontier (trial ids, in trial order)."))
+    stopped_early: bool = Field(default=False, description=(
+        "It stopped because `patience` trials in a row found nothing better."))
+
+
+class OptimizationRunStopped(Payload):
+    """A run was stopped before its end (by the tenant, or by a deployment stopping it)."""
+
+    run_id: OptimizationId = Field(description="The run.")
+    reason: str = Field(max_length=2000, description="Why.")
+
+
+class OptimizationRunFailed(Payload):
+    """A run could not go on (its evaluator failed for good)."""
+
+    run_id: OptimizationId = Field(description="The run.")
+    error: str = Field(max_length=4000, description="What failed.")
+
+
+class ConfigurationApplied(Payload):
+    """The tenant's configuration changed: a trial's parameters were applied, or an earlier
+    change was undone (published for `_tenant`). `params` is the whole configuration from now
+    on; `previous` what it replaced, so an undo is itself an auditable event."""
+
+    version: int = Field(ge=1, description="The configuration's version (1, 2, ...).")
+    params: dict[str, Any] = Field(description="The configuration: dotted path -> value.")
+    previous: dict[str, Any] = Field(default_factory=dict, description="What it replaced.")
+    run_id: OptimizationId | None = Field(default=None, description="The run it came from.")
+    trial_id: OptimizationId | None = Field(default=None, description="The trial applied.")
+    undoes: int | None = Field(default=None, ge=1, description=(
+        "The version this change undid (it restores the one before it)."))

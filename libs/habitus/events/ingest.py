@@ -173,6 +173,10 @@ class TraceCompleted(Payload):
     total_latency_seconds: float = Field(ge=0, description="How long the whole run took.")
     cost_usd: float | None = Field(
         default=None, ge=0, description="What the run cost, in US dollars.")
+    decision_id: str | None = Field(
+        default=None, min_length=1, max_length=128, description=(
+            "The routing decision the run followed (`router.select_model`'s `decision_id`): "
+            "joins the run's outcome to the decision, for off-policy estimates."))
 
     @model_validator(mode="after")
     def _ordered(self) -> TraceCompleted:

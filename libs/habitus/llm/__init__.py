@@ -7,7 +7,7 @@ from habitus.llm.budget import (
     UsageStore,
     usage_table_sql,
 )
-from habitus.llm.client import Completion, LlmClient
+from habitus.llm.client import Completion, LlmClient, Sampling, TextCompletion
 from habitus.llm.errors import BudgetExhausted, LlmError
 from habitus.llm.settings import LlmSettings
 
@@ -20,6 +20,8 @@ __all__ = [
     "LlmSettings",
     "MemoryUsage",
     "PostgresUsage",
+    "Sampling",
+    "TextCompletion",
     "UsageStore",
     "usage_table_sql",
 ]

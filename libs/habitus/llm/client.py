@@ -40,11 +40,14 @@ from habitus.llm.budget import Budget
 from habitus.llm.errors import BudgetExhausted, LlmError, Reason
 from habitus.llm.settings import LlmSettings
 
-__all__ = ["BudgetExhausted", "Completion", "LlmClient", "LlmError"]
+__all__ = ["BudgetExhausted", "Completion", "LlmClient", "LlmError", "Sampling",
+           "TextCompletion"]
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["json_schema", "fenced"]
+#: a call's mode: one of the JSON modes, or free text (`complete_text`)
+CallMode = Literal["json_schema", "fenced", "text"]
 
 _FENCE_RE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 
@@ -67,6 +70,31 @@ class Completion:
     attempts: int
     """HTTP requests the call took (retries and a structured-output fallback included)"""
     latency_seconds: float
+
+
+@dataclass(frozen=True)
+class TextCompletion:
+    """A free-text answer (`LlmClient.complete_text`) and what it took."""
+
+    content: str
+    tokens_in: int
+    tokens_out: int
+    model: str
+    attempts: int
+    latency_seconds: float
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Per-call overrides of the model and its sampling (None: the settings' own)."""
+
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+
+
+_DEFAULT_SAMPLING = Sampling()
 
 
 def parse_json_content(content: str) -> Any:
@@ -195,6 +223,36 @@ class LlmClient:
         finally:
             metrics.CALL_SECONDS.labels(self._service).observe(time.monotonic() - started)
         calls.labels(self._service, "ok").inc()
+        assert isinstance(completion, Completion)
+        return completion
+
+    async def complete_text(self, *, tenant_id: str, system: str, user: str,
+                            sampling: Sampling = _DEFAULT_SAMPLING) -> TextCompletion:
+        """Ask for a free-text answer, with the model and sampling `sampling` overrides (an
+        optimisation trial's); retried, budgeted and counted as `complete_json` is. The
+        caller reads the text itself (the optimizer parses proposals its own way, a replay
+        scores answers)."""
+        calls = metrics.CALLS
+        if self._openai is None:
+            calls.labels(self._service, "disabled").inc()
+            raise LlmError("disabled", self._settings.disabled_reason() or "")
+        if self._budget is not None:
+            try:
+                await self._budget.check(tenant_id)
+            except BudgetExhausted:
+                calls.labels(self._service, "budget").inc()
+                raise
+        started = time.monotonic()
+        try:
+            completion = await self._call(self._openai, tenant_id, system, user, {}, "",
+                                          started, sampling)
+        except LlmError as exc:
+            calls.labels(self._service, exc.reason).inc()
+            raise
+        finally:
+            metrics.CALL_SECONDS.labels(self._service).observe(time.monotonic() - started)
+        calls.labels(self._service, "ok").inc()
+        assert isinstance(completion, TextCompletion)
         return completion
 
     async def aclose(self) -> None:
@@ -202,15 +260,18 @@ class LlmClient:
             await self._openai.close()
 
     async def _call(self, client: AsyncOpenAI, tenant_id: str, system: str, user: str,
-                    schema: dict[str, Any], schema_name: str, started: float) -> Completion:
+                    schema: dict[str, Any], schema_name: str, started: float,
+                    sampling: Sampling | None = None) -> Completion | TextCompletion:
+        """`sampling` given: a free-text call with those overrides; else a JSON call."""
         import openai
 
         attempts = retries = 0
         while True:
-            mode = self._mode
+            mode: CallMode = self._mode if sampling is None else "text"
             attempts += 1
             try:
-                response = await self._request(client, mode, system, user, schema, schema_name)
+                response = await self._request(client, mode, system, user, schema, schema_name,
+                                               sampling or _DEFAULT_SAMPLING)
             except _Retryable as exc:
                 metrics.ATTEMPTS.labels(self._service, exc.reason).inc()
                 if retries >= self._settings.max_retries:
@@ -232,11 +293,14 @@ class LlmClient:
                     continue
                 raise LlmError("bad_request", f"{exc.status_code} {exc.message}") from exc
             metrics.ATTEMPTS.labels(self._service, "ok").inc()
+            if mode == "text":
+                return await self._text(response, tenant_id, system, user, attempts, started)
             return await self._completed(response, tenant_id, system, user, mode, attempts,
                                          started)
 
-    async def _request(self, client: AsyncOpenAI, mode: Mode, system: str, user: str,
-                       schema: dict[str, Any], schema_name: str) -> ChatCompletion:
+    async def _request(self, client: AsyncOpenAI, mode: CallMode, system: str, user: str,
+                       schema: dict[str, Any], schema_name: str,
+                       sampling: Sampling = _DEFAULT_SAMPLING) -> ChatCompletion:
         """One HTTP attempt; transient failures come out as `_Retryable`, other 4xx as the
         SDK's `APIStatusError`."""
         import openai
@@ -255,16 +319,23 @@ class LlmClient:
         if mode == "json_schema":
             response_format = {"type": "json_schema", "json_schema": {
                 "name": schema_name, "schema": schema, "strict": False}}
+        model = sampling.model or settings.model
+        max_tokens = sampling.max_tokens or settings.max_output_tokens
+        temperature = (sampling.temperature if sampling.temperature is not None
+                       else settings.temperature)
         try:
-            if response_format is None:
+            if response_format is None and sampling.top_p is not None:
                 response = await client.chat.completions.create(
-                    model=settings.model, messages=messages,
-                    max_tokens=settings.max_output_tokens, temperature=settings.temperature)
+                    model=model, messages=messages, max_tokens=max_tokens,
+                    temperature=temperature, top_p=sampling.top_p)
+            elif response_format is None:
+                response = await client.chat.completions.create(
+                    model=model, messages=messages, max_tokens=max_tokens,
+                    temperature=temperature)
             else:
                 response = await client.chat.completions.create(
-                    model=settings.model, messages=messages,
-                    max_tokens=settings.max_output_tokens, temperature=settings.temperature,
-                    response_format=response_format)
+                    model=model, messages=messages, max_tokens=max_tokens,
+                    temperature=temperature, response_format=response_format)
         except openai.APITimeoutError as exc:
             raise _Retryable("timeout", str(exc), None) from exc
         except openai.APIConnectionError as exc:
@@ -304,9 +375,9 @@ class LlmClient:
                     extra={"service": self._service, "model": self._settings.model,
                            "status": exc.status_code, "error": exc.message[:500]})
 
-    async def _completed(self, response: ChatCompletion, tenant_id: str, system: str, user: str,
-                         mode: Mode, attempts: int, started: float) -> Completion:
-        """Charge the tokens, then parse: an unusable answer was paid for all the same."""
+    async def _charge(self, response: ChatCompletion, tenant_id: str, system: str, user: str
+                      ) -> tuple[str, int, int]:
+        """The answer's text and its tokens (in, out), charged to the tenant's budget."""
         content = _content_of(response)
         usage = getattr(response, "usage", None)
         tokens_in = usage.prompt_tokens if usage else estimate_tokens(system + user)
@@ -321,6 +392,19 @@ class LlmClient:
                 # only make the caller ask (and pay) again. The budget under-counts instead.
                 log.exception("llm usage not recorded", extra={
                     "service": self._service, "tenant_id": tenant_id})
+        return content, tokens_in, tokens_out
+
+    async def _text(self, response: ChatCompletion, tenant_id: str, system: str, user: str,
+                    attempts: int, started: float) -> TextCompletion:
+        content, tokens_in, tokens_out = await self._charge(response, tenant_id, system, user)
+        return TextCompletion(content=content, tokens_in=tokens_in, tokens_out=tokens_out,
+                              model=response.model or self._settings.model or "",
+                              attempts=attempts, latency_seconds=time.monotonic() - started)
+
+    async def _completed(self, response: ChatCompletion, tenant_id: str, system: str, user: str,
+                         mode: Mode, attempts: int, started: float) -> Completion:
+        """Charge the tokens, then parse: an unusable answer was paid for all the same."""
+        content, tokens_in, tokens_out = await self._charge(response, tenant_id, system, user)
         if mode == "json_schema":
             self._structured_ok = True
         try:

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from services.trace_router.context import LONG_CHARS, SHORT_CHARS, RoutingContext
-from services.trace_router.policies.base import Choice, RouterState, default_chain
-from services.trace_router.sizes import Direction, Sizes, name_order, pick
+from habitus.routing.context import LONG_CHARS, SHORT_CHARS, RoutingContext
+from habitus.routing.policies.base import Choice, RouterState, certain, default_chain
+from habitus.routing.sizes import Direction, Sizes, name_order, pick
 
 #: above this urgency the smallest model wins whatever the query
 URGENT: Final = 0.8
@@ -84,6 +84,11 @@ class Heuristic:
                default_model: str | None, fallback_model: str | None,
                state: RouterState, decision_id: str) -> Choice:
         return heuristic_choice(ctx, models, sizes, default_model, fallback_model)
+
+    def distribution(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+                     default_model: str | None, fallback_model: str | None,
+                     state: RouterState) -> dict[str, float]:
+        return certain(heuristic_choice(ctx, models, sizes, default_model, fallback_model))
 
     def table(self, state: RouterState) -> dict[str, str]:
         return {}

@@ -1,8 +1,9 @@
 """The routing policies, by name: `heuristic`, `learned`, `sft`, `bandit`, `grpo`.
 
 Every policy answers `choose(ctx, models, sizes, default_model, fallback_model, state,
-decision_id) -> Choice` purely from its arguments, and `table(state)` with its current class →
-model preferences (what `router.update_policy` diffs and versions).
+decision_id) -> Choice` purely from its arguments (the choice carries its propensity),
+`distribution(...)` with the probability of each model it can choose, and `table(state)` with its
+current class → model preferences (what `router.update_policy` diffs and versions).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Protocol
 
-from services.trace_router.context import RoutingContext
-from services.trace_router.policies.bandit import Bandit
-from services.trace_router.policies.base import (
+from habitus.routing.context import RoutingContext
+from habitus.routing.policies.bandit import Bandit
+from habitus.routing.policies.base import (
     Aggregate,
     Choice,
     NoModelAvailable,
@@ -21,10 +22,10 @@ from services.trace_router.policies.base import (
     observe,
     rng_for,
 )
-from services.trace_router.policies.grpo import GRPO, group_rewards, grpo_update
-from services.trace_router.policies.heuristic import Heuristic, heuristic_choice
-from services.trace_router.policies.learned import SFT, Learned, diff, learn, sft_table
-from services.trace_router.sizes import Sizes
+from habitus.routing.policies.grpo import GRPO, group_rewards, grpo_update
+from habitus.routing.policies.heuristic import Heuristic, heuristic_choice
+from habitus.routing.policies.learned import SFT, Learned, diff, learn, sft_table
+from habitus.routing.sizes import Sizes
 
 
 class Policy(Protocol):
@@ -33,6 +34,13 @@ class Policy(Protocol):
     def choose(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
                default_model: str | None, fallback_model: str | None,
                state: RouterState, decision_id: str) -> Choice: ...
+
+    def distribution(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+                     default_model: str | None, fallback_model: str | None,
+                     state: RouterState) -> dict[str, float]:
+        """The probability of each model `choose` can answer (1 for one model when the policy
+        is deterministic): what an off-policy estimate of this policy weighs outcomes by."""
+        ...
 
     def table(self, state: RouterState) -> dict[str, str]: ...
 

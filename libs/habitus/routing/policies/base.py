@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from services.trace_router.sizes import name_order
+from habitus.routing.sizes import name_order
 
 #: (query class, model)
 ArmKey = tuple[str, str]
@@ -37,11 +37,16 @@ class UnknownPolicy(LookupError):
 
 @dataclass(frozen=True, slots=True)
 class Choice:
-    """A policy's answer: the model, why, and the per-model numbers it compared (if any)."""
+    """A policy's answer: the model, why, the per-model numbers it compared (if any), and the
+    probability the policy had of answering this model (1 for a deterministic policy).
+
+    The propensity is what makes the recorded decisions usable for estimating another policy:
+    an off-policy estimate weighs each logged outcome by the inverse of it."""
 
     model: str
     reason: str
     scores: Mapping[str, float] = field(default_factory=dict)
+    propensity: float = 1.0
 
 
 #: the composite's weights: the learned and sft policies score a model by
@@ -140,6 +145,11 @@ def rng_for(decision_id: str) -> random.Random:
     """A generator seeded by the decision id alone: the same id draws the same numbers."""
     digest = hashlib.sha256(decision_id.encode("utf-8", "surrogatepass")).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def certain(choice: Choice) -> dict[str, float]:
+    """The distribution of a deterministic policy: its choice, with probability 1."""
+    return {choice.model: 1.0}
 
 
 def default_chain(models: Sequence[str], default_model: str | None,

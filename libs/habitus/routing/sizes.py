@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from services.trace_router.prices import Price, price_of
+from habitus.routing.prices import Price, price_of
 
 Sizes = Mapping[str, float | None]
 

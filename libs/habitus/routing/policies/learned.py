@@ -33,8 +33,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypedDict
 
-from services.trace_router.context import RoutingContext, query_class
-from services.trace_router.policies.base import (
+from habitus.routing.context import RoutingContext, query_class
+from habitus.routing.policies.base import (
     FEEDBACK_WEIGHT,
     NO_FEEDBACK,
     SUCCESS_WEIGHT,
@@ -42,9 +42,10 @@ from services.trace_router.policies.base import (
     ArmKey,
     Choice,
     RouterState,
+    certain,
 )
-from services.trace_router.policies.heuristic import URGENT, heuristic_choice
-from services.trace_router.sizes import Sizes, name_order
+from habitus.routing.policies.heuristic import URGENT, heuristic_choice
+from habitus.routing.sizes import Sizes, name_order
 
 DEFAULT_MIN_SAMPLES: Final = 5
 Aggregates = Mapping[ArmKey, Aggregate]
@@ -220,6 +221,13 @@ class _TablePolicy:
             return Choice(live, f"{evidence}: {compare(live, models, scores, rows, cls)} ({note})",
                           scores)
         return heuristic(f"{note}, and no offered model has enough {cls} traces")
+
+    def distribution(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+                     default_model: str | None, fallback_model: str | None,
+                     state: RouterState) -> dict[str, float]:
+        """Deterministic: the model `choose` answers, with probability 1."""
+        return certain(self.choose(ctx, models, sizes, default_model, fallback_model, state,
+                                   ""))
 
     def table(self, state: RouterState) -> dict[str, str]:
         return self._compute(state.aggregates)

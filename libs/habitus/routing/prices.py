@@ -68,6 +68,16 @@ class Price:
 
     entry: str
     per_token: float
+    #: USD per input token and per output token (None: only the sum is known)
+    input_per_token: float | None = None
+    output_per_token: float | None = None
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float:
+        """What a call of `tokens_in` prompt and `tokens_out` answer tokens costs, in USD
+        (half the summed price per token each, when the split is not known)."""
+        if self.input_per_token is None or self.output_per_token is None:
+            return self.per_token / 2 * (tokens_in + tokens_out)
+        return self.input_per_token * tokens_in + self.output_per_token * tokens_out
 
     @property
     def per_million(self) -> float:
@@ -132,7 +142,9 @@ def build_table(raw: Any) -> PriceTable:
         per_token = entry_price(raw[entry])
         key = entry.strip().lower()
         if per_token is not None and key and key not in prices:
-            prices[key] = Price(entry, per_token)
+            fields = raw[entry]
+            prices[key] = Price(entry, per_token, _cost(fields.get("input_cost_per_token")),
+                                _cost(fields.get("output_cost_per_token")))
     dated: dict[str, tuple[str, str]] = {}
     hosted: dict[str, list[tuple[float, str]]] = {}
     for key in sorted(prices):

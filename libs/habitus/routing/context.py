@@ -22,10 +22,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
-QueryClass = Literal["code", "math", "short", "long", "general"]
-QUERY_CLASSES: Final[tuple[QueryClass, ...]] = ("code", "math", "short", "long", "general")
+from habitus.contract.configuration import QUERY_CLASSES, QueryClass
+
+__all__ = ["DEFAULT_LANGUAGE", "DEFAULT_URGENCY", "LONG_CHARS", "QUERY_CLASSES", "SHORT_CHARS",
+           "QueryClass", "RoutingContext", "build_context", "classify", "detect_language",
+           "query_class", "routing_signals"]
+
 
 #: below this many characters a query is "short" (the heuristic's smallest-model rule)
 SHORT_CHARS: Final = 50
@@ -119,6 +123,15 @@ def classify(query: str) -> QueryClass:
     if len(query) > LONG_CHARS or _REASONING.search(query) is not None:
         return "long"
     return "general"
+
+
+def routing_signals(query: str, urgency: float | None = None) -> RoutingContext:
+    """The context a policy would read for `query`, without the language (no policy reads
+    it): what the optimizer records of each trace, to replay the policies over it."""
+    return RoutingContext(
+        query="", query_length=len(query), has_code=_CODE.search(query) is not None,
+        has_math=_MATH.search(query) is not None,
+        has_reasoning=_REASONING.search(query) is not None, urgency=_urgency(urgency))
 
 
 # --------------------------------------------------------------------------- language

@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from services.trace_router.context import RoutingContext, query_class
-from services.trace_router.policies.base import ArmKey, Choice, RouterState, rng_for
-from services.trace_router.policies.heuristic import heuristic_choice
-from services.trace_router.sizes import Sizes
+from habitus.routing.context import RoutingContext, query_class
+from habitus.routing.policies.base import ArmKey, Choice, RouterState, certain, rng_for
+from habitus.routing.policies.heuristic import heuristic_choice
+from habitus.routing.sizes import Sizes
 
 LEARNING_RATE: Final = 0.5
 MAX_WEIGHT: Final = 5.0
@@ -77,6 +77,14 @@ def group_rewards(records: Iterable[tuple[str, str, float]], group_size: int = G
     return groups, dict(pending)
 
 
+def _by_model(models: Sequence[str], probs: Sequence[float]) -> dict[str, float]:
+    """Each model's probability (a model offered twice has both its shares)."""
+    out: dict[str, float] = {}
+    for model, p in zip(models, probs, strict=True):
+        out[model] = out.get(model, 0.0) + p
+    return out
+
+
 def softmax(logits: Sequence[float]) -> list[float]:
     top = max(logits)
     exps = [math.exp(x - top) for x in logits]
@@ -110,10 +118,18 @@ class GRPO:
             if point < cumulative:
                 chosen = model
                 break
-        scores: dict[str, float] = {}
-        for model, p in zip(models, probs, strict=True):
-            scores[model] = scores.get(model, 0.0) + p
-        return Choice(chosen, f"grpo: sampled from the {cls} policy", scores)
+        scores = _by_model(models, probs)
+        return Choice(chosen, f"grpo: sampled from the {cls} policy", scores, scores[chosen])
+
+    def distribution(self, ctx: RoutingContext, models: Sequence[str], sizes: Sizes,
+                     default_model: str | None, fallback_model: str | None,
+                     state: RouterState) -> dict[str, float]:
+        """The softmax over the offered models (exact: what `choose` samples from)."""
+        if not models:
+            return certain(heuristic_choice(ctx, models, sizes, default_model, fallback_model))
+        cls = query_class(ctx)
+        return _by_model(models, softmax(
+            [state.grpo.get((cls, m), 0.0) / self.temperature for m in models]))
 
     def table(self, state: RouterState) -> dict[str, str]:
         """Per class, the model with the highest weight (ties: the lesser name)."""
