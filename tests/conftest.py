@@ -15,12 +15,19 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from hypothesis import settings as hypothesis_settings
 
 from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
 from habitus.db.pool import open_pool
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
+
+# Hypothesis's per-example deadline is a timing assertion: on two cores shared with a test
+# worker and embedded servers an ordinary example can take half a second. The properties are
+# what the suite checks; speed is measured in tests/bench.
+hypothesis_settings.register_profile("habitus", deadline=None)
+hypothesis_settings.load_profile("habitus")
 
 #: The modules of a worker share its streams, so a runner catching up on earlier modules' events
 #: is real pipeline lag, and the gateway would push a test's tenant back for it. Backpressure is

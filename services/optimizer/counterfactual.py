@@ -36,7 +36,14 @@ from typing import Final
 from habitus.contract.configuration import QueryClass
 from habitus.routing.configured import Routing, distribution
 from habitus.routing.context import LONG_CHARS, SHORT_CHARS, RoutingContext
-from habitus.routing.policies import Aggregate, RouterState, grpo_update, learn, sft_table
+from habitus.routing.policies import (
+    Aggregate,
+    RouterState,
+    grpo_update,
+    learn,
+    online_switch,
+    sft_table,
+)
 from habitus.routing.policies.grpo import group_rewards
 from habitus.routing.policies.heuristic import URGENT
 from habitus.routing.sizes import resolve
@@ -155,15 +162,19 @@ class EvaluationLog:
     @classmethod
     def build(cls, samples: Iterable[Sample], aggregates: Mapping[tuple[str, str], Aggregate]
               | None = None, grpo_records: Sequence[tuple[str, str, float]] = (),
-              min_samples: int = 5) -> EvaluationLog:
-        """The log of `samples`; `aggregates` and `grpo_records` (class, model, reward in
-        order) are the tenant's whole trace history, which the learned policies' state is
-        computed from as the router would (from the samples when not given)."""
+              min_samples: int = 5,
+              observations: Sequence[tuple[str, str, str | None, float | None]] | None = None
+              ) -> EvaluationLog:
+        """The log of `samples`; `aggregates`, `grpo_records` (class, model, reward in order)
+        and `observations` (class, model, outcome, feedback in order) are the tenant's whole
+        trace history, which the learned policies' state is computed from as the router would
+        (from the samples when not given)."""
         log = cls()
         direct: dict[str, dict[tuple[str, str], list[float]]] = {
             m: defaultdict(lambda: [0.0, 0]) for m in METRIC_NAMES}
         own: dict[tuple[str, str], Aggregate] = {}
         records: list[tuple[str, str, float]] = []
+        seen: list[tuple[str, str, str | None, float | None]] = []
         for s in samples:
             log.samples += 1
             group = Group.of(s)
@@ -182,6 +193,7 @@ class EvaluationLog:
                 Aggregate.of(s.outcome, s.feedback, s.reward))
             if s.reward is not None:
                 records.append((s.query_class, s.model, s.reward))
+            seen.append((s.query_class, s.model, s.outcome, s.feedback))
         log.direct = {m: {k: (v[0], int(v[1])) for k, v in cells.items()}
                       for m, cells in direct.items()}
         agg = dict(aggregates) if aggregates is not None else own
@@ -189,8 +201,10 @@ class EvaluationLog:
         for cls_name, group_ in group_rewards(grpo_records if aggregates is not None
                                               else records)[0]:
             weights = grpo_update(weights, cls_name, group_)
-        log.state = RouterState(aggregates=agg, learned=learn(agg, min_samples),
-                                sft=sft_table(agg, min_samples), grpo=weights)
+        log.state = RouterState(
+            aggregates=agg, learned=learn(agg, min_samples), sft=sft_table(agg, min_samples),
+            grpo=weights, online=online_switch(
+                observations if observations is not None else seen, min_samples))
         return log
 
     def q(self, metric: str, query_class: str, model: str) -> float | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from habitus.contract.optimize import Objective, ReplaySettings, RunParams
 from habitus.llm import LlmClient
-from habitus.routing.policies import RouterState, learn, sft_table
+from habitus.routing.policies import RouterState, learn, online_switch, sft_table
 from habitus.service.context import ServiceContext
 from services.optimizer import metrics, store
 from services.optimizer.counterfactual import EvaluationLog
@@ -35,7 +35,7 @@ async def load(ctx: ServiceContext, settings: OptimizerSettings, tenant_id: str,
     async with ctx.pool.connection() as conn, conn.cursor() as cur:
         loaded = await store.load_log(cur, tenant_id, since, until)
     log = EvaluationLog.build(loaded.samples, loaded.aggregates, loaded.records,
-                              settings.router_min_samples)
+                              settings.router_min_samples, loaded.observations)
     metrics.LOG_SECONDS.observe(time.monotonic() - started)
     return log
 
@@ -63,7 +63,8 @@ async def replay(ctx: ServiceContext, settings: OptimizerSettings, llm: LlmClien
         loaded = await store.load_log(cur, tenant_id, since, until)
     state = RouterState(aggregates=loaded.aggregates,
                         learned=learn(loaded.aggregates, settings.router_min_samples),
-                        sft=sft_table(loaded.aggregates, settings.router_min_samples))
+                        sft=sft_table(loaded.aggregates, settings.router_min_samples),
+                        online=online_switch(loaded.observations, settings.router_min_samples))
     return Replay(llm, tenant_id, queries, models, baseline,
                   await default_policy(ctx, settings, tenant_id), settings.router_min_samples,
                   [o.metric for o in objectives], replay.judge_model, state)

@@ -76,6 +76,7 @@ class OptimizeRpc:
             "optimize.runs": self.runs, "optimize.frontier": self.frontier,
             "optimize.stop": self.stop, "optimize.apply": self.apply,
             "optimize.undo": self.undo, "optimize.configuration": self.configuration,
+            "optimize.configure": self.configure,
             "optimize.evaluate": self.evaluate,
         }
         for name, handler in handlers.items():
@@ -219,6 +220,17 @@ class OptimizeRpc:
                 version=history[-1]["version"] + 1, params=params,
                 previous=dict(history[-1]["params"]), run_id=p.run_id, trial_id=p.trial_id,
                 undoes=target["version"])
+
+        return await self._configure(rc, change)
+
+    async def configure(self, p: c.ChangeConfiguration, rc: RpcContext) -> c.Configuration:
+        def change(history: list[dict[str, Any]]) -> ConfigurationApplied:
+            current = dict(history[-1]["params"]) if history else {}
+            merged = {**current, **p.params}
+            params = validate_configuration({k: v for k, v in merged.items() if v is not None})
+            return ConfigurationApplied(
+                version=(history[-1]["version"] if history else 0) + 1, params=params,
+                previous=current)
 
         return await self._configure(rc, change)
 

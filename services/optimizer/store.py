@@ -116,6 +116,8 @@ class LoadedLog:
     records: list[tuple[str, str, float]]
     traces: int
     unjoined: int
+    #: (class, model, outcome, feedback) of every trace in order (the online switch's input)
+    observations: list[tuple[str, str, str | None, float | None]]
 
 
 async def load_log(cur: AsyncCursor[Any], tenant_id: str, since: float | None,
@@ -148,6 +150,7 @@ async def load_log(cur: AsyncCursor[Any], tenant_id: str, since: float | None,
     samples: list[Sample] = []
     aggregates: dict[tuple[str, str], Aggregate] = {}
     records: list[tuple[str, str, float]] = []
+    observations: list[tuple[str, str, str | None, float | None]] = []
     traces = unjoined = 0
     for r in await cur.fetchall():
         traces += 1
@@ -161,6 +164,7 @@ async def load_log(cur: AsyncCursor[Any], tenant_id: str, since: float | None,
             Aggregate.of(outcome, feedback, value))
         if value is not None:
             records.append((klass, model, value))
+        observations.append((klass, model, outcome, feedback))
         # a trace whose model is not the one decided was not routed by the decision
         if propensity is None or decided != model or not offered:
             unjoined += 1
@@ -173,7 +177,7 @@ async def load_log(cur: AsyncCursor[Any], tenant_id: str, since: float | None,
             propensity=propensity, outcome=outcome, feedback=feedback, reward=value,
             latency_seconds=latency, cost_usd=cost, tokens=float(tokens),
             energy_joules=energy))
-    return LoadedLog(samples, aggregates, records, traces, unjoined)
+    return LoadedLog(samples, aggregates, records, traces, unjoined, observations)
 
 
 async def recent_queries(cur: AsyncCursor[Any], tenant_id: str, limit: int,

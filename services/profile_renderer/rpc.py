@@ -172,6 +172,8 @@ class ProfileRpc:
         result = answer(context)
         if p.request is not None:
             result = await self._with_habits(result, p, rc)
+            if p.examples != 0 or p.skills:
+                result = await self._with_examples(result, p, rc)
         metrics.CONTEXT_SECONDS.labels(cache).observe(time.perf_counter() - started)
         return result
 
@@ -196,6 +198,32 @@ class ProfileRpc:
         return {**result, "sections": sections,
                 "text": "\n".join(x for x in (result["text"], section) if x),
                 "steered_by": list(chosen.get("steered_by", []))}
+
+    async def _with_examples(self, result: dict[str, Any], p: PromptContextParams,
+                             rc: RpcContext) -> dict[str, Any]:
+        """The context plus the in-context `examples` section for this request (the trace
+        router's `icl.context`: the user's own good traces of the request's class), within
+        what is left of the budget. Opt-in, and never a failed prompt: the router unavailable
+        means no section."""
+        params: dict[str, Any] = {"user_id": p.user_id, "request": p.request}
+        if p.examples is not None:
+            params["examples"] = p.examples
+        if p.skills is not None:
+            params["skills"] = p.skills
+        if p.budget_chars is not None:
+            params["budget_chars"] = max(0, p.budget_chars - len(result["text"]) - 1)
+        try:
+            found = await self.ctx.rpc.call("icl.context", rc.tenant_id, params,
+                                            correlation_id=rc.correlation_id)
+        except RpcError as exc:
+            log.info("no examples section", extra={"reason": exc.message})
+            return result
+        section = str(found.get("section") or "")
+        if not section:
+            return result
+        return {**result, "sections": [*result["sections"],
+                                       {"name": "examples", "content": section}],
+                "text": "\n".join(x for x in (result["text"], section) if x)}
 
     async def _context(self, p: PromptContextParams, rc: RpcContext
                        ) -> tuple[dict[str, Any], str]:

@@ -13,6 +13,9 @@ from services.trace_router.insights import TraceFacts
 
 #: how many of the newest traces the advisor and ICL read
 RECENT = 10_000
+#: how many of a user's newest traces a prompt's in-context section is chosen from (it is on
+#: the path of a prompt, so it reads less)
+RECENT_FOR_CONTEXT = 1_000
 
 
 async def aggregates(cur: AsyncCursor[Any], tenant_id: str) -> dict[tuple[str, str], Aggregate]:
@@ -63,3 +66,26 @@ async def rewards(cur: AsyncCursor[Any], tenant_id: str, limit: int = RECENT
 async def tenants(cur: AsyncCursor[Any]) -> list[str]:
     await cur.execute(f"SELECT DISTINCT tenant_id FROM {store.CLASS_STATS}")
     return [r[0] for r in await cur.fetchall()]
+
+
+def below(aggregates: dict[tuple[str, str], Aggregate], min_samples: int) -> list[str]:
+    """The query classes with traces, but fewer than `min_samples` of them."""
+    counts: dict[str, int] = {}
+    for (cls, _), agg in aggregates.items():
+        counts[cls] = counts.get(cls, 0) + agg.count
+    return sorted(c for c, n in counts.items() if 0 < n < min_samples)
+
+
+async def observations(cur: AsyncCursor[Any], tenant_id: str, classes: list[str]
+                       ) -> list[tuple[str, str, str | None, float | None]]:
+    """(class, model, outcome, feedback) of the tenant's traces of `classes`, in the order
+    they were recorded: what the online switch replays (few: the classes are below the
+    sample threshold)."""
+    if not classes:
+        return []
+    await cur.execute(
+        f"""SELECT query_class, model, outcome, feedback FROM {store.TRACES}
+            WHERE tenant_id = %s AND query_class = ANY(%s) ORDER BY seq""",
+        (tenant_id, classes))
+    return [(r[0], r[1], r[2], None if r[3] is None else float(r[3]))
+            for r in await cur.fetchall()]

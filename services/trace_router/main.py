@@ -18,7 +18,12 @@ from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.trace_router import facts, store
 from services.trace_router.policy_projection import PoliciesProjection
 from services.trace_router.projection import TracesProjection
-from services.trace_router.rpc import RouterRpc, TenantRouting, publish_update
+from services.trace_router.rpc import (
+    RouterRpc,
+    TenantRouting,
+    publish_advice,
+    publish_update,
+)
 from services.trace_router.settings import RouterSettings
 from services.trace_router.state_cache import StateCache
 
@@ -47,7 +52,8 @@ class Relearner:
     every tenant with traces gets its tables published, whether or not it ever called
     `router.update_policy`. A decision does not wait for it (a class with enough traces is
     routed by the aggregates at once); the published table is what keeps replicas, restarts
-    and replays routing alike."""
+    and replays routing alike. The tenant's advice is issued then too (`AdviceIssued`), when
+    it changed."""
 
     def __init__(self, ctx: ServiceContext, settings: RouterSettings):
         self._ctx = ctx
@@ -91,6 +97,7 @@ class Relearner:
             for policy in LEARNING:
                 await publish_update(self._ctx, None, tenant_id, policy,
                                      self._settings.min_samples, only_if_changed=True)
+            await publish_advice(self._ctx, tenant_id)
         # only once every tenant is relearned: a failure part way (an outage) is retried at the
         # next tick instead of waiting for traces that may never come
         self._seen, self._waited = at, 0

@@ -1,5 +1,6 @@
-"""`traces.policies`: the tenants' routing policies, folded from `RoutingPolicyUpdated`, and
-their configurations, folded from `ConfigurationApplied` (the optimizer's, which routing follows).
+"""`traces.policies`: the tenants' routing policies, folded from `RoutingPolicyUpdated`, their
+configurations, folded from `ConfigurationApplied` (the optimizer's, which routing follows), and
+the digest of the advice last issued (`AdviceIssued`).
 
 A learned policy's parameters (its class -> model table, a bandit's or GRPO's weights) and a
 tenant's default policy are events, so a replica, a restart and a replay all route alike, and
@@ -14,7 +15,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
-from habitus.events.domain import ConfigurationApplied, RoutingPolicyUpdated
+from habitus.events.domain import AdviceIssued, ConfigurationApplied, RoutingPolicyUpdated
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.trace_router import policy_store
 from services.trace_router.state_cache import StateCache
@@ -26,7 +27,8 @@ TENANT_DEFAULT = "tenant_default"
 class PoliciesProjection(Projection):
     name = "traces.policies"
     schema = "traces"
-    tables = (policy_store.POLICIES, policy_store.DEFAULTS, policy_store.CONFIGURATIONS)
+    tables = (policy_store.POLICIES, policy_store.DEFAULTS, policy_store.CONFIGURATIONS,
+              policy_store.ADVICE)
 
     def __init__(self, states: StateCache[Any] | None = None):
         #: the routing states of this process, dropped for the tenants a batch changes
@@ -63,4 +65,13 @@ class PoliciesProjection(Projection):
             await policy_store.save_configuration(cur, event.tenant_id, event.user_id,
                                                   p.version, p.params, event.occurred_at)
 
-    handlers = {RoutingPolicyUpdated: on_updated, ConfigurationApplied: on_configured}
+    async def on_advice(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
+                        ctx: ApplyContext) -> None:
+        for delivered in run:
+            p: AdviceIssued = delivered.event.payload
+            await policy_store.save_advice(cur, delivered.event.tenant_id,
+                                           delivered.event.user_id, p.digest,
+                                           delivered.event.occurred_at)
+
+    handlers = {RoutingPolicyUpdated: on_updated, ConfigurationApplied: on_configured,
+                AdviceIssued: on_advice}

@@ -16,6 +16,7 @@ from habitus.ids import TENANT_WIDE
 POLICIES = "traces.policies"
 DEFAULTS = "traces.defaults"
 CONFIGURATIONS = "traces.configurations"
+ADVICE = "traces.advice"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +87,20 @@ async def load_configuration(cur: AsyncCursor[Any], tenant_id: str
                       "AND user_id = %s", (tenant_id, TENANT_WIDE))
     row = await cur.fetchone()
     return (0, {}) if row is None else (int(row[0]), dict(row[1]))
+
+
+async def save_advice(cur: AsyncCursor[Any], tenant_id: str, user_id: str, digest: str,
+                      at: float) -> None:
+    """The advice last issued; the later in stream order wins."""
+    await cur.execute(
+        f"""INSERT INTO {ADVICE} (tenant_id, user_id, digest, issued_at) VALUES (%s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id) DO UPDATE SET digest = EXCLUDED.digest,
+              issued_at = EXCLUDED.issued_at""", (tenant_id, user_id, digest, at))
+
+
+async def load_advice(cur: AsyncCursor[Any], tenant_id: str) -> str | None:
+    """The digest of the advice last issued to the tenant."""
+    await cur.execute(f"SELECT digest FROM {ADVICE} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, TENANT_WIDE))
+    row = await cur.fetchone()
+    return None if row is None else str(row[0])

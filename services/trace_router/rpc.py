@@ -9,7 +9,9 @@ event, answered once `traces.policies` applied it.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import re
 from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
@@ -17,10 +19,10 @@ from habitus.contract import traces as c
 from habitus.contract.configuration import section
 from habitus.contract.rpc import METHODS
 from habitus.events import CATALOG
-from habitus.events.domain import RouteDecided, RoutingPolicyUpdated
+from habitus.events.domain import AdviceIssued, AdviceItem, RouteDecided, RoutingPolicyUpdated
 from habitus.ids import TENANT_WIDE, new_event_id
 from habitus.routing.configured import decide, routing_for
-from habitus.routing.context import build_context, query_class
+from habitus.routing.context import build_context, classify, query_class
 from habitus.routing.policies import (
     POLICIES,
     NoModelAvailable,
@@ -30,12 +32,13 @@ from habitus.routing.policies import (
     group_rewards,
     grpo_update,
     learn,
+    online_switch,
     policy_for,
     sft_table,
 )
 from habitus.routing.sizes import resolve
 from habitus.service.context import ServiceContext
-from services.trace_router import facts, metrics, policy_store, store
+from services.trace_router import facts, in_context, metrics, policy_store, store
 from services.trace_router.insights import examples, recommendations, skills
 from services.trace_router.policy_projection import TENANT_DEFAULT
 from services.trace_router.settings import RouterSettings
@@ -58,11 +61,17 @@ def _plain(obj: Any) -> Any:
 
 
 def learned_parameters(policy: str, state: RouterState, records: list[tuple[str, str, float]],
-                       min_samples: int) -> dict[str, Any]:
+                       min_samples: int,
+                       observations: list[tuple[str, str, str | None, float | None]] | None = None
+                       ) -> dict[str, Any]:
     """What `router.update_policy` publishes for `policy`: a class -> model table (learned,
-    sft), the GRPO weights from the recorded reward groups, or the bandit's posteriors."""
+    sft; learned also the online switch's choices for the classes below the threshold, when
+    it has any), the GRPO weights from the recorded reward groups, or the bandit's
+    posteriors."""
     if policy == "learned":
-        return {"table": learn(state.aggregates, min_samples)}
+        online = online_switch(observations or [], min_samples)
+        return {"table": learn(state.aggregates, min_samples), **(
+            {"online": online} if online else {})}
     if policy == "sft":
         return {"table": sft_table(state.aggregates, min_samples)}
     if policy == "grpo":
@@ -97,10 +106,12 @@ def state_of(aggregates: dict[tuple[str, str], Any], stored: dict[str, Any]) -> 
     from the aggregates themselves, class by class, and say so in their reason ("not in the
     published table yet"), so a new tenant is routed by its traces before the first relearn."""
     learned = stored.get("learned", {}).get("table") or {}
+    online = stored.get("learned", {}).get("online") or {}
     sft = stored.get("sft", {}).get("table") or {}
     grpo = {(cls, model): float(w) for cls, model, w in stored.get("grpo", {}).get(
         "weights", [])}
-    return RouterState(aggregates=aggregates, learned=learned, sft=sft, grpo=grpo)
+    return RouterState(aggregates=aggregates, learned=learned, sft=sft, grpo=grpo,
+                       online=online)
 
 
 class RouterRpc:
@@ -127,6 +138,7 @@ class RouterRpc:
             ("advisor.recommendations", self.recommendations),
             ("icl.examples", self.examples),
             ("icl.skills", self.skills),
+            ("icl.context", self.icl_context),
         ):
             self.registry.implement(METHODS[name])(handler)
 
@@ -267,7 +279,32 @@ class RouterRpc:
 
     async def _facts(self, p: c.Insights, rc: RpcContext) -> Any:
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return await facts.recent(cur, rc.tenant_id, p.user_id)
+            found = await facts.recent(cur, rc.tenant_id, p.user_id)
+        return [f for f in found if p.query_class is None or f.query_class == p.query_class]
+
+    async def icl_context(self, p: c.IclContextParams, rc: RpcContext) -> c.IclContext:
+        """The request's in-context section (see `in_context`), opted into by the request or
+        the tenant's configuration; from the user's own traces of the request's class."""
+        params = (await self._state(rc.tenant_id)).params
+        wanted = p.examples if p.examples is not None else int(params.get("prompt.examples", 0))
+        with_skills = p.skills if p.skills is not None else bool(params.get("prompt.skills",
+                                                                            False))
+        budget = p.budget_chars if p.budget_chars is not None else int(
+            params.get("prompt.examples_chars", in_context.DEFAULT_BUDGET))
+        cls = classify(p.request)
+        if wanted == 0 and not with_skills:
+            return c.IclContext(query_class=cls, section="", examples=[], skills=[])
+        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+            mine = [f for f in await facts.recent(cur, rc.tenant_id, p.user_id,
+                                                  limit=facts.RECENT_FOR_CONTEXT)
+                    if f.query_class == cls]
+            chosen = examples(mine, wanted)
+            answers = await store.results(cur, rc.tenant_id, p.user_id,
+                                          [e.trace_id for e in chosen])
+        found = in_context.section(cls, [(e, answers.get(e.trace_id, "")) for e in chosen],
+                                   skills(mine) if with_skills else [], budget)
+        return c.IclContext(query_class=cls, section=found.text, examples=list(found.examples),
+                            skills=list(found.skills))
 
     async def recommendations(self, p: c.Insights, rc: RpcContext) -> c.AdvisorReport:
         return c.AdvisorReport.model_validate(_plain(recommendations(await self._facts(p, rc))))
@@ -291,8 +328,10 @@ async def publish_update(ctx: ServiceContext, rc: RpcContext | None, tenant_id: 
         aggregates = await facts.aggregates(cur, tenant_id)
         stored = await policy_store.load_policy(cur, tenant_id, policy)
         records = await facts.rewards(cur, tenant_id) if policy == "grpo" else []
+        observations = await facts.observations(
+            cur, tenant_id, facts.below(aggregates, min_samples)) if policy == "learned" else []
     state = RouterState(aggregates=aggregates)
-    parameters = learned_parameters(policy, state, records, min_samples)
+    parameters = learned_parameters(policy, state, records, min_samples, observations)
     old = (stored.parameters if stored else {}).get("table", {})
     changes = [c.PolicyChange.model_validate({"class": cls, **change}) for cls, change in
                sorted(diff(old, parameters.get("table", {})).items())]
@@ -308,4 +347,38 @@ async def publish_update(ctx: ServiceContext, rc: RpcContext | None, tenant_id: 
     return c.PolicyUpdate(policy=policy, version=version, changes=changes)
 
 
-__all__ = ["POLICIES", "RouterRpc", "publish_update"]
+
+
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+def advice_event(advice: Any) -> AdviceIssued:
+    """The advisor's answer as the event that announces it. Its digest covers what the advice
+    says with the numbers blanked: the counts, shares and evidence move with every trace, the
+    advice (which kind, which class, which models) does not, and only a change of that is
+    issued again."""
+    items = [AdviceItem(kind=r.kind, summary=r.summary[:2000], detail=r.detail[:4000],
+                        evidence_trace_ids=list(r.evidence_trace_ids)[:20])
+             for r in advice.recommendations[:50]]
+    said = [[i.kind, _NUMBERS.sub("#", i.summary), _NUMBERS.sub("#", i.detail)] for i in items]
+    digest = hashlib.sha256(json.dumps(said).encode()).hexdigest()
+    return AdviceIssued(analyzed=advice.analyzed, problems=advice.problems,
+                        confidence=min(max(advice.confidence, 0.0), 1.0),
+                        recommendations=items, digest=digest)
+
+
+async def publish_advice(ctx: ServiceContext, tenant_id: str) -> bool:
+    """Issue the tenant's advice when it differs from the last issued (or none was and there
+    is some); whether it was issued."""
+    async with ctx.pool.connection() as conn, conn.cursor() as cur:
+        found = recommendations(await facts.recent(cur, tenant_id))
+        last = await policy_store.load_advice(cur, tenant_id)
+    event = advice_event(found)
+    if event.digest == last or (last is None and not event.recommendations):
+        return False
+    await ctx.publisher.publish(CATALOG.new(event, tenant_id=tenant_id, user_id=TENANT_WIDE,
+                                            producer=PRODUCER))
+    return True
+
+
+__all__ = ["POLICIES", "RouterRpc", "advice_event", "publish_advice", "publish_update"]

@@ -695,6 +695,17 @@ async def _steps_of(cur: AsyncCursor[Any], tenant_id: str,
     return out
 
 
+async def results(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
+                  trace_ids: Sequence[str]) -> dict[str, str]:
+    """The answers (`result`) of some of the user's traces, by trace id."""
+    if not trace_ids:
+        return {}
+    await cur.execute(f"SELECT trace_id, result FROM {TRACES} WHERE tenant_id = %s AND "
+                      "user_id = %s AND trace_id = ANY(%s)", (tenant_id, user_id,
+                                                             list(trace_ids)))
+    return {r[0]: r[1] for r in await cur.fetchall()}
+
+
 async def get_trace(cur: AsyncCursor[Any], tenant_id: str, trace_id: str,
                     user_id: str | None = None) -> dict[str, Any] | None:
     """One trace with its steps (without `user_id`, the first user's with that id)."""

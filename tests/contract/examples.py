@@ -14,6 +14,8 @@ from typing import Any
 
 from habitus.events import CATALOG, Event
 from habitus.events.domain import (
+    AdviceIssued,
+    AdviceItem,
     CacheRebuilt,
     CacheResetRequested,
     CandidateEmitted,
@@ -272,6 +274,14 @@ def _run_completed(tenant: str, user: str, i: int) -> Payload:
                                     frontier=[f"run-{i}-t2"], stopped_early=i % 2 == 0)
 
 
+def _advice(tenant: str, user: str, i: int) -> Payload:
+    items = [AdviceItem(kind="routing", summary=f"Query class 'code' has {3 + i} failures",
+                        detail="Failures by model: qwen3:8b (3).",
+                        evidence_trace_ids=[f"tr-{n}" for n in range(3)])][: i % 2 + 1]
+    return AdviceIssued(analyzed=10 + i, problems=3 + i, confidence=0.7, recommendations=items,
+                        digest=f"{i:064x}")
+
+
 def _configured(tenant: str, user: str, i: int) -> Payload:
     return ConfigurationApplied(
         version=i + 1, params={"routing.model_for.code": TRACE_MODELS[i % 3]},
@@ -427,6 +437,7 @@ EXAMPLES: dict[str, Callable[[str, str, int], Payload]] = {
     "OptimizationRunFailed": lambda t, u, i: OptimizationRunFailed(
         run_id=f"run-{i + 2}", error="ValueError: the log is empty"),
     "ConfigurationApplied": _configured,
+    "AdviceIssued": _advice,
 }
 
 

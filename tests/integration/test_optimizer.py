@@ -426,3 +426,72 @@ async def test_the_command_line_runs_follows_exports_applies_and_undoes(
     assert wrong.exit_code == 2 and "routing.speed: unknown setting" in wrong.output
     listed = await habitus("optimize", "runs")
     assert listed.exit_code == 0 and run_id in listed.output
+
+
+# ------------------------------------------------------------------ the behaviour loop
+
+async def test_prompts_carry_worked_examples_of_the_requests_class_once_opted_in(
+        stack: str, pool: Any) -> None:
+    tenant = await new_tenant(stack, pool)
+    other = await new_tenant(stack, pool)
+
+    def coded(user: str, n: int, query: str, feedback: float) -> dict[str, Any]:
+        t = T0 + n
+        return {"type": "TraceCompleted", "user_id": user, "payload": {
+            "trace_id": f"ex-{n}", "query": query, "agent": "coder", "model": SMALL,
+            "engine": "vllm", "result": f"Use csv.DictReader and skip blank rows ({n}).",
+            "outcome": "success", "feedback": feedback, "started_at": t, "ended_at": t + 1,
+            "total_tokens": 100, "total_latency_seconds": 1.0,
+            "steps": [{"step_type": "tool_call", "timestamp": t, "duration_seconds": 0.2,
+                       "input": {"tool": name}, "output": {"success": True}}
+                      for name in ("search", "python")]}}
+
+    mine = [coded("ana", n, q, fb) for n, (q, fb) in enumerate([
+        (CODE_QUERIES[0], 0.95), (CODE_QUERIES[1], 0.9), (CODE_QUERIES[2], 0.8),
+        (CODE_QUERIES[3], 0.4), (GENERAL_QUERIES[0], 1.0)])]
+    assert (await tenant.post("/v1/events", mine)).status_code == 200
+    theirs = [coded("ana", 50 + n, f"import secrets  # other tenant's query {n}", 1.0)
+              for n in range(3)]
+    assert (await other.post("/v1/events", theirs)).status_code == 200
+
+    async def stored() -> bool:
+        return bool((await tenant.rpc("traces.summary"))["traces"] == 5 and
+                    (await other.rpc("traces.summary"))["traces"] == 3)
+
+    await until(stored)
+    request = "def merge(a, b): why does this drop keys?"
+    plain = await tenant.rpc("prompt.context", user_id="ana", request=request)
+    assert "examples" not in [s["name"] for s in plain["sections"]]  # not opted in
+
+    asked = await tenant.rpc("prompt.context", user_id="ana", request=request, examples=2,
+                             skills=True)
+    section = next(s["content"] for s in asked["sections"] if s["name"] == "examples")
+    assert section.startswith("Worked examples of similar code requests")
+    assert CODE_QUERIES[0][:30] in section and CODE_QUERIES[1][:30] in section
+    assert CODE_QUERIES[3][:30] not in section  # rated 0.4: not an example
+    assert GENERAL_QUERIES[0] not in section  # another class
+    assert "other tenant" not in section
+    assert "Answer began: Use csv.DictReader" in section
+    assert "- search -> python (worked 3 times)" in section
+    assert section in asked["text"]
+    tight = await tenant.rpc("prompt.context", user_id="ana", request=request, examples=3,
+                             skills=True, budget_chars=len(plain["text"]) + 300)
+    assert len(tight["text"]) <= len(plain["text"]) + 300
+    nobody = await tenant.rpc("prompt.context", user_id="ben", request=request, examples=2)
+    assert "examples" not in [s["name"] for s in nobody["sections"]]
+
+    # the tenant's configuration turns it on for every request (and off again)
+    configured = await tenant.rpc("optimize.configure",
+                                  params={"prompt.examples": 1, "prompt.skills": True})
+    assert configured["version"] == 1 and configured["run_id"] is None
+    default = await tenant.rpc("prompt.context", user_id="ana", request=request)
+    section = next(s["content"] for s in default["sections"] if s["name"] == "examples")
+    assert section.count("- Request:") == 1 and "search -> python" in section
+    assert (await other.rpc("optimize.configuration"))["version"] == 0
+    bad = await tenant.call("optimize.configure", params={"prompt.examples": 99})
+    assert bad.status_code == 400 and "prompt.examples: must be at most 10" in bad.text
+    off = await tenant.rpc("optimize.configure", params={"prompt.examples": None,
+                                                         "prompt.skills": None})
+    assert off["version"] == 2 and off["params"] == {}
+    default = await tenant.rpc("prompt.context", user_id="ana", request=request)
+    assert "examples" not in [s["name"] for s in default["sections"]]

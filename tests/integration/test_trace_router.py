@@ -139,6 +139,44 @@ async def test_the_analyzer_matches_the_traces(taught: Tenant) -> None:
                for r in advice["recommendations"])
     skills = (await taught.rpc("icl.skills"))["skills"]
     assert skills[0]["name"] == "search -> python" and skills[0]["count"] == 13
+    # per query class: statistics, and a class filter on the trace queries and the advice
+    classes = {(c["query_class"], c["model"]): c
+               for c in (await taught.rpc("traces.class_stats"))["classes"]}
+    assert classes[("code", "qwen3:8b")]["count"] == 12
+    assert classes[("code", "qwen3:8b")]["success_rate"] == 0.0
+    assert classes[("code", "codestral")]["avg_reward"] > classes[("code", "qwen3:8b")][
+        "avg_reward"]
+    assert set(classes) == {("code", "qwen3:8b"), ("code", "codestral"),
+                            ("short", "codestral")}
+    short = await taught.rpc("traces.list", query_class="short")
+    assert [t["trace_id"] for t in short["traces"]] == ["tr-99"]
+    assert (await taught.rpc("traces.summary", query_class="code"))["traces"] == 24
+    assert (await taught.rpc("advisor.recommendations", query_class="general"))[
+        "recommendations"] == []
+
+
+async def test_advice_is_issued_as_an_event_when_it_changes(stack: str, pool: Any,
+                                                            nc: Any) -> None:
+    # its own tenant: the extra trace below must not change the shared tenant's counts
+    name = unique("advised")
+    tenant = Tenant(stack, await create_key(pool, name), name)
+    await tenant.ingest([trace("dana", n, MODELS[n % 2 == 0], n % 2 == 0) for n in range(12)])
+
+    async def issued() -> list[Any]:
+        return await events_on(nc, EVENTS, f"habitus.v1.event.AdviceIssued.{name}._tenant.>")
+
+    found = await until(issued)
+    assert found[-1].payload.recommendations[0].kind == "routing"
+    assert "qwen3:8b" in found[-1].payload.recommendations[0].detail
+    # the relearn runs again on the next trace; the advice did not change, so no new event
+    await tenant.ingest([trace("dana", 500, "codestral", True)])
+
+    async def relearned() -> bool:
+        return bool((await tenant.rpc("traces.summary"))["traces"] == 13)
+
+    await until(relearned)
+    await asyncio.sleep(2.0)
+    assert len(await issued()) == len(found)
 
 
 async def test_learned_bandit_and_grpo_route_code_to_the_better_model(taught: Tenant,
@@ -292,7 +330,8 @@ TYPED: dict[str, type[BaseModel]] = {
     "traces.get": contract.TraceDetail, "traces.search": contract.TraceHits,
     "traces.export": contract.TraceExport,
     "advisor.recommendations": contract.AdvisorReport, "icl.examples": contract.IclExamples,
-    "icl.skills": contract.IclSkills,
+    "icl.skills": contract.IclSkills, "traces.class_stats": contract.ClassStatsList,
+    "icl.context": contract.IclContext,
 }
 
 
@@ -307,6 +346,8 @@ async def test_every_answer_is_exactly_its_result_model(taught: Tenant) -> None:
         ("traces.get", {"user_id": "dana", "trace_id": "tr-1"}),
         ("traces.search", {"text": "done"}), ("traces.export", {"limit": 3}),
         ("advisor.recommendations", {}), ("icl.examples", {}), ("icl.skills", {}),
+        ("traces.class_stats", {}), ("traces.class_stats", {"query_class": "code"}),
+        ("icl.context", {"user_id": "dana", "request": CODE, "examples": 2, "skills": True}),
     ]
     for method, params in calls:
         answer = await taught.rpc(method, **params)

@@ -160,6 +160,10 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "HabitDuplicateResolved": {"habit_id": "h1", "other_id": "h2", "decision": "kept_separate"},
     "HabitLawSet": {"text": "deny: production", "law_hash": "cd" * 32},
     "HabitSettingsChanged": {"retention_days": 14, "scheduled_analyze": True},
+    "AdviceIssued": {"analyzed": 10, "problems": 3, "confidence": 0.7, "digest": "ab" * 32,
+                     "recommendations": [{"kind": "routing", "summary": "code fails",
+                                          "detail": "qwen3:8b failed 3 times",
+                                          "evidence_trace_ids": ["t1"]}]},
     "OptimizationRunStarted": {
         "run_id": "r1", "space": {"search": [{"name": "routing.policy", "type": "categorical",
                                               "values": ["heuristic", "learned"]}]},

@@ -9,7 +9,7 @@ import random
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from habitus.routing.configured import decide, distribution, routing_for
@@ -94,7 +94,10 @@ def test_summed_statistics_equal_the_per_decision_formula(seed: int, n: int, pin
     log = EvaluationLog.build(samples)
     found = estimate(log, routing_for(params, None, "learned", 5),
                      ["reward", "accuracy", "cost_usd"], min_support=1)
-    assert found.refused is None
+    if found.refused is not None:
+        # a model routing would use that no trace of the class reports an outcome for
+        assert "reports accuracy" in found.refused
+        assume(False)
     for metric in ("reward", "accuracy", "cost_usd"):
         mean, se = _brute(samples, params, metric)
         assert found.metrics[metric] == pytest.approx(mean, rel=1e-9, abs=1e-12)

@@ -29,7 +29,7 @@ from services.trace_router.rpc import _plain
 
 TYPED: dict[str, type[BaseModel]] = {
     "traces.summary": contract.TraceSummary, "traces.route_stats": contract.RouteStatsList,
-    "traces.class_stats": contract.ClassStatsList,
+    "traces.class_stats": contract.ClassStatsList, "icl.context": contract.IclContext,
     "traces.tool_stats": contract.ToolStatsList, "traces.list": contract.TracePage,
     "traces.get": contract.TraceDetail, "traces.search": contract.TraceHits,
     "traces.export": contract.TraceExport,

@@ -11,9 +11,10 @@ optimisation run) may tune is this flat namespace of dotted paths, each with a t
 | `routing.models` | the models routing may choose among (of those a request offers) |
 | `generation.temperature`, `.top_p`, `.max_tokens` | what routing answers recommend |
 | `generation.system_prompt` | the system prompt a routing answer recommends |
-| `prompt.budget_chars` | `prompt.context`'s budget when a request names none |
 | `prompt.examples` | worked examples of the request's query class in the context (0: none) |
 | `prompt.skills` | the tool sequences that worked for the request's class, in the context |
+| `prompt.examples_chars` | the most characters the examples and skills take together |
+| `routing.online_switch` | the learned policy's conservative online switch below min_samples |
 
 It is part of the contract because three parties read it: the optimizer validates search spaces
 and applied configurations against it, the trace router routes by the `routing.*` and
@@ -71,14 +72,17 @@ SETTINGS: Final[Mapping[str, Setting]] = {s.path: s for s in (
             low=1, high=1_000_000),
     Setting("generation.system_prompt", "text", "the system prompt recommended",
             max_length=20_000),
-    Setting("prompt.budget_chars", "integer",
-            "prompt.context's budget in characters when a request names none",
-            low=0, high=1_000_000),
     Setting("prompt.examples", "integer",
             "worked examples of the request's query class prompt.context carries (0: none)",
             low=0, high=10),
     Setting("prompt.skills", "flag",
             "prompt.context carries the tool sequences that worked for the request's class"),
+    Setting("prompt.examples_chars", "integer",
+            "the most characters the examples and skills sections take together",
+            low=100, high=100_000),
+    Setting("routing.online_switch", "flag",
+            "below min_samples, the learned policy routes a class to the model of its latest "
+            "well-rated success instead of the heuristic (the conservative online switch)"),
 )}
 
 
@@ -99,9 +103,10 @@ def setting_of(path: str) -> Setting:
             raise LookupError(f"unknown query class {path[len(_MODEL_FOR):]!r}; known: "
                               f"{', '.join(QUERY_CLASSES)}")
         raise LookupError("unknown setting; known: routing.policy, routing.min_samples, "
-                          "routing.model_for.<class>, routing.models, generation.temperature, "
-                          "generation.top_p, generation.max_tokens, generation.system_prompt, "
-                          "prompt.budget_chars, prompt.examples, prompt.skills")
+                          "routing.model_for.<class>, routing.models, routing.online_switch, "
+                          "generation.temperature, generation.top_p, generation.max_tokens, "
+                          "generation.system_prompt, prompt.examples, prompt.skills, "
+                          "prompt.examples_chars")
     return found
 
 

@@ -328,6 +328,19 @@ class ReadConfiguration(_Params):
     pass
 
 
+class ChangeConfiguration(_Params):
+    params: dict[Path, Any] = Field(min_length=1, max_length=50, description=(
+        "Settings to change: path -> value (null: remove the setting, back to the default)."))
+
+    @model_validator(mode="after")
+    def _valid(self) -> ChangeConfiguration:
+        try:
+            validate_configuration({k: v for k, v in self.params.items() if v is not None})
+        except ConfigurationError as exc:
+            raise ValueError(f"params: {exc}") from None
+        return self
+
+
 class Configuration(_Result):
     version: int = Field(description="0: nothing applied yet (the defaults).")
     params: dict[str, Any] = Field(description="The configuration: path -> value.")

@@ -49,6 +49,15 @@ class PromptContextParams(_Params):
     context: list[Annotated[str, StringConstraints(max_length=20_000)]] = Field(
         default_factory=list, max_length=16,
         description="Earlier turns, oldest first, that may resolve a reference in `request`.")
+    examples: int | None = Field(
+        default=None, ge=0, le=10,
+        description="With `request`: worked examples of the request's query class from the "
+                    "user's own good traces, as an `examples` section. Absent: the tenant's "
+                    "configuration (`prompt.examples`, none unless set).")
+    skills: bool | None = Field(
+        default=None,
+        description="With `request`: the tool sequences that worked for the request's query "
+                    "class, in the `examples` section. Absent: the tenant's `prompt.skills`.")
     unconfirmed: bool = Field(
         default=False,
         description="Add an `unconfirmed` section: the facets the evidence points to but not "

@@ -139,6 +139,11 @@ _TABLE = (
                "Successful, well-rated traces to show an agent as examples"),
     MethodSpec("icl.skills", _ROUTER, traces.Insights, traces.IclSkills,
                "Tool sequences that recur in good traces"),
+    MethodSpec("icl.context", _ROUTER, traces.IclContextParams, traces.IclContext,
+               "Worked examples and skills of the request's query class, as a prompt section",
+               description=("From the user's own good traces of the same class, within the "
+                            "budget; opt-in (the request's `examples`/`skills`, else the "
+                            "tenant's `prompt.examples`/`prompt.skills`).")),
     MethodSpec("extraction.status", _EXTRACTOR, extractor.UserParams, extractor.Status,
                "What the LLM extractor holds for a user: summaries, windows, quarantine"),
     MethodSpec("extraction.quarantine", _EXTRACTOR, extractor.QuarantineQuery,
@@ -215,6 +220,12 @@ _TABLE = (
                description=("Restores the settings the trial's application replaced (later "
                             "changes to other settings stay). Conflict (409) when the trial "
                             "is not applied.")),
+    MethodSpec("optimize.configure", _OPTIMIZER, optimize.ChangeConfiguration,
+               optimize.Configuration,
+               "Change settings of the tenant's configuration by hand", changes_state=True,
+               description=("Publishes `ConfigurationApplied` (no run, no trial); answered "
+                            "once routing and prompts follow it. A null value removes a "
+                            "setting.")),
     MethodSpec("optimize.configuration", _OPTIMIZER, optimize.ReadConfiguration,
                optimize.Configuration, "The tenant's current configuration"),
     MethodSpec("optimize.evaluate", _OPTIMIZER, optimize.EvaluateParams, optimize.Evaluation,

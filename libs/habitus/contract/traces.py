@@ -155,6 +155,23 @@ class TraceSearch(_Params):
 class Insights(_Params):
     user_id: CallerUserId | None = Field(default=None, description="Only this user's traces.")
     limit: int = Field(default=20, ge=1, le=20)
+    query_class: QueryClass | None = Field(default=None, description=(
+        "Only traces of this query class."))
+
+
+class IclContextParams(_Params):
+    user_id: CallerUserId = Field(description=(
+        "Whose traces the examples come from (only theirs: never another user's, never "
+        "another tenant's)."))
+    request: str = Field(min_length=1, max_length=20_000, description=(
+        "The user's current request: its query class picks the examples."))
+    examples: int | None = Field(default=None, ge=0, le=10, description=(
+        "Worked examples to include; absent: the tenant's `prompt.examples` (0 unless set)."))
+    skills: bool | None = Field(default=None, description=(
+        "Include the tool sequences that worked; absent: the tenant's `prompt.skills`."))
+    budget_chars: int | None = Field(default=None, ge=0, le=1_000_000, description=(
+        "The most characters of the section; absent: the tenant's `prompt.examples_chars` "
+        "(2,000 unless set)."))
 
 
 
@@ -397,3 +414,14 @@ class IclSkills(_Result):
     """`icl.skills`."""
 
     skills: list[IclSkill] = Field(description="Most seen first, then longest, then by name.")
+
+
+class IclContext(_Result):
+    """`icl.context`: the in-context section for one request."""
+
+    query_class: QueryClass = Field(description=_CLASS)
+    section: str = Field(description=(
+        "The text to add to the prompt (empty: nothing applies, or the tenant did not opt "
+        "in)."))
+    examples: list[str] = Field(description="The traces the examples come from.")
+    skills: list[str] = Field(description='The skills included ("search -> calc").')

@@ -289,6 +289,7 @@ CATALOG = Catalog(
         _domain(domain.HabitDuplicateResolved, "A person decided about a possible duplicate."),
         _domain(domain.HabitLawSet, "A tenant's habit law changed."),
         _domain(domain.HabitSettingsChanged, "A tenant's habit settings changed."),
+        _domain(domain.AdviceIssued, "The advisor's recommendations for a tenant changed."),
         _domain(domain.OptimizationRunStarted, "A tenant started searching its configuration."),
         _domain(domain.TrialEvaluated, "One configuration of a run was tried and measured."),
         _domain(domain.OptimizationRunCompleted, "A run tried all it would."),

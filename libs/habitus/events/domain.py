@@ -332,6 +332,31 @@ class RouteDecided(Payload):
         "The tenant's configuration version the decision followed (0: none applied)."))
 
 
+class AdviceItem(Payload):
+    kind: Literal["agent_structure", "routing"] = Field(description=(
+        "agent_structure (the agent's plan: many tool calls in problem traces) or routing "
+        "(a query class failing on its models)."))
+    summary: str = Field(max_length=2000, description="The advice in one line.")
+    detail: str = Field(max_length=4000, description="What the traces show and what to change.")
+    evidence_trace_ids: list[str] = Field(default_factory=list, max_length=20, description=(
+        "The traces it rests on, newest first."))
+
+
+class AdviceIssued(Payload):
+    """The advisor's recommendations for a tenant changed (published for `_tenant` when the
+    trace router relearns and finds them different from the last ones issued): what an agent
+    platform subscribes to, to act on advice without polling `advisor.recommendations`."""
+
+    analyzed: int = Field(ge=0, description="Traces read.")
+    problems: int = Field(ge=0, description="Of them, not a success or slower than 5 s.")
+    confidence: float = Field(ge=0, le=1, description="1 - problems / analyzed.")
+    recommendations: list[AdviceItem] = Field(default_factory=list, max_length=50, description=(
+        "The advice, structure first, then routing by failures (empty: the last advice no "
+        "longer applies)."))
+    digest: str = Field(pattern=r"^[0-9a-f]{64}$", description=(
+        "SHA-256 of the recommendations: equal digests, equal advice."))
+
+
 class RoutingPolicyUpdated(Payload):
     policy: str = Field(min_length=1, max_length=128, description="The policy that changed.")
     version: int = Field(ge=1, description="Its new version (1, 2, ...).")

@@ -46,8 +46,13 @@ def routing_for(params: Mapping[str, Any], requested: str | None, default_policy
     name not registered."""
     name = requested or params.get("routing.policy") or default_policy
     samples = int(params.get("routing.min_samples", min_samples))
-    policy = policy_for(name) if name in ("heuristic", "bandit", "grpo") else policy_for(
-        name, min_samples=samples)
+    if name in ("heuristic", "bandit", "grpo"):
+        policy = policy_for(name)
+    elif name == "learned":
+        policy = policy_for(name, min_samples=samples,
+                            online=bool(params.get("routing.online_switch", False)))
+    else:
+        policy = policy_for(name, min_samples=samples)
     allowed = params.get("routing.models")
     return Routing(policy, frozenset(allowed) if allowed else None, params)
 

@@ -24,7 +24,14 @@ from habitus.routing.policies.base import (
 )
 from habitus.routing.policies.grpo import GRPO, group_rewards, grpo_update
 from habitus.routing.policies.heuristic import Heuristic, heuristic_choice
-from habitus.routing.policies.learned import SFT, Learned, diff, learn, sft_table
+from habitus.routing.policies.learned import (
+    SFT,
+    Learned,
+    diff,
+    learn,
+    online_switch,
+    sft_table,
+)
 from habitus.routing.sizes import Sizes
 
 
@@ -68,6 +75,7 @@ def policy_for(name: str, **params: Any) -> Policy:
 __all__ = [
     "DEFAULT_POLICY", "GRPO", "POLICIES", "SFT", "Aggregate", "Bandit", "Choice", "Heuristic",
     "Learned", "NoModelAvailable", "Policy", "RouterState", "UnknownPolicy", "diff",
-    "group_rewards", "grpo_update", "heuristic_choice", "learn", "observe", "policy_for",
+    "group_rewards", "grpo_update", "heuristic_choice", "learn", "observe", "online_switch",
+    "policy_for",
     "rng_for", "sft_table",
 ]

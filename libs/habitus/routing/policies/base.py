@@ -128,7 +128,8 @@ class RouterState:
     """A tenant's learned routing state; the empty state is a cold start for every policy.
 
     `learned` and `sft` are the class → model tables last computed by `learn` and `sft_table`
-    (versioned by the service); `grpo` holds the GRPO weights per (class, model). The bandit
+    (versioned by the service); `grpo` holds the GRPO weights per (class, model); `online` the
+    online switch's choices. The bandit
     needs nothing of its own: its posteriors are the aggregates' reward sums.
     """
 
@@ -136,6 +137,9 @@ class RouterState:
     learned: Mapping[str, str] = field(default_factory=dict)
     sft: Mapping[str, str] = field(default_factory=dict)
     grpo: Mapping[ArmKey, float] = field(default_factory=dict)
+    #: per class below the sample threshold, the model the conservative online switch chose
+    #: (`learned.online_switch`); read only by a `learned` policy built with `online=True`
+    online: Mapping[str, str] = field(default_factory=dict)
 
 
 EMPTY_STATE: Final = RouterState()

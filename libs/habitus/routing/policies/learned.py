@@ -29,7 +29,7 @@ reason.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Final, TypedDict
 
@@ -48,6 +48,8 @@ from habitus.routing.policies.heuristic import URGENT, heuristic_choice
 from habitus.routing.sizes import Sizes, name_order
 
 DEFAULT_MIN_SAMPLES: Final = 5
+#: feedback above which a success may switch a class's model online
+SWITCH_FEEDBACK: Final = 0.7
 Aggregates = Mapping[ArmKey, Aggregate]
 
 
@@ -112,6 +114,24 @@ def sft_table(aggregates: Aggregates, min_samples: int = DEFAULT_MIN_SAMPLES,
         if best is not None:
             table[cls] = best
     return table
+
+
+def online_switch(observations: Iterable[tuple[str, str, str | None, float | None]],
+                  min_samples: int = DEFAULT_MIN_SAMPLES) -> dict[str, str]:
+    """The conservative online switch, over (class, model, outcome, feedback) in the order the
+    traces were recorded: while a class has fewer than `min_samples` traces, a success rated
+    above `SWITCH_FEEDBACK` routes the class to its model; from `min_samples` on the choice is
+    frozen (the aggregates decide from there). Conservative where the reference is not: a
+    class is mapped only by a good trace, never by whichever trace came first."""
+    table: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for cls, model, outcome, feedback in observations:
+        before = seen.get(cls, 0)
+        if (before < min_samples and model and outcome == "success" and feedback is not None
+                and feedback > SWITCH_FEEDBACK):
+            table[cls] = model
+        seen[cls] = before + 1
+    return dict(sorted(table.items()))
 
 
 def diff(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, Change]:
@@ -200,6 +220,11 @@ class _TablePolicy:
             return heuristic("urgent: speed before what the traces favour")
         shortfall = self._shortfall(cls, rows)
         if shortfall is not None:
+            switched = state.online.get(cls) if getattr(self, "online", False) else None
+            if switched is not None and switched in models:
+                return Choice(switched, f"learned online ({shortfall}): {switched} had the "
+                                        f"latest {cls} success rated above {SWITCH_FEEDBACK:g}",
+                              scores)
             return heuristic(shortfall)
         evidence = f"{self.name} from {_traces(sum(a.count for a in rows.values()), cls)}"
         table_model = self._published(state).get(cls)
@@ -238,6 +263,9 @@ class Learned(_TablePolicy):
     """Per class, the model with the best composite once the class has `min_samples` traces."""
 
     min_samples: int = DEFAULT_MIN_SAMPLES
+    #: below the threshold, route by the online switch's choice (when offered) instead of the
+    #: heuristic
+    online: bool = False
     name: ClassVar[str] = "learned"
 
     @staticmethod
