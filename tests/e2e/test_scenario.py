@@ -163,6 +163,8 @@ async def test_no_tenant_reads_another_tenants_users(system: System, servers: Se
                 "traces.search": {"text": "fix"},
                 "habits.get": {"habit_id": habit_id},
                 "habits.select": {"request": user.sample_request or "hello"},
+                "icl.context": {"request": user.sample_request or "hello", "examples": 3,
+                                "skills": True},
                 "router.select_model": {"query": "hello", "available_models": ["qwen3:14b"]},
             }
             for other in scenario.tenants:

@@ -69,7 +69,7 @@ NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead
                 "habits.dead_letters", "optimize.dead_letters",
                 # the tenant's own (routing policies and configuration, optimisation runs):
                 # under `_tenant`, never a user's
-                "traces.policies", "traces.defaults", "traces.configurations",
+                "traces.policies", "traces.defaults", "traces.configurations", "traces.advice",
                 "optimize.runs", "optimize.trials", "optimize.configurations",
                 "optimize.defaults",
                 # the tenant's own (the habits law and settings): tenant-wide rows under

@@ -426,6 +426,20 @@ async def test_the_command_line_runs_follows_exports_applies_and_undoes(
     assert wrong.exit_code == 2 and "routing.speed: unknown setting" in wrong.output
     listed = await habitus("optimize", "runs")
     assert listed.exit_code == 0 and run_id in listed.output
+    # by hand: set two settings, read them back, remove one; a wrong value names its path
+    changed = await habitus("optimize", "set", "routing.policy=bandit",
+                            "generation.temperature=0.2")
+    assert changed.exit_code == 0, changed.output
+    assert 'routing.policy = "bandit"' in changed.output
+    assert "generation.temperature = 0.2" in changed.output
+    removed = await habitus("optimize", "set", "generation.temperature=null")
+    assert removed.exit_code == 0 and "generation.temperature" not in removed.output
+    shown = await habitus("optimize", "configuration", "--json")
+    assert json.loads(shown.output)["params"] == {"routing.policy": "bandit"}
+    hot = await habitus("optimize", "set", "generation.temperature=9")
+    assert hot.exit_code == 2 and "generation.temperature" in hot.output
+    malformed = await habitus("optimize", "set", "routing.policy")
+    assert malformed.exit_code == 2 and "expected path=value" in malformed.output
 
 
 # ------------------------------------------------------------------ the behaviour loop

@@ -220,6 +220,38 @@ def undo(run_id: RunId, trial_id: TrialId, as_json: AsJson = False, url: Url = N
     echo_json(found) if as_json else _print_configuration(found)
 
 
+def parse_setting(text: str) -> tuple[str, Any]:
+    """`path=value`: the value read as JSON when it is JSON (`0.2`, `true`, `["a","b"]`,
+    `null` to remove the setting), else as the text itself (`routing.policy=bandit`)."""
+    path, sep, raw = text.partition("=")
+    if not sep or not path.strip():
+        raise fail(f"{text!r}: expected path=value, e.g. routing.policy=bandit")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return path.strip(), value
+
+
+@optimize_app.command("configuration")
+def configuration(as_json: AsJson = False, url: Url = None, key: Key = None,
+                  tenant: Tenant = None) -> None:
+    """Show the tenant's configuration and its version."""
+    found = Gateway(url, key, tenant).call("optimize.configuration", {})
+    echo_json(found) if as_json else _print_configuration(found)
+
+
+@optimize_app.command("set")
+def set_settings(settings: Annotated[list[str], typer.Argument(
+                     help="path=value pairs; value JSON or text, null removes the setting")],
+                 as_json: AsJson = False, url: Url = None, key: Key = None,
+                 tenant: Tenant = None) -> None:
+    """Change settings of the tenant's configuration by hand (answered once routing follows)."""
+    params = dict(parse_setting(text) for text in settings)
+    found = Gateway(url, key, tenant).call("optimize.configure", {"params": params})
+    echo_json(found) if as_json else _print_configuration(found)
+
+
 @optimize_app.command("stop")
 def stop(run_id: RunId, as_json: AsJson = False, url: Url = None, key: Key = None,
          tenant: Tenant = None) -> None:

@@ -121,8 +121,8 @@ def online_switch(observations: Iterable[tuple[str, str, str | None, float | Non
     """The conservative online switch, over (class, model, outcome, feedback) in the order the
     traces were recorded: while a class has fewer than `min_samples` traces, a success rated
     above `SWITCH_FEEDBACK` routes the class to its model; from `min_samples` on the choice is
-    frozen (the aggregates decide from there). Conservative where the reference is not: a
-    class is mapped only by a good trace, never by whichever trace came first."""
+    frozen (the aggregates decide from there). Conservative: a class is mapped only by a good
+    trace, never by whichever trace came first."""
     table: dict[str, str] = {}
     seen: dict[str, int] = {}
     for cls, model, outcome, feedback in observations:
