@@ -64,6 +64,13 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = Field(default=4 * 1024 * 1024, description=(
         "largest request body the gateway reads"))
+    body_timeout_seconds: float = Field(default=30.0, gt=0, description=(
+        "how long a request body may take to arrive whole (408 after)"))
+    slow_body_seconds: float = Field(default=2.0, gt=0, description=(
+        "a body still arriving after this long counts as a slow upload"))
+    max_slow_bodies: int = Field(default=64, ge=1, description=(
+        "slow uploads one gateway process lets go on at once; the next is refused at once "
+        "(408), so clients trickling bytes cannot hold every connection"))
     max_item_bytes: int = Field(default=256 * 1024, description="largest single ingest item")
     max_batch_items: int = Field(default=1000, description="most items in one POST /v1/events")
     rpc_timeout_seconds: float = Field(default=10.0, description=(

@@ -27,6 +27,7 @@ from habitus.contract import METHODS
 from habitus.service.context import ServiceContext
 from services.gateway.auth import Caller, KeyCache, authenticate
 from services.gateway.backpressure_monitor import Backpressure
+from services.gateway.body_limit import BodyReader
 from services.gateway.errors import GatewayError
 from services.gateway.ratelimit import RateLimiter
 
@@ -57,6 +58,9 @@ class Access:
             "read": RateLimiter(ctx.redis, settings.read_rate_limit_per_minute, scope="read"),
         }
         self.backpressure = Backpressure(ctx.js, ctx.redis, settings)
+        self.bodies = BodyReader(settings.max_body_bytes, timeout=settings.body_timeout_seconds,
+                                 slow_after=settings.slow_body_seconds,
+                                 max_slow=settings.max_slow_bodies)
         self._redis = ctx.redis
 
     def _per_minute(self, budget: Budget) -> int:

@@ -115,11 +115,69 @@ def format_path(path: tuple[str, ...] | list[str]) -> str:
     return ".".join(path) or "body"
 
 
+class DuplicateKey(ValueError):
+    """An object names a key twice; `path` leads to the second one. JSON parsers disagree on
+    which wins (Python's: the last), so a `user_id` given twice would be stored under whichever
+    the parser picked, silently: it is refused instead."""
+
+    def __init__(self, path: tuple[str, ...]):
+        super().__init__(f"{format_path(path)}: the key appears twice in its object; "
+                         "give each key once")
+        self.path = path
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise _Repeated()
+    return found
+
+
+class _Repeated(Exception):
+    """Raised inside the parser; the path is found afterwards, on bad bodies only."""
+
+
+def locate_duplicate(raw: bytes) -> tuple[str, ...]:
+    """The path to the first key given twice in its object (run only on a body known to hold
+    one, so its cost is paid by bad requests alone)."""
+    stack: list[list[Any]] = []  # [kind, index or key, expecting_key, keys seen]
+    for match in _TOKENS.finditer(raw):
+        string, punct = match.group(1), match.group(2)
+        top = stack[-1] if stack else None
+        if string is not None:
+            if top is not None and top[0] == "{" and top[2]:
+                try:
+                    key = json.loads(string)
+                except ValueError:
+                    key = "?"
+                if key in top[3]:
+                    return (*(_segment(f) for f in stack[:-1]), escape(str(key)))
+                top[3].add(key)
+                top[1] = key
+                top[2] = False
+            continue
+        if punct in (b"[", b"{"):
+            stack.append([punct.decode(), 0 if punct == b"[" else None, punct == b"{", set()])
+        elif punct in (b"]", b"}"):
+            if stack:
+                stack.pop()
+        elif punct == b"," and top is not None:
+            if top[0] == "[":
+                top[1] += 1
+            else:
+                top[2] = True
+    return ()
+
+
 def parse_json(raw: bytes, max_depth: int) -> Any:
-    """Strict JSON: UTF-8, no deeper than `max_depth`. Raises TooDeep or ValueError."""
+    """Strict JSON: UTF-8, no deeper than `max_depth`, no key twice in an object. Raises
+    TooDeep, DuplicateKey or ValueError."""
     if depth_exceeds(raw, max_depth):
         raise TooDeep(locate_depth(raw, max_depth), max_depth)
-    return json.loads(raw)
+    try:
+        return json.loads(raw, object_pairs_hook=_unique_keys)
+    except _Repeated:
+        raise DuplicateKey(locate_duplicate(raw)) from None
 
 
 def unstorable(value: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:

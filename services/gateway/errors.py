@@ -28,7 +28,8 @@ DB_UNAVAILABLE = (OperationalError, InterfaceError, PoolTimeout)
 RETRYABLE = frozenset({"unavailable", "deadline_exceeded", "rate_limited"})
 _HTTP_CODES = {400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied",
                404: "not_found", 405: "method_not_allowed", 409: "conflict",
-               413: "payload_too_large", 415: "unsupported_media_type", 429: "rate_limited"}
+               408: "request_timeout", 413: "payload_too_large", 415: "unsupported_media_type",
+               429: "rate_limited"}
 
 
 class GatewayError(Exception):
@@ -36,12 +37,14 @@ class GatewayError(Exception):
     own Retry-After (a rate limit's window) or extra body fields."""
 
     def __init__(self, code: str, message: str, status: int, *, retry_after: int | None = None,
-                 **extra: Any):
+                 headers: dict[str, str] | None = None, **extra: Any):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        #: response headers of its own (`Connection: close` after a body that never came)
+        self.headers = headers or {}
         self.extra = extra
 
 
@@ -49,8 +52,14 @@ def error_body(code: str, message: str, **extra: Any) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}, **extra}
 
 
+#: RFC 6750: a 401 says which scheme to authenticate with
+BEARER_CHALLENGE = 'Bearer realm="habitus"'
+
+
 def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     def retry_headers(code: str, seconds: int | None = None) -> dict[str, str] | None:
+        if code == "unauthenticated":
+            return {"WWW-Authenticate": BEARER_CHALLENGE}
         if code not in RETRYABLE:
             return None
         return {"Retry-After": str(seconds if seconds is not None else retry_after_seconds)}
@@ -62,9 +71,9 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_: Request, exc: GatewayError) -> JSONResponse:
+        headers = {**(retry_headers(exc.code, exc.retry_after) or {}), **exc.headers}
         return JSONResponse(error_body(exc.code, exc.message, **exc.extra),
-                            status_code=exc.status,
-                            headers=retry_headers(exc.code, exc.retry_after))
+                            status_code=exc.status, headers=headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -79,8 +88,9 @@ def install_error_handlers(app: FastAPI, retry_after_seconds: int) -> None:
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _HTTP_CODES.get(exc.status_code,
                                "internal" if exc.status_code >= 500 else "invalid_argument")
+        headers = {**(retry_headers(code) or {}), **dict(exc.headers or {})}
         return JSONResponse(error_body(code, str(exc.detail)), status_code=exc.status_code,
-                            headers=dict(exc.headers or {}) or None)
+                            headers=headers or None)
 
     @app.exception_handler(NatsError)
     async def bus_error(_: Request, exc: NatsError) -> JSONResponse:

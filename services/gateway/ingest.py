@@ -5,8 +5,8 @@ different one is rejected rather than silently rewritten.
 
 Validation is strict (no coercion: `true` or `"1764460800"` is not a number; an int is still
 fine for a float), because a coerced value is a guess about what the agent meant, and a wrong
-guess becomes a learned belief. Text that cannot be stored and times too far in the future are
-refused here too, each naming the field.
+guess becomes a learned belief. Text that cannot be stored, times before 2000 or too far in the
+future, and an answer timed before its message are refused here too, each naming the field.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from habitus.events import CATALOG, Catalog, Event, EventValidationError, FieldE
 from habitus.events.ingest import (
     NATURAL_KEYS,
     TIMESTAMP,
+    TurnRecorded,
     natural_event_id,
     natural_event_id_of_item,
 )
@@ -46,6 +47,20 @@ ITEM_KEYS = frozenset(
     }
 )
 MAX_REPORTED = 10
+#: No time before 2000-01-01T00:00:00Z is accepted: nothing Habitus learns from happened then,
+#: and the times that land there are slips (0, -0, an unset clock, a day count for seconds).
+EARLIEST_TIME = 946_684_800.0
+EARLIEST_TIME_TEXT = "2000-01-01T00:00:00Z"
+#: Times of one payload that must not run backwards: (earlier, later, why), the later one named
+#: in the error. Checked here, at the edge, rather than in the models, so events already in the
+#: log still decode wherever they are replayed.
+ORDERED_TIMES: dict[type[BaseModel], tuple[tuple[str, str, str], ...]] = {
+    TurnRecorded: (
+        ("user_at", "assistant_at", "an answer cannot be sent before the message it answers"),
+        ("previous_assistant_at", "user_at",
+         "the previous answer must come before this message"),
+    ),
+}
 #: the event id an item without one is validated with when its type derives one from its
 #: natural key (replaced before the event leaves `build_event`)
 _UNDERIVED = "00000000-0000-0000-0000-000000000000"
@@ -165,13 +180,9 @@ def build_event(
         event = catalog.decode(body, strict=True)
     except EventValidationError as exc:
         return ItemOutcome(index, type_name, errors=exc.errors)
-    if max_clock_skew is not None:
-        limit = now + max_clock_skew
-        future = [FieldError(format_path(path), f"is {value - now:.0f}s in the future; clocks "
-                                                f"may differ by at most {max_clock_skew:g}s")
-                  for path, value in _later_than(event, limit)]
-        if future:
-            return ItemOutcome(index, type_name, errors=future, reason="clock_skew")
+    wrong_times, reason = time_errors(event, now, max_clock_skew)
+    if wrong_times:
+        return ItemOutcome(index, type_name, errors=wrong_times, reason=reason)
     if not given_id and event.event_id == _UNDERIVED:
         # never published under the placeholder
         derived = natural_event_id(event.payload, event.tenant_id, event.user_id)
@@ -179,20 +190,19 @@ def build_event(
     return ItemOutcome(index, type_name, event=event)
 
 
-def _later_than(event: Event[Any], limit: float) -> list[tuple[tuple[str, ...], float]]:
-    """(field path, value) of every time in the event after `limit`: the envelope's
-    occurred_at and every field of the payload marked `Timestamp`, at any depth (the path as
-    segments: formatted only for an error)."""
-    late: list[tuple[tuple[str, ...], float]] = (
-        [(("occurred_at",), event.occurred_at)] if event.occurred_at > limit else [])
+def _times(event: Event[Any]) -> list[tuple[tuple[str, ...], float]]:
+    """(field path, value) of every time in the event: the envelope's occurred_at and every
+    field of the payload marked `Timestamp`, at any depth (the path as segments: formatted only
+    for an error)."""
+    found: list[tuple[tuple[str, ...], float]] = [(("occurred_at",), event.occurred_at)]
     todo: list[tuple[tuple[str, ...], BaseModel]] = [(("payload",), event.payload)]
     while todo:
         path, model = todo.pop()
         stamps, nested = _fields_of(type(model))
         for name, alias in stamps:
             value = getattr(model, name)
-            if value is not None and float(value) > limit:
-                late.append(((*path, alias), float(value)))
+            if value is not None:
+                found.append(((*path, alias), float(value)))
         for name, alias in nested:
             value = getattr(model, name)
             if isinstance(value, BaseModel):
@@ -200,7 +210,36 @@ def _later_than(event: Event[Any], limit: float) -> list[tuple[tuple[str, ...], 
             elif isinstance(value, list | tuple):
                 todo.extend(((*path, alias, str(i)), v) for i, v in enumerate(value)
                             if isinstance(v, BaseModel))
-    return late
+    return found
+
+
+def time_errors(event: Event[Any], now: float, max_clock_skew: float | None
+                ) -> tuple[list[FieldError], str]:
+    """What is wrong with the event's times, and the metric reason: a time before
+    `EARLIEST_TIME` (0, -0 and seconds-vs-milliseconds slips land there), a time more than
+    `max_clock_skew` after `now`, or two times of one payload out of their order (an answer
+    before the message it answers)."""
+    times = _times(event)
+    early = [FieldError(format_path(path), f"is before {EARLIEST_TIME_TEXT} (epoch "
+                                           f"{EARLIEST_TIME:.0f}), the earliest time accepted; "
+                                           "times are epoch seconds")
+             for path, value in times if value < EARLIEST_TIME]
+    if early:
+        return early, "too_early"
+    if max_clock_skew is not None:
+        limit = now + max_clock_skew
+        future = [FieldError(format_path(path), f"is {value - now:.0f}s in the future; clocks "
+                                                f"may differ by at most {max_clock_skew:g}s")
+                  for path, value in times if value > limit]
+        if future:
+            return future, "clock_skew"
+    disordered = [FieldError(f"payload.{later}", f"is {before_value - later_value:g}s before "
+                                                 f"payload.{earlier}; {why}")
+                  for earlier, later, why in ORDERED_TIMES.get(type(event.payload), ())
+                  if (before_value := getattr(event.payload, earlier)) is not None
+                  and (later_value := getattr(event.payload, later)) is not None
+                  and later_value < before_value]
+    return disordered, "time_order"
 
 
 @functools.cache

@@ -40,14 +40,15 @@ GATEWAY_COMMANDS = {
     "traces stats", "traces search",
     "extractor status", "extractor quarantine", "extractor reextract",
     "optimize run", "optimize status", "optimize runs", "optimize frontier", "optimize apply",
-    "optimize undo", "optimize stop", "optimize export",
+    "optimize undo", "optimize stop", "optimize export", "optimize configuration",
+    "optimize set",
 }
 #: every command that reads and prints something; each takes --json
 READ_COMMANDS = {
     "context", "route", "facets list", "facets explain", "profile show", "habits list",
     "habits review", "rules list", "traces stats", "traces search", "extractor status",
     "extractor quarantine", "events tail", "lag", "dlq list", "keys list",
-    "optimize status", "optimize runs", "optimize frontier",
+    "optimize status", "optimize runs", "optimize frontier", "optimize configuration",
 }
 #: the one spelling of each shared flag, by the parameter's name
 VOCABULARY = {"url": "--url", "key": "--key", "tenant": "--tenant", "user": "--user",

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from services.gateway.body import (
+    DuplicateKey,
     TooDeep,
     depth_exceeds,
     locate_depth,
@@ -75,3 +76,25 @@ def test_unstorable_lists_every_bad_string_and_key() -> None:
     assert "key" in found["b\\ud800"]
     assert "surrogate" in found["c.d"]
     assert list(unstorable({"a": ["fine", "\U0001f600"], "n": 1.5, "z": None})) == []
+
+
+# ------------------------------------------------------------------------- duplicate keys
+
+@pytest.mark.parametrize(("body", "path"), [
+    (b'{"user_id": "a", "user_id": "b"}', ("user_id",)),
+    (b'[{"a": 1}, {"type": "T", "payload": {"x": 1, "y": 2, "x": 3}}]',
+     ("1", "payload", "x")),
+    # the same key in two objects, or in a string, is no duplicate; the repeated one is found
+    (b'[{"k": "\\"k\\": 1, \\"k\\":"}, {"k": 1}, {"k": {"k": 1}, "k": 2}]', ("2", "k")),
+    (b'{"a": [{"b": 1}, {"b": 2, "c": [1, {"d": 1, "d": 1}]}]}', ("a", "1", "c", "1", "d")),
+])
+def test_a_key_given_twice_is_refused_with_its_path(body: bytes, path: tuple[str, ...]
+                                                     ) -> None:
+    with pytest.raises(DuplicateKey) as refused:
+        parse_json(body, 64)
+    assert refused.value.path == path
+
+
+def test_keys_once_per_object_parse_as_before() -> None:
+    body = b'[{"k": 1, "payload": {"k": 2, "n": [{"k": 3}]}}, {"k": 4}]'
+    assert parse_json(body, 64) == json.loads(body)

@@ -104,8 +104,8 @@ def test_given_event_id_is_normalised() -> None:
 
 def test_same_event_id_gives_same_event_for_dedup() -> None:
     eid = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-    a = build(item(event_id=eid, occurred_at=5.0)).event
-    b = build(item(event_id=eid, occurred_at=5.0)).event
+    a = build(item(event_id=eid, occurred_at=1_700_000_005.0)).event
+    b = build(item(event_id=eid, occurred_at=1_700_000_005.0)).event
     assert a == b
 
 
@@ -130,13 +130,14 @@ def test_custom_default_producer() -> None:
     ("type_name", "payload"),
     [
         ("EmailObserved", {"message_id": "m", "direction": "received", "from": "a@b",
-                           "to": "me@x", "body": "hi", "sent_at": 1.0}),
+                           "to": "me@x", "body": "hi", "sent_at": 1_764_000_001.0}),
         ("DocumentIngested", {"source_id": "s", "chunk_id": "c", "text": "t"}),
         ("ProviderProfileSynced", {"toolkit": "gmail", "connection_id": "c",
                                    "fields": {"email": "a@b"}}),
         ("FeedbackGiven", {"turn_id": "t1", "score": 1}),
         ("TraceCompleted", {"trace_id": "tr", "query": "q", "agent": "a", "model": "m",
-                            "engine": "e", "result": "r", "started_at": 1, "ended_at": 2,
+                            "engine": "e", "result": "r",
+                            "started_at": 1_764_000_001, "ended_at": 1_764_000_002,
                             "total_tokens": 3, "total_latency_seconds": 1}),
     ],
 )
@@ -330,9 +331,9 @@ def test_text_that_cannot_be_stored_is_rejected_naming_the_field(where: str, tex
 def test_unstorable_text_deep_in_free_form_data_is_named() -> None:
     it = {"type": "TraceCompleted", "user_id": "u1", "payload": {
         "trace_id": "tr", "query": "q", "agent": "a", "model": "m", "engine": "e",
-        "result": "r", "started_at": 1, "ended_at": 2, "total_tokens": 3,
-        "total_latency_seconds": 1,
-        "steps": [{"step_type": "tool", "timestamp": 1, "duration_seconds": 0,
+        "result": "r", "started_at": 1_764_000_001, "ended_at": 1_764_000_002,
+        "total_tokens": 3, "total_latency_seconds": 1,
+        "steps": [{"step_type": "tool", "timestamp": 1_764_000_001, "duration_seconds": 0,
                    "output": {"rows": ["ok", "bad\x00"]}}]}}
     assert rejected(build(it)) == ["payload.steps.0.output.rows.1"]
 
@@ -407,7 +408,7 @@ def test_every_timestamp_field_of_every_ingest_type_is_checked() -> None:
     """Optional and required ones alike, so a new Timestamp field is covered without a list."""
     far = NOW + 10 * SKEW
     cases = {
-        "payload.user_at": item(payload={**TURN, "user_at": far}),
+        "payload.user_at": item(payload={**TURN, "user_at": far, "assistant_at": far}),
         "payload.assistant_at": item(payload={**TURN, "assistant_at": far}),
         "payload.previous_assistant_at": item(payload={**TURN, "previous_assistant_at": far}),
         "payload.sent_at": {"type": "EmailObserved", "user_id": "u1", "payload": {
@@ -421,6 +422,44 @@ def test_every_timestamp_field_of_every_ingest_type_is_checked() -> None:
         assert path in rejected(skewed(it)), path
     # without a limit (the default) nothing is checked
     assert build(cases["payload.user_at"]).ok
+
+
+@pytest.mark.parametrize("early", [0, -0.0, 0.0, 946_684_799.9, 1_700_000_000 / 1000])
+def test_times_before_2000_are_refused_in_every_field(early: float) -> None:
+    for path, it in {
+        "payload.user_at": item(payload={**TURN, "user_at": early}),
+        "payload.previous_assistant_at": item(payload={**TURN, "previous_assistant_at": early}),
+        "occurred_at": item(occurred_at=early),
+        "payload.started_at": trace(started_at=early),
+    }.items():
+        out = build(it)
+        assert path in rejected(out), (path, early)
+        assert out.reason == "too_early"
+        assert "before 2000-01-01T00:00:00Z" in out.errors[0].reason
+
+
+def test_the_first_second_of_2000_is_accepted() -> None:
+    assert build(item(occurred_at=946_684_800.0)).ok
+
+
+@pytest.mark.parametrize(("payload", "field", "gap"), [
+    ({"user_at": 1_700_000_100.0, "assistant_at": 1_700_000_099.5}, "payload.assistant_at",
+     "0.5s before payload.user_at"),
+    ({"user_at": 1_700_000_100.0, "assistant_at": 1_700_000_101.0,
+      "previous_assistant_at": 1_700_000_160.0}, "payload.user_at",
+     "60s before payload.previous_assistant_at"),
+])
+def test_a_turn_whose_times_run_backwards_is_refused(payload: dict[str, Any], field: str,
+                                                     gap: str) -> None:
+    out = build(item(payload={**TURN, **payload}))
+    assert rejected(out) == [field] and out.reason == "time_order"
+    assert gap in out.errors[0].reason
+
+
+def test_an_answer_in_the_same_second_as_its_message_is_fine() -> None:
+    assert build(item(payload={**TURN, "user_at": 1_700_000_100.0,
+                               "assistant_at": 1_700_000_100.0,
+                               "previous_assistant_at": 1_700_000_100.0})).ok
 
 
 # --------------------------------------------------------------------------- natural keys
@@ -444,15 +483,16 @@ def test_natural_key_ids_are_scoped_to_tenant_and_user() -> None:
     ("type_name", "payload", "key_field", "other"),
     [
         ("EmailObserved", {"message_id": "m1", "direction": "received", "from": "a@b",
-                           "body": "hi", "sent_at": 1.0}, "message_id", "m2"),
+                           "body": "hi", "sent_at": 1_764_000_001.0}, "message_id", "m2"),
         ("DocumentIngested", {"source_id": "s", "chunk_id": "c1", "text": "t"}, "chunk_id",
          "c2"),
         ("TraceCompleted", {"trace_id": "tr1", "query": "q", "agent": "a", "model": "m",
-                            "engine": "e", "result": "r", "started_at": 1, "ended_at": 2,
+                            "engine": "e", "result": "r",
+                            "started_at": 1_764_000_001, "ended_at": 1_764_000_002,
                             "total_tokens": 3, "total_latency_seconds": 1}, "trace_id", "tr2"),
         ("ProviderProfileSynced", {"toolkit": "gmail", "connection_id": "c",
-                                   "fields": {"email": "a@b"}, "synced_at": 10.0},
-         "synced_at", 11.0),
+                                   "fields": {"email": "a@b"}, "synced_at": 1_764_000_010.0},
+         "synced_at", 1_764_000_011.0),
     ],
 )
 def test_each_ingest_type_derives_its_id_from_its_natural_key(
@@ -519,8 +559,9 @@ def test_user_ids_beginning_with_an_underscore_are_habitus_own(user: str) -> Non
 
 
 _key_text = st.text(min_size=1, max_size=30)
-_times = st.one_of(st.floats(min_value=0, max_value=4e9, allow_nan=False),
-                   st.integers(min_value=0, max_value=4_000_000_000))
+# times the gateway accepts: from its floor (2000-01-01) on
+_times = st.one_of(st.floats(min_value=946_684_800, max_value=4e9, allow_nan=False),
+                   st.integers(min_value=946_684_800, max_value=4_000_000_000))
 
 
 @settings(max_examples=150, deadline=None)
@@ -538,15 +579,16 @@ def test_the_id_derived_from_the_item_as_sent_is_the_one_from_the_validated_payl
     payloads = {
         "TurnRecorded": {"session_id": session, "turn_id": turn, "channel": "cli",
                          "user_message": "hi", "assistant_message": "hello",
-                         "user_at": 1.0, "assistant_at": 2.0},
+                         "user_at": 1_764_000_001.0, "assistant_at": 1_764_000_002.0},
         "EmailObserved": {"message_id": message, "direction": "received", "from": "a@b",
-                          "body": "hi", "sent_at": 1.0},
+                          "body": "hi", "sent_at": 1_764_000_001.0},
         "DocumentIngested": {"source_id": source, "chunk_id": chunk, "text": "t"},
         "ProviderProfileSynced": {"toolkit": "gmail", "connection_id": connection,
                                   "fields": {"email": "a@b"},
                                   **({} if synced is None else {"synced_at": synced})},
         "TraceCompleted": {"trace_id": trace, "query": "q", "agent": "a", "model": "m",
-                           "engine": "e", "result": "r", "started_at": 1, "ended_at": 2,
+                           "engine": "e", "result": "r",
+                            "started_at": 1_764_000_001, "ended_at": 1_764_000_002,
                            "total_tokens": 3, "total_latency_seconds": 1},
     }
     for type_name, payload in payloads.items():

@@ -21,8 +21,14 @@ from habitus.telemetry import metrics
 from habitus.telemetry.gc_tuning import collection_paused
 from services.gateway.access import Access
 from services.gateway.auth import authenticate
-from services.gateway.body import TooDeep, check_media_type, format_path, parse_json
-from services.gateway.body_limit import BodyTooLarge, read_body
+from services.gateway.body import (
+    DuplicateKey,
+    TooDeep,
+    check_media_type,
+    format_path,
+    parse_json,
+)
+from services.gateway.body_limit import BodyTooLarge
 from services.gateway.ingest import build_event, may_hold_unstorable
 from services.gateway.ingest_results import _TYPES, _count, _publish_error, _result, _summary
 from services.gateway.publishing import publish_events
@@ -46,7 +52,7 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
         caller = await authenticate(request, keys)
         check_media_type(request)
         try:
-            raw = await read_body(request, settings.max_body_bytes)
+            raw = await access.bodies.read(request)
         except BodyTooLarge as exc:
             raise RpcError("payload_too_large",
                            f"body: {exc.args[0]} bytes; the limit is {settings.max_body_bytes}"
@@ -60,6 +66,13 @@ def add_ingest_route(app: FastAPI, ctx: ServiceContext, access: Access) -> None:
                      else format_path(exc.path))
             raise RpcError("invalid_event", f"{where}: nested deeper than {exc.limit} levels; "
                                             "nothing was published") from None
+        except DuplicateKey as exc:
+            in_list = raw.lstrip()[:1] == b"["
+            where = (f"item {exc.path[0]}: {format_path(exc.path[1:])}"
+                     if len(exc.path) > 1 and in_list else format_path(exc.path))
+            raise RpcError("invalid_argument", f"{where}: the key appears twice in its object; "
+                                               "give each key once; nothing was published"
+                           ) from None
         except ValueError as exc:
             raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
         if not isinstance(items, list):

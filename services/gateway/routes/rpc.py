@@ -16,8 +16,15 @@ from habitus.service.context import ServiceContext
 from habitus.telemetry import metrics
 from services.gateway.access import Access, budget_of
 from services.gateway.auth import authenticate
-from services.gateway.body import TooDeep, check_media_type, format_path, parse_json, unstorable
-from services.gateway.body_limit import BodyTooLarge, read_body
+from services.gateway.body import (
+    DuplicateKey,
+    TooDeep,
+    check_media_type,
+    format_path,
+    parse_json,
+    unstorable,
+)
+from services.gateway.body_limit import BodyReader, BodyTooLarge
 from services.gateway.context_reads import METHOD as CONTEXT_METHOD
 from services.gateway.context_reads import ContextReads
 
@@ -29,11 +36,11 @@ def _unknown(method: str) -> RpcError:
                                  + ", ".join(method_names()))
 
 
-async def _params(request: Request, max_body_bytes: int, max_json_depth: int
+async def _params(request: Request, bodies: BodyReader, max_json_depth: int
                   ) -> dict[str, Any]:
     """The call's parameters: a JSON object (an empty body: none), or the reason it is not."""
     try:
-        raw = await read_body(request, max_body_bytes)
+        raw = await bodies.read(request)
     except BodyTooLarge:
         raise RpcError("payload_too_large", "body too large") from None
     if raw.strip():
@@ -43,6 +50,8 @@ async def _params(request: Request, max_body_bytes: int, max_json_depth: int
     except TooDeep as exc:
         raise RpcError("invalid_argument", f"{format_path(exc.path)}: nested deeper than "
                                            f"{exc.limit} levels") from None
+    except DuplicateKey as exc:
+        raise RpcError("invalid_argument", str(exc)) from None
     except ValueError as exc:
         raise RpcError("invalid_argument", f"body: not JSON ({exc})") from None
     if not isinstance(params, dict):
@@ -62,8 +71,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
         # Reads and commands have budgets of their own: ingest never spends a read's.
         budget = budget_of(method)
         try:
-            params = await _params(request, settings.max_body_bytes,
-                                   settings.max_json_depth)
+            params = await _params(request, access.bodies, settings.max_json_depth)
         except RpcError:
             await access.charge(caller, 1, budget)  # a bad call spends the budget too; 429 wins
             raise
