@@ -95,7 +95,7 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
             turn = {"type": "TurnRecorded", "user_id": "alice", "payload": {
                 "session_id": "s1", "turn_id": "t1", "channel": "cli",
                 "user_message": "Shorter answers please", "assistant_message": "ok",
-                "user_at": 1.0, "assistant_at": 2.0}}
+                "user_at": 1_764_000_001.0, "assistant_at": 1_764_000_002.0}}
             response = await client.post("/v1/events", json=[turn],
                                          headers={"Authorization": f"Bearer {key}"})
         assert response.status_code == 200, response.text

@@ -299,8 +299,9 @@ async def test_deeply_nested_json_is_refused_naming_the_item(gateway: str, tenan
     name, key = tenant
     trace = {"type": "TraceCompleted", "user_id": "deb", "payload": {
         "trace_id": "tr", "query": "q", "agent": "a", "model": "m", "engine": "e", "result": "r",
-        "started_at": 1, "ended_at": 2, "total_tokens": 1, "total_latency_seconds": 1,
-        "steps": [{"step_type": "tool", "timestamp": 1, "duration_seconds": 0,
+        "started_at": 1_764_000_001, "ended_at": 1_764_000_002, "total_tokens": 1,
+        "total_latency_seconds": 1,
+        "steps": [{"step_type": "tool", "timestamp": 1_764_000_001, "duration_seconds": 0,
                    "output": "HERE"}]}}
     # Built as bytes: the test's own encoder would overflow its recursion on the deep ones.
     raw = json.dumps([turn_item("deb"), trace]).encode().replace(

@@ -199,8 +199,8 @@ def _habitus_cli(data_dir: Path, *args: str, timeout: float = 20.0
 def _ingest_turn(base_url: str, key: str, turn_id: str) -> dict[str, Any]:
     turn = {"type": "TurnRecorded", "user_id": "u1", "payload": {
         "session_id": f"s-{turn_id}", "turn_id": turn_id, "channel": "cli",
-        "user_message": "hello", "assistant_message": "hi", "user_at": 1.0,
-        "assistant_at": 2.0}}
+        "user_message": "hello", "assistant_message": "hi", "user_at": 1_764_000_001.0,
+        "assistant_at": 1_764_000_002.0}}
     deadline = time.monotonic() + 60
     while True:
         response = httpx.post(f"{base_url}/v1/events", json=[turn], timeout=10,
