@@ -1,10 +1,12 @@
-"""Who is calling: API key → tenant, with a short cache so a hot key costs no query.
+"""Who is calling: API key → tenant and role, with a short cache so a hot key costs no query.
 
-Revocation takes effect within the fresh cache's TTL. Ingest needs only NATS, so a Postgres
-outage must not stop agents whose keys are known: a key the database confirmed before is
-remembered (bounded, least recently used dropped first) and served while the database cannot
-be reached. The consequence: a key revoked during the outage keeps working until the database
-answers again. An unknown key during the outage is 503 (we cannot tell), never 401.
+Revocation is announced on the bus (habitus.auth.revocation) and takes effect on hearing it;
+a gateway that missed it refuses the key within the fresh cache's TTL. Ingest needs only NATS,
+so a Postgres outage must not stop agents whose keys are known: a key the database confirmed
+before is remembered (bounded, least recently used dropped first) and served while the
+database cannot be reached. The consequence: a key revoked during the outage keeps working
+until the database answers again, unless the revocation was heard. An unknown key during the
+outage is 503 (we cannot tell), never 401.
 """
 
 from __future__ import annotations
@@ -49,9 +51,21 @@ class KeyCache:
             else None)
         self._last_known: LRUCache[str, Principal] | None = (
             LRUCache(last_known) if last_known > 0 else None)
+        #: keys announced revoked, remembered as long as a stale answer could still arrive
+        #: (a lookup that read the table before the revocation committed)
+        self._revoked: TTLCache[str, bool] = TTLCache(max_entries, max(ttl, lookup_timeout, 1.0))
+
+    def forget(self, key_hash: str) -> None:
+        """The key was revoked: refuse it from now on, whatever the caches hold."""
+        self._revoked[key_hash] = True
+        for cache in (self._fresh, self._last_known):
+            if cache is not None:
+                cache.pop(key_hash, None)
 
     async def lookup(self, key: str) -> Principal | None:
         digest = keys.hash_key(key)
+        if digest in self._revoked:
+            return None
         if self._fresh is not None and digest in self._fresh:
             return self._fresh[digest]
         if self._unknown is not None and digest in self._unknown:
@@ -67,7 +81,7 @@ class KeyCache:
                 return known
             raise RpcError("unavailable", "the key store cannot be reached to check this key; "
                                           "retry later") from exc
-        if principal is None:
+        if principal is None or digest in self._revoked:
             if self._unknown is not None:
                 self._unknown[digest] = True
             if self._last_known is not None:

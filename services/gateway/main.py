@@ -11,6 +11,7 @@ from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.gateway.access import Access
 from services.gateway.admin import AdminRpc
 from services.gateway.app import create_app
+from services.gateway.revocations import RevocationListener
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,11 @@ async def ensure_configured_keys(ctx: ServiceContext) -> None:
 async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
     await ensure_configured_keys(ctx)
     access = Access(ctx)
+    revocations = RevocationListener(ctx.nc, access.keys)
+    await revocations.subscribe()
     # The backpressure poll runs beside the HTTP server, started and stopped by the host.
     return Wiring(rpc=AdminRpc(ctx).registry, http_app=create_app(ctx, access),
-                  background=(access.backpressure,))
+                  background=(access.backpressure, revocations))
 
 
 service = ServiceDescriptor(

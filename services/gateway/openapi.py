@@ -32,17 +32,26 @@ EVENT_ID_PATTERN = (r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 
 ERROR_CODES = sorted(HTTP_STATUS)
 
+#: when a method that is tenant-wide for some parameters is
+TENANT_WIDE_WHEN = {"memory.tool_rule_put": "`scope: tenant`",
+                    "memory.tool_rule_delete": "`scope: tenant`",
+                    "extraction.reextract": "without `user_id`",
+                    "habits.configure": "when it changes a setting"}
+
 #: When each status is answered, for the responses' descriptions.
 STATUS_TEXT = {
     400: "The request is malformed: not JSON, the wrong shape, or a parameter is invalid "
          "(the message names it).",
     401: "No API key, or an unknown or revoked one.",
-    403: "The key cannot act for the tenant named in X-Habitus-Tenant.",
+    403: "The key cannot act for the tenant named in X-Habitus-Tenant, or its role does not "
+         "allow the call (the message names the role needed).",
     404: "Not found: the method is not one Habitus has (the message lists them), or the "
          "thing asked for does not exist.",
     409: "The change conflicts with the current state (the message says how to proceed).",
     413: "The body, the batch or an item is over the gateway's limits.",
-    415: "The body is not `application/json`.",
+    408: "The body did not arrive whole within HABITUS_BODY_TIMEOUT_SECONDS, or too many slow "
+         "uploads were under way; the connection is closed.",
+    415: "The body is not `application/json`, or its Content-Encoding is not gzip or identity.",
     422: "An event built from the request is invalid.",
     429: "The key's rate limit is used up; retry after Retry-After seconds.",
     503: "A service Habitus needs is not answering; retrying later is safe.",
@@ -64,8 +73,8 @@ TOO_MANY = {
             "spends it, backpressure never refuses a read) is used up; retry after "
             "Retry-After seconds.",
 }
-RPC_ERRORS = (400, 401, 403, 404, 409, 413, 415, 422, 429, 500, 503, 504)
-INGEST_ERRORS = (400, 401, 403, 409, 413, 415, 422, 429, 500, 503, 504)
+RPC_ERRORS = (400, 401, 403, 404, 408, 409, 413, 415, 422, 429, 500, 503, 504)
+INGEST_ERRORS = (400, 401, 403, 408, 409, 413, 415, 422, 429, 500, 503, 504)
 PROFILE_ERRORS = (400, 401, 403, 404, 429, 500, 503, 504)
 
 RETRYABLE = (429, 503, 504)
@@ -395,6 +404,11 @@ def _rpc_operation(spec: MethodSpec, params: dict[str, Any], answer: str) -> dic
     kind = ("A command: it is recorded as an event and answered once applied, so the "
             "caller's next read sees it." if spec.changes_state else "A read; it changes "
                                                                      "nothing.")
+    if spec.tenant_wide is True:
+        kind += " Needs a `tenant-admin` key (403 for an `agent` key)."
+    elif spec.tenant_wide:
+        kind += (" Needs a `tenant-admin` key when it applies to every user of the tenant "
+                 f"({TENANT_WIDE_WHEN.get(spec.name, 'see below')}); 403 for an `agent` key.")
     return {
         "operationId": spec.name.replace(".", "_"),
         "tags": [spec.name.split(".")[0]],

@@ -387,7 +387,7 @@ def test_no_facets_and_no_rules_say_so(gateway: FakeGateway) -> None:
 
 def test_keys_list_json_has_times_as_iso(monkeypatch: pytest.MonkeyPatch) -> None:
     at = datetime.datetime(2026, 1, 2, 3, 4, tzinfo=datetime.UTC)
-    rows = [{"key_prefix": "hab_1a2b", "tenant_id": "acme", "is_admin": False,
+    rows = [{"key_prefix": "hab_1a2b", "tenant_id": "acme", "is_admin": False, "role": "agent",
              "label": "[ci]", "created_at": at, "revoked_at": None}]
     monkeypatch.setattr(keys, "_with_pool", lambda fn: rows)
     listed = json.loads(ok(RUNNER.invoke(app, ["keys", "list", "--json"])))

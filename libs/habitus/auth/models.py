@@ -18,6 +18,8 @@ class ApiKey(SQLModel, table=True):
     key_prefix: str = Field(max_length=16, description="first characters, to recognise a key")
     tenant_id: str = Field(index=True, max_length=64)
     is_admin: bool = Field(default=False)
+    role: str = Field(default="agent", max_length=32,
+                      description="tenant-admin or agent (habitus.auth.roles)")
     label: str = Field(default="", max_length=200)
     created_at: datetime = Field(
         sa_column=Column(DateTime(timezone=True), nullable=False, server_default=func.now())

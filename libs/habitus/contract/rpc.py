@@ -8,9 +8,10 @@ method therefore means one entry here, one handler in the owning service, and no
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -40,9 +41,26 @@ class MethodSpec:
     description: str = ""
     #: how many HABITUS_RPC_TIMEOUT_SECONDS a caller waits for it (a long command: erasure)
     timeout_factor: float = 1.0
+    #: it changes (or reads the deployment's) what applies to every user of the tenant, so it
+    #: needs a `tenant-admin` key (habitus.auth.roles); a function decides from the parameters
+    #: when only some calls are (a tenant-scoped rule, a re-extraction of every user)
+    tenant_wide: bool | Callable[[Mapping[str, Any]], bool] = False
 
     def __post_init__(self) -> None:
         rpc_subject(self.name)  # a name that cannot be a subject is a bug in this table
+
+
+def _tenant_scoped(params: Mapping[str, Any]) -> bool:
+    return params.get("scope") == "tenant"
+
+
+def _every_user(params: Mapping[str, Any]) -> bool:
+    return params.get("user_id") is None
+
+
+def _changes_settings(params: Mapping[str, Any]) -> bool:
+    """`habits.configure` with no field only reads the settings."""
+    return any(value is not None for value in params.values())
 
 
 _GATEWAY = "gateway"
@@ -88,14 +106,16 @@ _TABLE = (
                description="The hot path: answered from a cache invalidated by every change."),
     MethodSpec("memory.tool_rule_put", _MEMORY, memory.RulePut, memory.Rule,
                "Create or replace a tool-scoped rule", changes_state=True,
-               description="An upsert: the rule keeps its `created_at`."),
+               description="An upsert: the rule keeps its `created_at`.",
+               tenant_wide=_tenant_scoped),
     MethodSpec("memory.tool_rule_get", _MEMORY, memory.RuleRef, memory.Rule,
                "Read one rule", description="Not found (404) when there is no such rule."),
     MethodSpec("memory.tool_rule_list", _MEMORY, memory.RuleQuery, memory.RuleList,
                "List rules: critical first, newest first"),
     MethodSpec("memory.tool_rule_delete", _MEMORY, memory.RuleRef, memory.Deleted,
                "Delete a rule", changes_state=True,
-               description="`{deleted: false}` when there was no such rule."),
+               description="`{deleted: false}` when there was no such rule.",
+               tenant_wide=_tenant_scoped),
     MethodSpec("memory.tool_rules_for_prompt", _MEMORY, memory.RulesForPrompt,
                memory.PromptRules, "The tool-rules block a prompt carries",
                description="The same bytes `prompt.context` shows for these tools."),
@@ -112,11 +132,13 @@ _TABLE = (
                            "decision as `RouteDecided`."),
     MethodSpec("router.set_default_policy", _ROUTER, traces.SetDefaultPolicy,
                traces.DefaultPolicy, "Set the tenant's default routing policy",
-               changes_state=True),
+               changes_state=True,
+               tenant_wide=True),
     MethodSpec("router.update_policy", _ROUTER, traces.UpdatePolicy, traces.PolicyUpdate,
                "Recompute a learned policy from the traces and publish it", changes_state=True,
                description="Publishes `RoutingPolicyUpdated` with the next version; answers "
-                           "the classes whose model changed."),
+                           "the classes whose model changed.",
+               tenant_wide=True),
     MethodSpec("traces.summary", _ROUTER, traces.TraceFilter, traces.TraceSummary,
                "Counts, averages, success rate and feedback of the traces"),
     MethodSpec("traces.class_stats", _ROUTER, traces.TraceFilter, traces.ClassStatsList,
@@ -153,7 +175,8 @@ _TABLE = (
                changes_state=True,
                description=("Publishes `ReextractionRequested`; answers how many windows "
                             "are queued again (a window already extracted with this prompt "
-                            "version is not).")),
+                            "version is not)."),
+               tenant_wide=_every_user),
     MethodSpec("habits.list", _HABITS, habits.ListHabits, habits.HabitList,
                "A user's habits, oldest first"),
     MethodSpec("habits.get", _HABITS, habits.HabitRef, habits.HabitDetail,
@@ -180,12 +203,14 @@ _TABLE = (
                "Archive a habit", changes_state=True),
     MethodSpec("habits.set_law", _HABITS, habits.SetLaw, habits.Law,
                "Set the tenant's law for habits; active habits are re-checked",
-               changes_state=True),
+               changes_state=True,
+               tenant_wide=True),
     MethodSpec("habits.get_law", _HABITS, habits.EmptyParams, habits.Law,
                "The tenant's law for habits"),
     MethodSpec("habits.configure", _HABITS, habits.Configure, habits.TenantSettings,
                "The tenant's habit settings: retention, scheduled Analyze, project names",
-               changes_state=True, description="Absent fields keep their value; `{}` reads."),
+               changes_state=True, description="Absent fields keep their value; `{}` reads.",
+               tenant_wide=_changes_settings),
     MethodSpec("habits.analyze", _HABITS, habits.Analyze, habits.AnalyzeResult,
                "Analyze the user's unread observations into suggestions", changes_state=True,
                description="Drains what was unread when it started, in bounded batches, each "
@@ -199,7 +224,8 @@ _TABLE = (
                "Start searching the tenant's configuration", changes_state=True,
                description=("Publishes `OptimizationRunStarted` and answers the `run_id` at "
                             "once; the trials follow as `TrialEvaluated` events "
-                            "(`optimize.status`, `optimize.frontier`).")),
+                            "(`optimize.status`, `optimize.frontier`)."),
+               tenant_wide=True),
     MethodSpec("optimize.status", _OPTIMIZER, optimize.RunRef, optimize.RunStatus,
                "A run's progress: trials so far, best trial, frontier",
                description="Not found (404) for a run the tenant does not have."),
@@ -209,23 +235,27 @@ _TABLE = (
                "A run's Pareto frontier (or every trial), with params and metrics"),
     MethodSpec("optimize.stop", _OPTIMIZER, optimize.StopRun, optimize.RunStatus,
                "Stop a running run after its current trial", changes_state=True,
-               description="Conflict (409) when the run has already ended."),
+               description="Conflict (409) when the run has already ended.",
+               tenant_wide=True),
     MethodSpec("optimize.apply", _OPTIMIZER, optimize.TrialRef, optimize.Configuration,
                "Make a trial's configuration the tenant's", changes_state=True,
                description=("Publishes `ConfigurationApplied`; answered once routing and "
                             "prompts follow it. Conflict (409) for a trial without "
-                            "estimates.")),
+                            "estimates."),
+               tenant_wide=True),
     MethodSpec("optimize.undo", _OPTIMIZER, optimize.TrialRef, optimize.Configuration,
                "Undo what applying a trial changed", changes_state=True,
                description=("Restores the settings the trial's application replaced (later "
                             "changes to other settings stay). Conflict (409) when the trial "
-                            "is not applied.")),
+                            "is not applied."),
+               tenant_wide=True),
     MethodSpec("optimize.configure", _OPTIMIZER, optimize.ChangeConfiguration,
                optimize.Configuration,
                "Change settings of the tenant's configuration by hand", changes_state=True,
                description=("Publishes `ConfigurationApplied` (no run, no trial); answered "
                             "once routing and prompts follow it. A null value removes a "
-                            "setting.")),
+                            "setting."),
+               tenant_wide=True),
     MethodSpec("optimize.configuration", _OPTIMIZER, optimize.ReadConfiguration,
                optimize.Configuration, "The tenant's current configuration"),
     MethodSpec("optimize.evaluate", _OPTIMIZER, optimize.EvaluateParams, optimize.Evaluation,
@@ -236,12 +266,14 @@ _TABLE = (
                description=("Every view drops the user, caches and mirror files are deleted, "
                             "the user's messages are purged from the streams (the `UserErased` "
                             "tombstone stays); answered once all of it is done."),
-               timeout_factor=3.0),
+               timeout_factor=3.0,
+               tenant_wide=True),
     MethodSpec("admin.partitions", _GATEWAY, admin.PartitionsQuery, admin.Partitions,
                "Each projection's partitions: the replica applying each, how far it is",
                description=("The deployment's state, the same for every tenant (no tenant's "
                             "data): per projection and partition its state, owner, checkpoint "
-                            "and lag, as `habitus partitions` shows.")),
+                            "and lag, as `habitus partitions` shows."),
+               tenant_wide=True),
 )
 
 METHODS: Mapping[str, MethodSpec] = MappingProxyType({m.name: m for m in _TABLE})

@@ -429,7 +429,7 @@ class Up:
             await asyncio.sleep(0.3)
         _say("")
         _say(f"  gateway   {base_url}   (OpenAPI: {base_url}/docs)")
-        _say(f"  API key   {key}   (tenant '{DEV_TENANT}')")
+        _say(f"  API key   {key}   (tenant '{DEV_TENANT}', tenant-admin)")
         _say(f"  try       curl -s -X POST {base_url}/v1/events "
              f"-H 'Authorization: Bearer {key}' -H 'Content-Type: application/json' "
              f"-d '{json.dumps([example_turn()])}'")

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from habitus.auth.roles import TENANT_ADMIN, may_call
 from habitus.bus.rpc import RpcError
 from habitus.contract import METHODS, method_names
 from habitus.service.context import ServiceContext
@@ -82,6 +83,13 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             raise _unknown(method)
         # The caller's name must not become a label unless the table knows it.
         label = method if method in METHODS else "unknown"
+        role = caller.principal.role
+        if not may_call(role, method, params):
+            await access.charge(caller, 1, budget)
+            metrics.RPC_REQUESTS.labels(label, "permission_denied").inc()
+            raise RpcError("permission_denied",
+                           f"{method}: changes what applies to every user of the tenant, so it "
+                           f"needs a {TENANT_ADMIN} key; this key's role is {role}")
         wanted = contexts.wanted(params) if method == CONTEXT_METHOD else None
         if wanted is not None:
             # The charge and the cache read in one Redis round trip, on the read every agent
