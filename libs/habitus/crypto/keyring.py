@@ -1,0 +1,132 @@
+"""A process's keyring: each user's data keys, unwrapped on first use and kept in memory.
+
+Sealing asks for the user's current key (created, wrapped and stored the first time a user has
+anything sealed); opening asks for the key a blob names. A key the store no longer has was
+destroyed by erasure: `Shredded`, which readers treat as "erased", not as a fault. Every
+process that heard a user's erasure drops the user's keys from its cache (`forget`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import OrderedDict
+
+from habitus.crypto.aead import new_key
+from habitus.crypto.kek import KekRing
+from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
+
+
+class Shredded(LookupError):
+    """The user's key is gone: what it sealed can no longer be read, by design."""
+
+
+def dek_context(tenant_id: str, user_id: str, kid: str) -> bytes:
+    """What a wrapped data key is bound to."""
+    return f"habitus/dek/{tenant_id}/{user_id}/{kid}".encode()
+
+
+def data_context(tenant_id: str, user_id: str, kid: str) -> bytes:
+    """What a sealed payload is bound to."""
+    return f"habitus/data/{tenant_id}/{user_id}/{kid}".encode()
+
+
+class Keyring:
+    def __init__(self, kek: KekRing, store: KeyStore, cache_size: int = 100_000) -> None:
+        self.kek = kek
+        self.store = store
+        self._cache_size = cache_size
+        #: (tenant, user) -> (current kid, {kid: key})
+        self._cache: OrderedDict[tuple[str, str], tuple[str, dict[str, bytes]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _unwrapped(self, keys: UserKeys) -> tuple[str, dict[str, bytes]]:
+        found = {k.kid: self.kek.unwrap(k.kek_id, k.wrapped,
+                                        dek_context(keys.tenant_id, keys.user_id, k.kid))
+                 for k in keys.keys}
+        return keys.current, found
+
+    def _remember(self, owner: tuple[str, str], entry: tuple[str, dict[str, bytes]]) -> None:
+        with self._lock:
+            self._cache[owner] = entry
+            self._cache.move_to_end(owner)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    def _cached(self, owner: tuple[str, str]) -> tuple[str, dict[str, bytes]] | None:
+        with self._lock:
+            entry = self._cache.get(owner)
+            if entry is not None:
+                self._cache.move_to_end(owner)
+            return entry
+
+    def _fresh(self, tenant_id: str, user_id: str) -> UserKeys:
+        kid = f"k{secrets.token_hex(6)}"
+        kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
+        return UserKeys(tenant_id, user_id, kid, (WrappedKey(kid, kek_id, wrapped, time.time()),))
+
+    def current(self, tenant_id: str, user_id: str) -> tuple[str, bytes]:
+        """(key id, key) to seal with: the user's current key, created if they have none."""
+        owner = (tenant_id, user_id)
+        entry = self._cached(owner)
+        if entry is None:
+            keys = self.store.load(tenant_id, user_id) or self.store.create(
+                self._fresh(tenant_id, user_id))
+            entry = self._unwrapped(keys)
+            self._remember(owner, entry)
+        kid, found = entry
+        return kid, found[kid]
+
+    def key(self, tenant_id: str, user_id: str, kid: str) -> bytes:
+        """The key `kid` of the user; `Shredded` when it no longer exists."""
+        owner = (tenant_id, user_id)
+        entry = self._cached(owner)
+        if entry is None or kid not in entry[1]:
+            keys = self.store.load(tenant_id, user_id)
+            if keys is None or keys.get(kid) is None:
+                raise Shredded(f"the key {kid} of {tenant_id}/{user_id} no longer exists")
+            entry = self._unwrapped(keys)
+            self._remember(owner, entry)
+        return entry[1][kid]
+
+    def rotate(self, tenant_id: str, user_id: str) -> str:
+        """A new current key for the user; the earlier ones still open what they sealed."""
+        keys = self.store.load(tenant_id, user_id)
+        if keys is None:
+            return self.current(tenant_id, user_id)[0]
+        kid = f"k{secrets.token_hex(6)}"
+        kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
+        rotated = UserKeys(tenant_id, user_id, kid,
+                           (*keys.keys, WrappedKey(kid, kek_id, wrapped, time.time())))
+        self.store.replace(rotated)
+        self.forget(tenant_id, user_id)
+        return kid
+
+    def rewrap_all(self, kek: KekRing) -> int:
+        """Rewrap every stored key with `kek`'s current KEK (after a KEK rotation), so the
+        earlier KEKs can be dropped. Keys are unwrapped with this ring's KEKs."""
+        count = 0
+        for tenant_id, user_id in list(self.store.owners()):
+            keys = self.store.load(tenant_id, user_id)
+            if keys is None:
+                continue
+            rewrapped = []
+            for k in keys.keys:
+                context = dek_context(tenant_id, user_id, k.kid)
+                dek = self.kek.unwrap(k.kek_id, k.wrapped, context)
+                kek_id, wrapped = kek.wrap(dek, context)
+                rewrapped.append(WrappedKey(k.kid, kek_id, wrapped, k.created_at))
+            self.store.replace(UserKeys(tenant_id, user_id, keys.current, tuple(rewrapped)))
+            count += 1
+        self.kek = kek
+        return count
+
+    def forget(self, tenant_id: str, user_id: str) -> None:
+        with self._lock:
+            self._cache.pop((tenant_id, user_id), None)
+
+    def destroy(self, tenant_id: str, user_id: str) -> bool:
+        """Destroy the user's keys (erasure): from here on nothing they sealed opens."""
+        self.forget(tenant_id, user_id)
+        return self.store.destroy(tenant_id, user_id)

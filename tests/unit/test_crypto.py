@@ -1,0 +1,137 @@
+"""The crypto-shredding core on a real directory key store: sealing and opening a user's event
+payloads, keys bound to their owner, erasure destroying the key (and a copy of a sealed event
+made before then staying unreadable), rotation of data keys and of the KEK without losing
+anything sealed before."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from habitus.crypto import DirectoryKeyStore, Keyring, SealError, Shredded, load_kek_ring
+from habitus.crypto.kek import KekError, parse_env_kek
+from habitus.crypto.sealing import open_body, seal_body
+
+TURN: dict[str, Any] = {
+    "type": "TurnRecorded", "tenant_id": "acme", "user_id": "dana", "event_id": "e1",
+    "occurred_at": 1_764_000_000.0, "producer": "gateway", "schema_version": 1,
+    "payload": {"session_id": "s1", "turn_id": "t1", "channel": "chat",
+                "user_message": "Email sarah.connor@example.com about Project Falcon, "
+                                "and keep answers short.",
+                "assistant_message": "Done.", "user_at": 1_764_000_000.0,
+                "assistant_at": 1_764_000_001.0}}
+SECRETS = ("sarah.connor@example.com", "Project Falcon")
+
+
+@pytest.fixture
+def ring(tmp_path: Path) -> Keyring:
+    return Keyring(load_kek_ring(None, tmp_path / "kek.json"),
+                   DirectoryKeyStore(tmp_path / "keys"))
+
+
+def test_a_sealed_payload_hides_the_text_and_opens_back_exactly(ring: Keyring) -> None:
+    sealed = seal_body(TURN, ring)
+    wire = json.dumps(sealed)
+    assert not any(s in wire for s in SECRETS)
+    assert sealed["user_id"] == "dana" and sealed["type"] == "TurnRecorded"  # routable
+    assert open_body(json.loads(wire), ring) == TURN
+
+
+def test_tenant_events_and_the_tombstone_stay_readable(ring: Keyring) -> None:
+    tenant_wide = {**TURN, "user_id": "_tenant"}
+    assert seal_body(tenant_wide, ring) == tenant_wide
+    tombstone = {**TURN, "type": "UserErased", "payload": {"reason": "asked"}}
+    assert seal_body(tombstone, ring) == tombstone
+
+
+def test_a_payload_moved_to_another_user_does_not_open(ring: Keyring) -> None:
+    sealed = seal_body(TURN, ring)
+    seal_body({**TURN, "user_id": "sam"}, ring)  # sam has a key too
+    with pytest.raises(Shredded):  # dana's key id is not one of sam's
+        open_body({**sealed, "user_id": "sam"}, ring)
+    tampered = dict(sealed)
+    raw = bytearray(base64.b64decode(sealed["payload"]))
+    raw[20] ^= 1
+    tampered["payload"] = base64.b64encode(bytes(raw)).decode()
+    with pytest.raises(SealError):
+        open_body(tampered, ring)
+
+
+def test_erasure_destroys_the_key_and_a_copy_made_before_stays_unreadable(
+        ring: Keyring, tmp_path: Path) -> None:
+    sealed = seal_body(TURN, ring)
+    other = seal_body({**TURN, "user_id": "sam"}, ring)
+    backup = tmp_path / "backup.json"
+    backup.write_text(json.dumps([sealed, other]))  # a copy of the log taken before erasure
+    assert ring.destroy("acme", "dana")
+    assert not ring.destroy("acme", "dana")
+    fresh = Keyring(ring.kek, ring.store)  # another process, nothing cached
+    old_dana, old_sam = json.loads(backup.read_text())
+    for keyring in (ring, fresh):
+        with pytest.raises(Shredded):
+            open_body(old_dana, keyring)
+        assert open_body(old_sam, keyring)["payload"] == TURN["payload"]
+    # the key file is gone from the key store, not left behind
+    assert [p.name for p in (tmp_path / "keys").glob("*/*.key")] == [
+        ring.store.path("acme", "sam").name]  # type: ignore[attr-defined]
+    # a user who comes back gets a new key; what was shredded stays shredded
+    again = seal_body(TURN, ring)
+    assert again["sealed"]["kid"] != sealed["sealed"]["kid"]
+    with pytest.raises(Shredded):
+        open_body(old_dana, fresh)
+
+
+def test_rotating_a_users_key_keeps_what_the_old_one_sealed(ring: Keyring) -> None:
+    before = seal_body(TURN, ring)
+    kid = ring.rotate("acme", "dana")
+    after = seal_body(TURN, ring)
+    assert after["sealed"]["kid"] == kid != before["sealed"]["kid"]
+    fresh = Keyring(ring.kek, ring.store)
+    assert open_body(before, fresh) == open_body(after, fresh) == TURN
+
+
+def test_rotating_the_kek_rewraps_every_key_and_the_old_kek_can_go(ring: Keyring,
+                                                                    tmp_path: Path) -> None:
+    sealed = [seal_body({**TURN, "user_id": f"u{n}"}, ring) for n in range(5)]
+    old = ring.kek
+    rotated = old.rotated()
+    assert ring.rewrap_all(rotated) == 5
+    trimmed = rotated.without(old.current)
+    fresh = Keyring(trimmed, ring.store)
+    assert [open_body(s, fresh)["payload"] for s in sealed] == [TURN["payload"]] * 5
+    # and without the rewrap, dropping the old KEK would have lost them: it says so
+    stale = Keyring(load_kek_ring(None, tmp_path / "other-kek.json"), ring.store)
+    with pytest.raises(KekError, match="not in the ring"):
+        open_body(sealed[0], stale)
+
+
+def test_two_processes_creating_a_users_first_key_agree(tmp_path: Path) -> None:
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    rings = [Keyring(kek, store) for _ in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        kids = set(pool.map(lambda r: r.current("acme", "new")[0], rings))
+    assert len(kids) == 1
+
+
+def test_the_kek_file_is_created_once_private_and_the_env_kek_is_checked(
+        tmp_path: Path) -> None:
+    path = tmp_path / "secrets" / "kek.json"
+    first = load_kek_ring(None, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert load_kek_ring(None, path).keys == first.keys
+    env = parse_env_kek("prod-1:" + base64.b64encode(b"k" * 32).decode())
+    assert env.current == "prod-1"
+    with pytest.raises(KekError, match="32"):
+        parse_env_kek("prod-1:" + base64.b64encode(b"short").decode())
+    with pytest.raises(KekError, match="expected <id>"):
+        parse_env_kek("no-id-here")
+    shutil.rmtree(tmp_path / "secrets")
