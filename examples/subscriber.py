@@ -6,10 +6,12 @@ tenant on the event log, stream `HABITUS_EVENTS`:
 * `CacheRebuilt`: a user's learned preferences changed; the payload carries the whole active set.
 * `ToolRuleUpserted`: a tool-scoped rule was created or replaced; the payload is the whole rule.
 
-It needs nothing but nats-py (`pip install nats-py`): the events are JSON (`--decode json`
-shows the raw route). With the `habitus` package installed, `--decode habitus` (the default
-when it is importable) validates each event against the catalog and upcasts an old payload
-version to the current one.
+It needs nothing but nats-py (`pip install nats-py`) for the envelope: the events are JSON
+(`--decode json` shows the raw route). A user's payloads are sealed with that user's key
+(crypto-shredding: erasing the user destroys the key), so reading them takes the `habitus`
+package and the deployment's key store: `--decode habitus` (the default when it is importable)
+opens them, validates each event against the catalog and upcasts an old payload version to the
+current one. The raw route sees a sealed payload as sealed, and says so.
 
 Run it next to `make run` (which prints its NATS URL; this script also finds it in
 `./var/runtime.json`):
@@ -106,23 +108,30 @@ class Incoming:
     tenant_id: str
     user_id: str
     occurred_at: float
-    payload: dict[str, Any]
+    #: None when the payload is sealed and this route cannot open it
+    payload: dict[str, Any] | None
     stream_seq: int
 
 
 def decode_json(msg: Msg, seq: int) -> Incoming:
     """The raw route: the envelope is plain JSON (see ARCHITECTURE.md, "Events")."""
     doc = json.loads(msg.data)
+    payload = doc["payload"] if isinstance(doc["payload"], dict) else None  # sealed: a string
     return Incoming(event_id=str(doc["event_id"]), type=str(doc["type"]),
                     tenant_id=str(doc["tenant_id"]), user_id=str(doc["user_id"]),
-                    occurred_at=float(doc["occurred_at"]), payload=dict(doc["payload"]),
+                    occurred_at=float(doc["occurred_at"]), payload=payload,
                     stream_seq=seq)
 
 
 def decode_habitus(msg: Msg, seq: int) -> Incoming:
-    """The catalog's route: validated, and an old schema version upcast to the current one."""
+    """The catalog's route: opened with the key store (HABITUS_KEYSTORE_DIR, as the services
+    read it), validated, and an old schema version upcast to the current one."""
+    from habitus.config import get_settings
+    from habitus.crypto.setup import keyring_from
     from habitus.events import CATALOG
 
+    if CATALOG.keyring is None:
+        CATALOG.use_keyring(keyring_from(get_settings()))
     event = CATALOG.decode_message(msg.data, msg.headers)
     return Incoming(event_id=event.event_id, type=event.type, tenant_id=event.tenant_id,
                     user_id=event.user_id, occurred_at=event.occurred_at,
@@ -217,6 +226,9 @@ def handle(db: sqlite3.Connection, event: Incoming) -> str:
     idempotency key). Returns a line describing what it did."""
     p = event.payload
     who = f"{event.tenant_id}/{event.user_id}"
+    if p is None:
+        return (f"{event.type} {who}: payload sealed (read it with --decode habitus and the "
+                "deployment's key store)")
     if event.type == "CacheRebuilt":
         active = p.get("active", [])
         db.execute(

@@ -8,6 +8,7 @@ shared streams, so they can run against a server other things also use.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from hypothesis import settings as hypothesis_settings
 
 from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
+from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
+from habitus.events import CATALOG
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
@@ -86,10 +89,17 @@ def servers() -> Iterator[ServerUrls]:
             redis=pick("HABITUS_REDIS_URL", EmbeddedRedis(root)),
             data_dir=root,
         )
+        # One key store for the worker: its in-process services, the services and commands it
+        # starts as processes (they inherit the variable) and its own event readers seal and
+        # open users' payloads alike (a `habitus up` or demo it starts names its own).
+        keystore = root.with_name(f"{root.name}-keys")
+        os.environ["HABITUS_KEYSTORE_DIR"] = str(keystore)
+        CATALOG.use_keyring(keyring_from(urls.settings()))
         yield urls
     finally:
         for server in reversed(started):
             server.stop()
+        shutil.rmtree(root.with_name(f"{root.name}-keys"), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

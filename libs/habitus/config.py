@@ -26,6 +26,18 @@ class Settings(BaseSettings):
         "Redis URL; unset: `habitus up` starts an embedded one"))
     data_dir: Path = Field(default=Path("./var"), description=(
         "embedded servers' data, logs, the dev API key, PROFILE.md mirrors"))
+    encrypt_events: bool = Field(default=True, description=(
+        "seal each user's event payloads with a data key of their own before they are "
+        "published, so erasing the user (destroying the key) leaves every copy unreadable"))
+    keystore_dir: Path | None = Field(default=None, description=(
+        "where users' wrapped data keys live, apart from the data (never back it up with "
+        "it); unset: `<data_dir>-keys`, beside the data directory"))
+    kek: str | None = Field(default=None, description=(
+        "the key-encryption key, `<id>:<base64 of 32 bytes>` (a secret); unset: the ring in "
+        "HABITUS_KEK_FILE"))
+    kek_file: Path | None = Field(default=None, description=(
+        "the key-encryption key ring, created with a fresh key on first use (mode 0600); "
+        "unset: `kek.json` in the key store directory"))
     http_host: str = Field(default="127.0.0.1", description="address the HTTP servers bind")
     http_port: int = Field(default=8080, description="the gateway's HTTP port")
     metrics_port: int = Field(default=9000, description=(
@@ -147,6 +159,15 @@ def _parse_pairs(raw: str, name: str) -> list[tuple[str, str]]:
             raise ValueError(f"{name}: entry {entry!r} is not of the form tenant:key")
         pairs.append((tenant.strip(), key.strip()))
     return pairs
+
+
+def keystore_path(settings: Settings) -> Path:
+    """The key store directory: set, or beside the data directory (not in it, so a copy of
+    the data directory carries no keys)."""
+    if settings.keystore_dir is not None:
+        return settings.keystore_dir
+    data = settings.data_dir.resolve()
+    return data.with_name(f"{data.name}-keys")
 
 
 @lru_cache(maxsize=1)

@@ -25,7 +25,9 @@ from typing import Any
 from nats.js import JetStreamContext
 
 from habitus.bus.publisher import EventPublisher, PublishResult, failure_kind, msg_id
-from habitus.events import Event
+from habitus.crypto.keyring import Shredded
+from habitus.crypto.sealing import is_sealed, open_body
+from habitus.events import CATALOG, Event
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,10 @@ async def _differs_from_stored(js: JetStreamContext, event: Event[Any],
         return False  # the sequence holds something else now: cannot tell
     try:
         doc = json.loads(stored.data)
+        if is_sealed(doc) and CATALOG.keyring is not None:
+            doc = open_body(doc, CATALOG.keyring)
+    except Shredded:
+        return False  # the user was erased in between: cannot tell
     except ValueError:
         return True
     mine = json.loads(event.to_json())

@@ -121,7 +121,8 @@ class PartitionedContract:
                            partitions=PARTITIONS, lease=LEASE, member="replica-b",
                            stall_after=2, batch_size=2, marker=str(marker),
                            log=str(tmp_path / "replica-b.log"),
-                           nats_url=servers.nats, database_url=servers.database)
+                           nats_url=servers.nats, database_url=servers.database,
+                           keystore_dir=os.environ["HABITUS_KEYSTORE_DIR"])
         here = Membership("contract", cls.schema, [split], nc, pool,
                           partitions=PARTITIONS, lease_seconds=LEASE, member="replica-a",
                           runner_config=FAST)

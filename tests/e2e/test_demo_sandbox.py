@@ -192,7 +192,8 @@ def check_sandbox(output: str, root: Path, home: Path, port: int) -> None:
     assert f"Habitus demo: removed its sandbox {sandbox}" in output
     assert f"http://127.0.0.1:{port}" not in output  # never the user's gateway port
     assert "**[critical]**" in output  # PROFILE.md's rule priority, not eaten as markup
-    assert sorted(p.name for p in home.iterdir()) == ["var"]  # nothing else where it ran
+    # nothing else where it ran: the user's data, and its key store beside it
+    assert sorted(p.name for p in home.iterdir()) == ["var", "var-keys"]
 
 
 async def test_demos_leave_the_users_own_system_byte_for_byte_as_it_was(data_root: Path) -> None:
@@ -236,11 +237,11 @@ async def test_demos_leave_the_users_own_system_byte_for_byte_as_it_was(data_roo
         assert stop(user) == 0
 
     # Two demos in a row after it stopped: not one byte of ./var may change.
-    stopped = tree_digest(home / "var")
+    stopped = tree_digest(home / "var"), tree_digest(home / "var-keys")
     for _ in range(2):
         output = await asyncio.to_thread(make_demo, home, demo_env)
         check_sandbox(output, data_root, home, port)
-        assert tree_digest(home / "var") == stopped
+        assert (tree_digest(home / "var"), tree_digest(home / "var-keys")) == stopped
     assert not list((data_root / "tmp").glob("habitus-demo-*"))
 
     user = make_run(home, env)

@@ -21,6 +21,9 @@ import nats
 import pytest
 
 from habitus.bus.streams import INGEST
+from habitus.config import Settings
+from habitus.crypto.sealing import open_body
+from habitus.crypto.setup import keyring_from
 from habitus.runtime.embedded import free_port
 from tests.support.http import TLS
 
@@ -74,6 +77,16 @@ async def stored(nats_url: str, seq: int) -> dict[str, Any]:
         await nc.close()
 
 
+def opened(event: dict[str, Any], data_dir: Path) -> dict[str, Any]:
+    """The event opened with the keys of the `habitus up` on `data_dir` (its key store is
+    `<data_dir>-keys`: the test's own HABITUS_KEYSTORE_DIR is not passed to it)."""
+    keystore = data_dir.resolve().with_name(f"{data_dir.name}-keys")
+    keyring = keyring_from(Settings(data_dir=data_dir, keystore_dir=keystore, kek=None,
+                                    kek_file=None))
+    assert keyring is not None
+    return open_body(event, keyring)
+
+
 @pytest.fixture
 def data_root() -> Iterator[Path]:
     """Outside pytest's tmp root: as root, Postgres runs as another user and needs o+x on every
@@ -104,7 +117,9 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
         event = await stored(runtime["nats_url"], result["seq"])
         assert event["type"] == "TurnRecorded"
         assert event["tenant_id"] == "dev"
-        assert event["payload"]["user_message"] == "Shorter answers please"
+        # sealed on the stream with alice's key, kept in the key store beside the data
+        assert event["sealed"]["alg"] == "A256GCM"
+        assert opened(event, data_dir)["payload"]["user_message"] == "Shorter answers please"
     finally:
         code = stop(proc)
     assert code == 0
@@ -117,5 +132,6 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
         runtime = json.loads((data_dir / "runtime.json").read_text())
         event_again = await stored(runtime["nats_url"], result["seq"])
         assert event_again["event_id"] == result["event_id"]
+        assert opened(event_again, data_dir)["payload"]["assistant_message"] == "ok"
     finally:
         assert stop(again, signal.SIGTERM) == 0

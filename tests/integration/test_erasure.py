@@ -12,6 +12,7 @@ column in a service's schema), so a projection added later is searched too.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import nats
 import pytest
 import pytest_asyncio
 from psycopg import sql
@@ -29,6 +31,10 @@ from redis.asyncio import Redis
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
+from habitus.bus.streams import DLQ
+from habitus.crypto.keyring import Shredded
+from habitus.crypto.sealing import open_body
+from habitus.crypto.setup import keyring_from
 from habitus.ids import TENANT_WIDE
 from habitus.llm import LlmSettings
 from habitus.service import registry
@@ -424,3 +430,85 @@ async def test_habitus_erase_on_the_command_line(stack: tuple[str, Path], server
                          "--user", "not a user"],
         env={**os.environ, **servers.env()}, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "user" in bad.stdout + bad.stderr
+
+
+# ------------------------------------------------------------------------- crypto-shredding
+
+#: what only zoe says: her address, her full name, a code name
+ZOE_SAYS = ["Mail the draft to zoe.quantum@example.org, signed Zoe Quantum-Fairweather.",
+            "Keep Project Nightingale out of every summary, and answer briefly."]
+ZOE_SECRETS = [b"zoe.quantum@example.org", b"Quantum-Fairweather", b"Project Nightingale"]
+
+
+def files_holding(root: Path, needles: list[bytes]) -> list[str]:
+    """Every file under `root` whose bytes hold one of `needles` (as `grep -a` would)."""
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found += [f"{path}: {n.decode()}" for n in needles if n in data]
+    return found
+
+
+async def test_an_erased_users_words_are_sealed_on_disk_and_a_copy_made_before_stays_unreadable(
+        stack: tuple[str, Path], servers: ServerUrls, nc: Any, pool: Any) -> None:
+    base, _ = stack
+    name = unique("shred")
+    tenant = Tenant(base, await create_key(pool, name), name)
+    zoe, max_ = unique("zoe"), unique("max")
+    items = [turn_item(user, line) for user, lines in
+             ((zoe, ZOE_SAYS), (max_, ["Please keep answers short."])) for line in lines]
+    async with httpx.AsyncClient(base_url=base, timeout=30, verify=TLS) as client:
+        sent = await client.post("/v1/events", json=items,
+                                 headers={"Authorization": f"Bearer {tenant.key}"})
+    assert sent.status_code == 200, sent.text
+    js = nc.jetstream()
+
+    async def copies() -> list[Any]:
+        """The users' messages as a copy of the streams (a backup) holds them."""
+        got = []
+        for user in (zoe, max_):
+            for stream, subject in user_filters(name, user):
+                if stream == DLQ:
+                    continue
+                got += await drained(stream, subject)
+        return got
+
+    async def drained(stream: str, subject: str) -> list[Any]:
+        got = []
+        sub = await js.subscribe(subject, stream=stream, ordered_consumer=True)
+        try:
+            while True:
+                try:
+                    got.append(await sub.next_msg(timeout=1.0))
+                except nats.errors.TimeoutError:
+                    break
+        finally:
+            await sub.unsubscribe()
+        return got
+
+    backup = await copies()
+    assert {m.subject.split(".")[5] for m in backup} == {zoe, max_}
+    for msg in backup:
+        assert not any(s in msg.data for s in ZOE_SECRETS), msg.subject  # sealed on the wire
+    if not os.environ.get("HABITUS_NATS_URL"):
+        # the stream files never held her words in the clear (every user's payload is sealed
+        # before it is published)
+        assert files_holding(servers.data_dir / "nats", ZOE_SECRETS) == []
+
+    answer = (await tenant.rpc("admin.erase_user", user_id=zoe))["result"]
+    assert answer["purged_messages"] >= len(ZOE_SAYS)
+    # her key is gone from the key store; the copy of her messages made before cannot be
+    # opened by this process or any other, max's still can
+    fresh = keyring_from(servers.settings())
+    assert fresh is not None
+    for msg in backup:
+        user = msg.subject.split(".")[5]
+        doc = json.loads(msg.data)
+        if "sealed" not in doc:
+            continue  # the tombstones of earlier erasures, and the like
+        if user == zoe:
+            with pytest.raises(Shredded):
+                open_body(doc, fresh)
+        else:
+            assert open_body(doc, fresh)["user_id"] == max_

@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key, store_key
 from habitus.bus.streams import INGEST
+from habitus.events import CATALOG
 from habitus.ids import new_event_id
 from habitus.service.migrations import migrate
 from habitus.subjects import ingest_subject, parse_subject
@@ -77,7 +78,10 @@ async def test_accepted_turn_is_stored_in_ingest_stream(gateway: str, tenant: An
     assert parse_subject(msg.subject).published == ingest_subject("turn", name, "alice")
     assert stored["tenant_id"] == name
     assert stored["event_id"] == result["event_id"]
-    assert stored["payload"]["user_message"] == "Shorter please"
+    # the user's words are sealed with their key on the stream; the envelope stays plain
+    assert b"Shorter please" not in msg.data and stored["sealed"]["alg"] == "A256GCM"
+    opened = CATALOG.decode_message(msg.data, msg.headers)
+    assert opened.payload.user_message == "Shorter please"
     assert msg.headers["Nats-Msg-Id"] == f"{name}.alice.{result['event_id']}"
 
 

@@ -20,6 +20,9 @@ import nats
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from habitus.crypto.sealing import is_sealed, open_body
+from habitus.events import CATALOG
+
 ROOT = Path(__file__).parents[2]
 DOCUMENT = ROOT / "docs" / "asyncapi.json"
 CLI = ROOT / ".venv" / "asyncapi" / "node_modules" / ".bin" / "asyncapi"
@@ -44,6 +47,9 @@ def validate_with_cli(document: Path, home: Path) -> subprocess.CompletedProcess
            "ASYNCAPI_METRICS_CONFIG_PATH": str(settings)}
     return subprocess.run([str(CLI), "validate", str(document)], capture_output=True,
                           text=True, env=env, timeout=300)
+
+
+SCHEMA = "#/components/schemas/{}"
 
 
 class EventChecker:
@@ -71,8 +77,19 @@ class EventChecker:
         channel = self.channel_of(subject)
         event = json.loads(body)
         message = self.doc["components"]["messages"][channel]
-        self._validate(event, message["payload"]["$ref"])
+        ref = message["payload"]["$ref"]
+        if "oneOf" in self.doc["components"]["schemas"][ref.rsplit("/", 1)[1]]:
+            # the message's two forms exclude each other (a string payload or an object):
+            # validating against the one the body has names the field at fault
+            ref = SCHEMA.format(f"{channel}SealedEvent" if is_sealed(event)
+                                else f"{channel}Event")
+        self._validate(event, ref)
         assert event["type"] == channel, (subject, event["type"])
+        if is_sealed(event):
+            # what a subscriber with the key store reads: the plain form of the same message
+            assert CATALOG.keyring is not None
+            event = open_body(event, CATALOG.keyring)
+            self._validate(event, SCHEMA.format(f"{channel}Event"))
         headers_schema = jsonschema.Draft202012Validator(message["headers"])
         problems = [e.message for e in headers_schema.iter_errors(dict(headers or {}))]
         if problems:

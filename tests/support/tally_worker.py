@@ -34,7 +34,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from habitus.bus import connect
+from habitus.config import Settings
+from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
+from habitus.events import CATALOG
 from habitus.projection import ApplyContext, Delivered, ProjectionRunner, RunnerConfig
 from habitus.service.membership import Membership
 from habitus.telemetry.logging import configure_logging
@@ -106,6 +109,8 @@ async def main(args: argparse.Namespace) -> None:
         standby_poll=0.2,
         graceful_timeout=10.0,
     )
+    # users' payloads are sealed: open them with the key store the test's services use
+    CATALOG.use_keyring(keyring_from(Settings()))
     nc = await connect(nats_url, f"tally-worker-{os.getpid()}")
     pool = await open_pool(database_url, min_size=1, max_size=4, name="tally-worker")
     if args.partitions:

@@ -135,3 +135,27 @@ def test_the_kek_file_is_created_once_private_and_the_env_kek_is_checked(
     with pytest.raises(KekError, match="expected <id>"):
         parse_env_kek("no-id-here")
     shutil.rmtree(tmp_path / "secrets")
+
+
+def test_the_catalog_seals_on_encode_and_opens_on_decode_by_either_path(ring: Keyring) -> None:
+    from habitus.bus.publisher import headers_for
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.ingest import TurnRecorded
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer="gateway")
+    wire = catalog.encode(event)
+    assert not any(s.encode() in wire for s in SECRETS)
+    fast = catalog.decode_message(wire, headers_for(event))  # the spliced plain JSON
+    general = catalog.decode(wire)  # parse, open, validate
+    assert fast == general == event
+    tenant_wide = event.model_copy(update={"user_id": "_tenant"})
+    assert catalog.encode(tenant_wide) == tenant_wide.to_json()
+    ring.destroy("acme", "dana")
+    with pytest.raises(Shredded):
+        catalog.decode_message(wire, headers_for(event))
+    plain = Catalog(list(CATALOG))  # a process without a keyring cannot read it, and says so
+    with pytest.raises(Exception, match="no keyring"):
+        plain.decode(wire)

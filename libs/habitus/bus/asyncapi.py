@@ -32,6 +32,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from habitus import __version__
 from habitus.bus.publisher import MSG_ID
 from habitus.bus.streams import EVENTS, INGEST
+from habitus.crypto.sealing import ALGORITHM, UNSEALED_TYPES
 from habitus.events.catalog import CATALOG, TYPE_HEADER, VERSION_HEADER, Catalog, EventSpec
 from habitus.events.envelope import Event
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
@@ -74,7 +75,17 @@ def document(catalog: Catalog = CATALOG) -> dict[str, Any]:
         if event_schema in schemas:
             raise ValueError(f"a payload model is named like an event schema: {event_schema}")
         schemas[event_schema] = _event_schema(spec, envelope)
-        messages[spec.type] = _message(spec, event_schema)
+        if spec.type in UNSEALED_TYPES:
+            message_schema = event_schema
+        else:
+            message_schema = f"{spec.type}Message"
+            schemas[f"{spec.type}SealedEvent"] = _sealed_schema(spec, envelope)
+            schemas[message_schema] = {
+                "description": f"A {spec.type} event as it is on the bus: a user's payload "
+                               "sealed, the tenant's own plain.",
+                "oneOf": [{"$ref": SCHEMAS.format(model=f"{spec.type}SealedEvent")},
+                          {"$ref": SCHEMAS.format(model=event_schema)}]}
+        messages[spec.type] = _message(spec, message_schema)
         channels[spec.type] = _channel(spec)
         operations[f"on{spec.type}"] = {
             "action": "send",
@@ -137,6 +148,14 @@ tokens existed keep the address alone, which `<type>.>` still matches.
 payload version (`{VERSION_HEADER}`), so a subscriber can route without parsing. Payloads grow \
 by optional fields; an incompatible change is a new `schema_version`, and `habitus.events` \
 upcasts an older stored version on read.
+
+**Sealed payloads.** A user's events carry their payload sealed with a data key of that user's \
+own (`sealed.kid`; AES-256-GCM), so erasing the user, which destroys the key, leaves every copy \
+unreadable, in the stream files and in any backup. The envelope stays plain. The tenant's own \
+events (user ids beginning with `_`) and the `UserErased` tombstone are not sealed. \
+`habitus.events` opens sealed payloads with the deployment's key store (`HABITUS_KEYSTORE_DIR`, \
+and the key-encryption key); each message's schema lists both forms, and the plain one is what a \
+sealed payload opens to.
 
 **Servers.** Point `host` and `port` at the running system's NATS: a `make run` system writes \
 its URLs to `./var/runtime.json` and prints them; a deployment exposes its NATS service.\
@@ -243,6 +262,25 @@ def _envelope_properties() -> dict[str, Any]:
     for prop in properties.values():
         prop.pop("title", None)
     return properties
+
+
+def _sealed_schema(spec: EventSpec, envelope: dict[str, Any]) -> dict[str, Any]:
+    """The same envelope, with the payload sealed (habitus.crypto.sealing)."""
+    plain = _event_schema(spec, envelope)
+    properties = dict(plain["properties"])
+    properties["payload"] = {
+        "type": "string", "contentEncoding": "base64",
+        "description": "The payload's JSON, sealed with AES-256-GCM under the user's data key "
+                       "`sealed.kid`: a 12-byte nonce, then the ciphertext and tag; the "
+                       "associated data is `habitus/data/<tenant_id>/<user_id>/<kid>`."}
+    properties["sealed"] = {
+        "type": "object", "required": ["kid", "alg"], "additionalProperties": False,
+        "description": "Which key sealed the payload, and how.",
+        "properties": {"kid": {"type": "string", "description": "The user's data key id."},
+                       "alg": {"const": ALGORITHM}}}
+    return {**plain, "description": f"A {spec.type} event of a user: the envelope, and the "
+                                    "payload sealed with the user's key.",
+            "required": [*plain["required"], "sealed"], "properties": properties}
 
 
 def _event_schema(spec: EventSpec, envelope: dict[str, Any]) -> dict[str, Any]:

@@ -122,7 +122,7 @@ class EventPublisher:
         earlier copy already went out, so a final failure is `NotConfirmed`, never "not sent"."""
         subject = self._catalog.subject(event)
         stream = stream_for(self._catalog.spec(event.type).stream)
-        body = event.to_json()
+        body = self._catalog.encode(event)
         for attempt in range(1, self._attempts + 1):
             if not self._connected():
                 exc: Exception = OutboundBufferLimitError()
@@ -167,7 +167,7 @@ class EventPublisher:
             try:
                 slots.append(await self._js.publish_async(
                     self._catalog.subject(event),
-                    event.to_json(),
+                    self._catalog.encode(event),
                     stream=stream_for(self._catalog.spec(event.type).stream),
                     headers=headers_for(event),
                     # A timeout makes nats-py wrap the wait for a window slot in a task

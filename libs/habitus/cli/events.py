@@ -32,6 +32,23 @@ def event_filter(event_type: str | None, tenant: str | None, user: str | None) -
     return user_filter(EVENT_ROOT, event_type or "*", tenant or "*", user or "*")
 
 
+def opened(doc: dict[str, Any]) -> dict[str, Any]:
+    """A sealed event opened with this process's keyring (an operator on the deployment's
+    machine reads the key store); the payload of an erased user's event says so."""
+    from habitus.crypto.keyring import Shredded
+    from habitus.crypto.sealing import is_sealed, open_body
+    from habitus.events import CATALOG
+
+    if not is_sealed(doc) or CATALOG.keyring is None:
+        return doc
+    try:
+        return open_body(doc, CATALOG.keyring)
+    except Shredded:
+        return {**doc, "payload": "(erased: the user's key is gone)"}
+    except ValueError:
+        return doc
+
+
 def event_json(data: bytes, subject: str, seq: int | None) -> str:
     """One message of the log as one line of JSON: `{"seq", "subject", "event"}`, the event
     whole (`event` is null and `data` holds the text for a message that is not an event)."""
@@ -41,7 +58,7 @@ def event_json(data: bytes, subject: str, seq: int | None) -> str:
         doc = None
     line: dict[str, Any] = {"seq": seq, "subject": subject}
     if isinstance(doc, dict):
-        line["event"] = doc
+        line["event"] = opened(doc)
     else:
         line.update(event=None, data=data.decode(errors="replace"))
     return json.dumps(line, separators=(",", ":"), ensure_ascii=False)
@@ -55,6 +72,7 @@ def event_line(data: bytes, subject: str, seq: int | None) -> str:
         doc = None
     if not isinstance(doc, dict):
         return f"-  {seq}  (not an event)  {subject}  {short(data.decode(errors='replace'))}"
+    doc = opened(doc)
     occurred = doc.get("occurred_at")
     at = iso(float(occurred)) if isinstance(occurred, int | float) else "-"
     return (f"{at}  {seq}  {doc.get('type', '?')}  {doc.get('tenant_id', '?')}/"
@@ -83,6 +101,10 @@ def tail(event_type: Annotated[str | None, typer.Option(
     except ValueError as exc:
         raise fail(str(exc)) from None
     settings = bus_settings("nats_url")
+    from habitus.crypto.setup import keyring_from
+    from habitus.events import CATALOG
+
+    CATALOG.use_keyring(keyring_from(settings))
 
     async def go() -> int:
         from nats.errors import TimeoutError as NatsTimeout

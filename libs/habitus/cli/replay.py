@@ -21,11 +21,15 @@ def replay(
 ) -> None:
     """Drop a projection's tables and rebuild them from stream sequence 1."""
     from habitus.bus import connect
+    from habitus.crypto.setup import keyring_from
     from habitus.db.pool import open_pool
+    from habitus.events import CATALOG
     from habitus.projection.replay import replay as run_replay
     from habitus.service.projections import resolve
 
     settings = live_settings()
+    # the projection runs here: it opens users' sealed payloads with the deployment's keys
+    CATALOG.use_keyring(keyring_from(settings))
     try:
         proj = resolve(projection)
     except (LookupError, TypeError, ImportError) as exc:

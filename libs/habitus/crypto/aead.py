@@ -27,15 +27,25 @@ def new_key() -> bytes:
     return AESGCM.generate_key(bit_length=KEY_BYTES * 8)
 
 
-def seal(key: bytes, plaintext: bytes, associated: bytes) -> bytes:
+Cipher = AESGCM
+
+
+def cipher(key: bytes) -> Cipher:
+    """A key made ready to use (its schedule computed once: a keyring keeps these)."""
+    return AESGCM(key)
+
+
+def seal(key: bytes | Cipher, plaintext: bytes, associated: bytes) -> bytes:
     nonce = os.urandom(NONCE_BYTES)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, associated)
+    aead = key if isinstance(key, AESGCM) else AESGCM(key)
+    return nonce + aead.encrypt(nonce, plaintext, associated)
 
 
-def open_sealed(key: bytes, blob: bytes, associated: bytes) -> bytes:
+def open_sealed(key: bytes | Cipher, blob: bytes, associated: bytes) -> bytes:
     if len(blob) < NONCE_BYTES + 16:
         raise SealError("too short to be sealed")
+    aead = key if isinstance(key, AESGCM) else AESGCM(key)
     try:
-        return AESGCM(key).decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
+        return aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], associated)
     except InvalidTag:
         raise SealError("does not open with this key for this owner") from None

@@ -2,8 +2,10 @@
 
 Sealing asks for the user's current key (created, wrapped and stored the first time a user has
 anything sealed); opening asks for the key a blob names. A key the store no longer has was
-destroyed by erasure: `Shredded`, which readers treat as "erased", not as a fault. Every
-process that heard a user's erasure drops the user's keys from its cache (`forget`).
+destroyed by erasure: `Shredded`, which readers treat as "erased", not as a fault. The
+process that erases drops the keys at once; every other process holds an unwrapped key at most
+`ttl` seconds before reading the store again, so no process keeps an erased user's key in
+memory for long.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from habitus.crypto.aead import new_key
+from habitus.crypto.aead import Cipher, cipher, new_key
 from habitus.crypto.kek import KekRing
 from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
 
@@ -33,40 +35,47 @@ def data_context(tenant_id: str, user_id: str, kid: str) -> bytes:
 
 
 class Keyring:
-    def __init__(self, kek: KekRing, store: KeyStore, cache_size: int = 100_000) -> None:
+    def __init__(self, kek: KekRing, store: KeyStore, cache_size: int = 100_000,
+                 ttl: float = 60.0) -> None:
         self.kek = kek
         self.store = store
         self._cache_size = cache_size
-        #: (tenant, user) -> (current kid, {kid: key})
-        self._cache: OrderedDict[tuple[str, str], tuple[str, dict[str, bytes]]] = OrderedDict()
+        self._ttl = ttl
+        #: (tenant, user) -> (when read, current kid, {kid: cipher})
+        self._cache: OrderedDict[tuple[str, str], tuple[float, str, dict[str, Cipher]]] = (
+            OrderedDict())
         self._lock = threading.Lock()
 
-    def _unwrapped(self, keys: UserKeys) -> tuple[str, dict[str, bytes]]:
-        found = {k.kid: self.kek.unwrap(k.kek_id, k.wrapped,
-                                        dek_context(keys.tenant_id, keys.user_id, k.kid))
+    def _unwrapped(self, keys: UserKeys) -> tuple[str, dict[str, Cipher]]:
+        found = {k.kid: cipher(self.kek.unwrap(k.kek_id, k.wrapped,
+                                               dek_context(keys.tenant_id, keys.user_id, k.kid)))
                  for k in keys.keys}
         return keys.current, found
 
-    def _remember(self, owner: tuple[str, str], entry: tuple[str, dict[str, bytes]]) -> None:
+    def _remember(self, owner: tuple[str, str], entry: tuple[str, dict[str, Cipher]]) -> None:
         with self._lock:
-            self._cache[owner] = entry
+            self._cache[owner] = (time.monotonic(), *entry)
             self._cache.move_to_end(owner)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    def _cached(self, owner: tuple[str, str]) -> tuple[str, dict[str, bytes]] | None:
+    def _cached(self, owner: tuple[str, str]) -> tuple[str, dict[str, Cipher]] | None:
         with self._lock:
-            entry = self._cache.get(owner)
-            if entry is not None:
-                self._cache.move_to_end(owner)
-            return entry
+            found = self._cache.get(owner)
+            if found is None:
+                return None
+            if time.monotonic() - found[0] > self._ttl:
+                del self._cache[owner]
+                return None
+            self._cache.move_to_end(owner)
+            return found[1], found[2]
 
     def _fresh(self, tenant_id: str, user_id: str) -> UserKeys:
         kid = f"k{secrets.token_hex(6)}"
         kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
         return UserKeys(tenant_id, user_id, kid, (WrappedKey(kid, kek_id, wrapped, time.time()),))
 
-    def current(self, tenant_id: str, user_id: str) -> tuple[str, bytes]:
+    def current(self, tenant_id: str, user_id: str) -> tuple[str, Cipher]:
         """(key id, key) to seal with: the user's current key, created if they have none."""
         owner = (tenant_id, user_id)
         entry = self._cached(owner)
@@ -78,7 +87,7 @@ class Keyring:
         kid, found = entry
         return kid, found[kid]
 
-    def key(self, tenant_id: str, user_id: str, kid: str) -> bytes:
+    def key(self, tenant_id: str, user_id: str, kid: str) -> Cipher:
         """The key `kid` of the user; `Shredded` when it no longer exists."""
         owner = (tenant_id, user_id)
         entry = self._cached(owner)

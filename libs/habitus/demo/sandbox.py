@@ -30,7 +30,8 @@ PREFIX = "habitus-demo-"
 MARKER = "demo-sandbox"
 #: the settings that name the user's own system, which the sandbox replaces with its own
 REPLACED: tuple[str, ...] = ("nats_url", "database_url", "redis_url", "data_dir",
-                             "http_host", "http_port", "bootstrap_keys", "admin_keys")
+                             "http_host", "http_port", "bootstrap_keys", "admin_keys",
+                             "keystore_dir", "kek", "kek_file")
 HOST = "127.0.0.1"
 
 
@@ -58,7 +59,9 @@ def create(base: Settings, env: Mapping[str, str] | None = None,
     settings = base.model_copy(update={
         "nats_url": None, "database_url": None, "redis_url": None, "data_dir": data_dir,
         "http_host": HOST, "http_port": free_port(HOST), "bootstrap_keys": "",
-        "admin_keys": ""})
+        "admin_keys": "",
+        # the demo's data keys are its own too, removed with the sandbox
+        "keystore_dir": data_dir / "keystore", "kek": None, "kek_file": None})
     ignored = tuple(variable(f) for f in REPLACED if env.get(variable(f), "").strip())
     return Sandbox(data_dir, settings, ignored)
 

@@ -2,7 +2,10 @@
 
 Decoding goes through here so that old schema versions are upcast on read (never rejected) and
 every validation failure names the field at fault in the same shape, whether it surfaces as a
-gateway 4xx or as a DLQ reason header.
+gateway 4xx or as a DLQ reason header. So does encoding for the bus: with a keyring installed
+(`use_keyring`, at a process's start) a user's event leaves with its payload sealed by the
+user's key and is opened again here on the way in (habitus.crypto.sealing); an event whose key
+was destroyed by erasure raises `Shredded`.
 """
 
 from __future__ import annotations
@@ -15,6 +18,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from habitus.crypto.aead import SealError
+from habitus.crypto.keyring import Keyring, Shredded
+from habitus.crypto.sealing import (
+    SEALED_END,
+    open_body,
+    open_event_json,
+    seal_event_json,
+    sealable,
+)
 from habitus.events import domain, ingest
 from habitus.events.envelope import Event, Payload
 from habitus.ids import new_event_id
@@ -103,6 +115,9 @@ def _parametrized(payload: PayloadType) -> EventModel:
 
 class Catalog:
     def __init__(self, specs: Iterable[EventSpec]):
+        #: seals users' payloads on `encode`, opens them on decode (None: plain, and a sealed
+        #: event cannot be read)
+        self.keyring: Keyring | None = None
         self._by_type: dict[str, EventSpec] = {}
         self._by_kind: dict[str, EventSpec] = {}
         self._by_payload: dict[type[Payload], EventSpec] = {}
@@ -119,6 +134,23 @@ class Catalog:
 
     def __contains__(self, type_name: object) -> bool:
         return type_name in self._by_type
+
+    def use_keyring(self, keyring: Keyring | None) -> None:
+        """Install the process's keyring (its bootstrap does, from the settings)."""
+        self.keyring = keyring
+
+    def encode(self, event: Event[Any]) -> bytes:
+        """The bytes published for `event`: its JSON, the payload sealed when a keyring is
+        installed and the event is a user's."""
+        keyring = self.keyring
+        if keyring is None or not sealable(event.type, event.user_id):
+            return event.to_json()
+        body = event.to_json()
+        # the payload is the envelope's last field, and `,"payload":` cannot occur inside a
+        # JSON string (its quotes would be escaped): split once, serialise once
+        mark = body.index(b',"payload":')
+        return seal_event_json(body[:mark] + b"}", body[mark + 11:-1], event.tenant_id,
+                               event.user_id, keyring)
 
     def spec(self, type_name: str) -> EventSpec:
         try:
@@ -181,6 +213,8 @@ class Catalog:
             raw = data
         if not isinstance(raw, Mapping):
             raise EventValidationError.single("body", "an event must be a JSON object")
+        if "sealed" in raw:
+            raw = self._opened(raw)
         type_name = raw.get("type")
         if not isinstance(type_name, str):
             raise EventValidationError.single("type", "field required (a string)")
@@ -205,11 +239,36 @@ class Catalog:
         except ValidationError as exc:
             raise EventValidationError.from_pydantic(exc) from exc
 
+    def _opened(self, raw: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A sealed body opened (`Shredded` passes through: the user was erased)."""
+        if self.keyring is None:
+            raise EventValidationError.single(
+                "sealed", "the payload is sealed and this process has no keyring "
+                          "(HABITUS_ENCRYPT_EVENTS, HABITUS_KEYSTORE_DIR)")
+        try:
+            return open_body(raw, self.keyring)
+        except Shredded:
+            raise
+        except (SealError, ValueError, TypeError) as exc:
+            raise EventValidationError.single("payload", f"sealed, and does not open: {exc}"
+                                              ) from None
+
     def decode_message(self, data: bytes, headers: Mapping[str, str] | None) -> Event[Any]:
         """Decode a bus message. When the publisher's type and version headers name the current
         version, validate straight from JSON (no intermediate dict); otherwise take the general
-        path with upcasting."""
-        if headers:
+        path with upcasting. A sealed body (it ends as `seal_event_json` ends it) is opened
+        first, to the same plain JSON."""
+        if self.keyring is not None and data.endswith(SEALED_END):
+            try:
+                plain = open_event_json(data, self.keyring)
+            except Shredded:
+                raise
+            except (SealError, ValueError) as exc:
+                raise EventValidationError.single("payload", f"sealed, and does not open: "
+                                                             f"{exc}") from None
+            if plain is not None:
+                data = plain
+        if headers and not data.endswith(SEALED_END):
             type_name = headers.get(TYPE_HEADER)
             spec = self._by_type.get(type_name) if type_name else None
             if spec is not None and headers.get(VERSION_HEADER) == str(spec.version):

@@ -176,7 +176,7 @@ class BatchApplier:
         if len(first) < len(valid):
             metrics.REPUBLISHED.labels(self._label).inc(len(valid) - len(first))
         outcome.applied += len(first)
-        outcome.skipped += len(valid) - len(first)
+        outcome.skipped += len(valid) - len(first) + sum(1 for i in items if i.shredded)
         outcome.dead_lettered += len(invalid)
 
         await after_commit(self.projection, [i.delivered for i in first if i.delivered])

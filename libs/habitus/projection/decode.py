@@ -4,6 +4,9 @@
   was sent again before the first was handled). Such copies ride on the first item
   (`Item.copies`): they are answered with it (see `habitus.projection.acks`), never applied
   twice.
+* **Shredded events are passed over.** An event sealed with a key erasure destroyed cannot be
+  read, by design: it is `shredded`, acknowledged and skipped like an event no handler wants,
+  never dead-lettered (it is not bad; its user is gone).
 * **Undecodable events are kept, never raised.** An event that fails validation, or whose
   upcaster raises, becomes an invalid item; it goes to HABITUS_DLQ at once (see
   `habitus.projection.dead_letters`), so one bad event never stalls the consumer.
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from nats.aio.msg import Msg
 
 from habitus.bus.pull import Delivery, delivery_info
+from habitus.crypto.keyring import Shredded
 from habitus.events import Catalog, EventValidationError
 from habitus.projection.base import Delivered
 from habitus.subjects import parse_subject
@@ -33,6 +37,8 @@ class Item:
     consumer_seq: int
     delivered: Delivered | None = None
     invalid: str | None = None
+    #: sealed with a key erasure destroyed: skipped (see the module docstring)
+    shredded: bool = False
     #: other deliveries of the same stream sequence in this batch (a redelivery that arrived
     #: before the first copy was handled): answered with the first, never applied twice
     copies: list[Msg] = field(default_factory=list)
@@ -57,6 +63,8 @@ def _item(msg: Msg, info: Delivery, catalog: Catalog) -> Item:
         event = catalog.decode_message(msg.data, msg.headers)
         item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered,
                                    info.stored_at)
+    except Shredded:
+        item.shredded = True
     except EventValidationError as exc:
         item.invalid = str(exc)
     except Exception as exc:  # an upcaster's bug must not stall the consumer

@@ -87,6 +87,10 @@ class PoisonIsolation:
         async with self._pool.connection() as conn, conn.transaction():
             async with conn.cursor() as cur:
                 for index, item in enumerate(items):
+                    if item.shredded:
+                        done.append(item)  # its user was erased: nothing to apply
+                        outcome.skipped += 1
+                        continue
                     if item.delivered is None:
                         await self._dead_letters.record(cur, item, "invalid_event",
                                                         item.invalid or "")

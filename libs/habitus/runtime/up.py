@@ -38,7 +38,7 @@ from pathlib import Path
 
 from habitus.auth.keys import generate_key
 from habitus.bus import connect, ensure_streams
-from habitus.config import Settings
+from habitus.config import Settings, keystore_path
 from habitus.runtime.embedded import (
     EmbeddedNats,
     EmbeddedNatsCluster,
@@ -374,6 +374,11 @@ class Up:
             "HABITUS_DATABASE_URL": urls["database"],
             "HABITUS_REDIS_URL": urls["redis"],
             "HABITUS_DATA_DIR": str(self.data_dir),
+            # every process reads the same key store (and KEK ring, unless HABITUS_KEK)
+            "HABITUS_KEYSTORE_DIR": str(keystore_path(s)),
+            "HABITUS_KEK_FILE": str(s.kek_file or keystore_path(s) / "kek.json"),
+            "HABITUS_KEK": s.kek or "",
+            "HABITUS_ENCRYPT_EVENTS": str(s.encrypt_events).lower(),
             # Spelled out rather than inherited: the demo's settings are not its environment's.
             "HABITUS_HTTP_HOST": s.http_host,
             "HABITUS_HTTP_PORT": str(s.http_port),

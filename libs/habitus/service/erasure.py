@@ -1,5 +1,8 @@
 """Erasing a user: one command through the same flow as every other.
 
+0. Shred: the user's data keys are destroyed (habitus.crypto), so every sealed copy of their
+   events, wherever it is, cannot be read any more; done again at the end for a key made for
+   an event that arrived meanwhile.
 1. Settle: every projection first applies what the streams hold of the user, so nothing of the
    user arrives at a view after it was erased.
 2. Publish `UserErased` and wait until every service's erasure projection applied it: each
@@ -50,6 +53,12 @@ async def count(js: JetStreamContext, stream: str, subject: str) -> int:
     return sum((info.state.subjects or {}).values())
 
 
+def shred(tenant_id: str, user_id: str) -> bool:
+    """Destroy the user's data keys (none when events are not sealed in this deployment)."""
+    keyring = CATALOG.keyring
+    return keyring.destroy(tenant_id, user_id) if keyring is not None else False
+
+
 async def erase_user(commands: Commands, js: JetStreamContext, topology: Topology,
                      tenant_id: str, user_id: str, reason: str | None, producer: str,
                      budget: float) -> Erased:
@@ -58,6 +67,10 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
     settle and erased by the second tombstone. Then purge up to the last tombstone, which stays.
     One `budget` (seconds) for all of it."""
     deadline = time.monotonic() + budget
+    # The user's data key goes first: from here every copy of what they said, in the stream
+    # files, the dead letters, a backup made before, is unreadable (crypto-shredding); what
+    # is still in flight is passed over by every consumer as shredded.
+    shred(tenant_id, user_id)
     applied: list[str] = []
     tombstone = None
     passes = 2
@@ -79,5 +92,8 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
         else:
             await js.purge_stream(stream, subject=subject)
         purged += before - await count(js, stream, subject)
+    # an event that arrived during the erasure was sealed with a key made for it: that key
+    # covered only what was just purged, and goes too
+    shred(tenant_id, user_id)
     # this erasure's own earlier tombstones are not the user's messages
     return Erased(tombstone.seq, sorted(applied), max(0, purged - (passes - 1)))

@@ -27,7 +27,9 @@ from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient, RpcError
 from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
+from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
+from habitus.events import CATALOG
 from habitus.projection.erasure import erasure_for
 from habitus.projection.paused import paused
 from habitus.projection.runner import ProjectionRunner
@@ -137,6 +139,9 @@ class ServiceHost:
     async def start(self) -> ServiceContext:
         settings = self.settings
         d = self.descriptor
+        # Users' payloads are sealed on publish and opened on decode by the process's keyring
+        # (habitus.crypto); every service of a deployment reads the same key store.
+        CATALOG.use_keyring(keyring_from(settings))
         self._broker = self._make_broker()
         await self._broker.start()
         rpc_nc = self._broker.connection

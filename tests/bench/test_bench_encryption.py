@@ -1,0 +1,107 @@
+"""What sealing users' payloads costs (issue 28's line: at most 10 % of gateway ingest and of
+the runner's throughput).
+
+Both sides run in the same run, interleaved (plain, sealed, plain, sealed) and the better of
+each taken, so drift on a shared machine favours neither:
+
+- gateway ingest: the gateway as its own process with HABITUS_ENCRYPT_EVENTS false, then true
+  (one key per user, 50 users, created on the first sealed publish of each), 10,000 turns in
+  batches of 500 from four clients;
+- the projection runner: 20,000 turns of 50 users published plain for one tally and sealed for
+  another; each tally's runner applies its events from the start (every sealed one opened).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from habitus.auth.keys import create_key
+from habitus.events import CATALOG
+from habitus.projection import ProjectionRunner, RunnerConfig
+from habitus.service.migrations import migrate
+from habitus.telemetry.gc_tuning import tune_gc
+from tests.conftest import ServerUrls
+from tests.integration.runner_support import new_tally, publish
+from tests.support.factories import turn, turn_item, unique
+from tests.support.http import TLS
+from tests.support.processes import serve
+
+pytestmark = pytest.mark.asyncio
+GATEWAY_N = 10_000
+RUNNER_N = 20_000
+BATCH = 500
+
+
+async def gateway_rate(servers: ServerUrls, pool: Any, sealed: bool) -> float:
+    tenant = unique("enc")
+    key = await create_key(pool, tenant)
+    bodies = [json.dumps([turn_item(f"u{j % 50}") for j in range(BATCH)]).encode()
+              for _ in range(GATEWAY_N // BATCH)]
+    env = {**servers.env(), "HABITUS_RATE_LIMIT_PER_MINUTE": "0", "HABITUS_LOG_LEVEL": "WARNING",
+           "HABITUS_ENCRYPT_EVENTS": str(sealed).lower()}
+    with serve("gateway", env) as base:
+        url = f"{base}/v1/events"
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        async with httpx.AsyncClient(timeout=60, verify=TLS) as client:
+            await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up
+            sem = asyncio.Semaphore(4)
+
+            async def send(body: bytes) -> int:
+                async with sem:
+                    r = await client.post(url, content=body, headers=headers)
+                    assert r.status_code == 200, r.text[:500]
+                    return int(r.json()["accepted"])
+
+            started = time.perf_counter()
+            accepted = sum(await asyncio.gather(*(send(b) for b in bodies)))
+            elapsed = time.perf_counter() - started
+    assert accepted == GATEWAY_N
+    return GATEWAY_N / elapsed
+
+
+async def runner_rate(nc: Any, pool: Any, sealed: bool) -> float:
+    projection, tenant = await new_tally(pool)
+    keyring = CATALOG.keyring
+    CATALOG.use_keyring(keyring if sealed else None)  # publishing here: plain or sealed
+    try:
+        events = [turn(tenant, f"u{i % 50}") for i in range(RUNNER_N)]
+        for i in range(0, RUNNER_N, 2000):
+            await publish(nc, events[i : i + 2000])
+    finally:
+        CATALOG.use_keyring(keyring)  # the runner reads both kinds
+    runner = ProjectionRunner(projection, nc, pool,
+                              config=RunnerConfig(batch_size=1000, fetch_timeout=0.5))
+    tune_gc()
+    started = time.perf_counter()
+    await runner.run_until_caught_up(timeout=300)
+    elapsed = time.perf_counter() - started
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"SELECT sum(n) FROM {projection.schema}.counts")
+        row = await cur.fetchone()
+    assert row is not None and int(row[0]) == RUNNER_N
+    return RUNNER_N / elapsed
+
+
+async def test_sealing_costs_at_most_a_tenth(servers: ServerUrls, nc: Any, pool: Any,
+                                             record: Any) -> None:
+    migrate(servers.database)
+    assert CATALOG.keyring is not None
+    gateway: dict[bool, list[float]] = {False: [], True: []}
+    runner: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(2):
+        for sealed in (False, True):
+            gateway[sealed].append(await gateway_rate(servers, pool, sealed))
+            runner[sealed].append(await runner_rate(nc, pool, sealed))
+    for name, rates in (("gateway_ingest_sealed", gateway), ("runner_sealed", runner)):
+        plain, sealed_rate = max(rates[False]), max(rates[True])
+        record(name, plain_per_s=round(plain), sealed_per_s=round(sealed_rate),
+               ratio=round(sealed_rate / plain, 3),
+               runs={"plain": [round(r) for r in rates[False]],
+                     "sealed": [round(r) for r in rates[True]]},
+               target=">= 0.9")
