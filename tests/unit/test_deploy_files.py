@@ -93,6 +93,7 @@ SECRET_SETTINGS = {
     "HABITUS_BOOTSTRAP_KEYS",
     "HABITUS_ADMIN_KEYS",
     "HABITUS_LLM_API_KEY",
+    "HABITUS_KEK",
 }
 
 EXPORTED_METRICS = frozenset(
@@ -804,6 +805,7 @@ def test_base_lists_only_what_exists() -> None:
         ("Service", GATEWAY_DEPLOYMENT),
         ("PodDisruptionBudget", GATEWAY_DEPLOYMENT),
         ("Job", MIGRATE_JOB),
+        ("PersistentVolumeClaim", "habitus-keys"),
     }
     for s in BUILT:
         expected |= {("Deployment", deployment_name(s)),
@@ -1095,6 +1097,14 @@ def test_config_comes_from_the_configmap_and_secret() -> None:
     for key, resource in running.items():
         mounts = {m["mountPath"] for m in container_of(resource).get("volumeMounts", [])}
         assert config["HABITUS_DATA_DIR"] in mounts, f"{key}: data dir must be writable"
+        if resource["kind"] == "Deployment":
+            # every pod opens what another sealed: one key store, the shared claim
+            spec = resource["spec"]["template"]["spec"]
+            claims = {v["name"]: v.get("persistentVolumeClaim", {}).get("claimName")
+                      for v in spec["volumes"]}
+            [keys] = [m for m in container_of(resource)["volumeMounts"]
+                      if m["mountPath"] == config["HABITUS_KEYSTORE_DIR"]]
+            assert claims[keys["name"]] == "habitus-keys", key
 
     secret = generator(K8S_DEV, "secretGenerator", secret_name)
     assert {"HABITUS_DATABASE_URL", "HABITUS_BOOTSTRAP_KEYS"} <= set(secret)
