@@ -9,6 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
     HABITUS_DATA_DIR=/var/lib/habitus \
+    HABITUS_KEYSTORE_DIR=/var/lib/habitus-keys \
     HABITUS_HTTP_HOST=0.0.0.0 \
     HABITUS_HTTP_PORT=8080 \
     HABITUS_METRICS_PORT=9000
@@ -16,8 +17,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # A fixed numeric uid, so Kubernetes can verify runAsNonRoot without a runAsUser override.
 RUN groupadd --system --gid 10001 habitus \
  && useradd --system --uid 10001 --gid habitus --home-dir /var/lib/habitus --shell /usr/sbin/nologin habitus \
- && mkdir -p /var/lib/habitus \
- && chown habitus:habitus /var/lib/habitus
+ && mkdir -p /var/lib/habitus /var/lib/habitus-keys \
+ && chown habitus:habitus /var/lib/habitus \
+ && chown habitus:habitus /var/lib/habitus-keys && chmod 700 /var/lib/habitus-keys
 
 WORKDIR /opt/habitus
 COPY . .

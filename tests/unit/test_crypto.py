@@ -159,3 +159,52 @@ def test_the_catalog_seals_on_encode_and_opens_on_decode_by_either_path(ring: Ke
     plain = Catalog(list(CATALOG))  # a process without a keyring cannot read it, and says so
     with pytest.raises(Exception, match="no keyring"):
         plain.decode(wire)
+
+
+def test_rotating_the_kek_from_the_command_line_while_processes_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from habitus.cli import app
+    from habitus.config import Settings, get_settings
+    from habitus.crypto.setup import keyring_from
+
+    monkeypatch.setenv("HABITUS_KEYSTORE_DIR", str(tmp_path / "keys"))
+    monkeypatch.delenv("HABITUS_KEK", raising=False)
+    monkeypatch.delenv("HABITUS_KEK_FILE", raising=False)
+
+    def habitus(*args: str) -> Any:
+        get_settings.cache_clear()
+        try:
+            return CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+        finally:
+            get_settings.cache_clear()
+
+    running = keyring_from(Settings())  # a service that started before the rotation
+    assert running is not None
+    old_kek = running.kek.current
+    before = [seal_body({**TURN, "user_id": f"u{n}"}, running) for n in range(3)]
+
+    rotated = habitus("datakeys", "rotate-kek")
+    assert rotated.exit_code == 0, rotated.output
+    restarted = keyring_from(Settings())  # a process started after it: the new KEK wraps
+    assert restarted is not None and restarted.kek.current != old_kek
+    newcomer = seal_body({**TURN, "user_id": "newcomer"}, restarted)
+    # the running process meets a key wrapped by a KEK it did not know, and reads the ring
+    assert open_body(newcomer, running)["payload"] == TURN["payload"]
+
+    early = habitus("datakeys", "drop-kek", old_kek)
+    assert early.exit_code == 2 and "still wraps 3 key(s)" in early.output
+    assert habitus("datakeys", "rewrap").exit_code == 0
+    status = habitus("datakeys", "status", "--json")
+    assert json.loads(status.output)["keys_wrapped_by"] == {restarted.kek.current: 4}
+    dropped = habitus("datakeys", "drop-kek", old_kek)
+    assert dropped.exit_code == 0, dropped.output
+    current = habitus("datakeys", "drop-kek", restarted.kek.current)
+    assert current.exit_code == 2 and "rotate first" in current.output
+    fresh = keyring_from(Settings())
+    assert fresh is not None and set(fresh.kek.keys) == {restarted.kek.current}
+    assert [open_body(b, fresh)["payload"] for b in [*before, newcomer]] == [TURN["payload"]] * 4
+    # one user's data key, rotated: what the old one sealed still opens
+    assert habitus("datakeys", "rotate", "--tenant", "acme", "--user", "u0").exit_code == 0
+    assert open_body(before[0], keyring_from(Settings()))["payload"] == TURN["payload"]

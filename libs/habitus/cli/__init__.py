@@ -24,6 +24,7 @@ import typer
 from habitus.cli import (
     asyncapi,
     context,
+    datakeys,
     dlq,
     erase,
     events,
@@ -84,6 +85,7 @@ app.add_typer(dlq.dlq_app, name="dlq", rich_help_panel=BUS)
 app.command("replay", rich_help_panel=BUS)(replay.replay)
 app.command("erase", rich_help_panel=BUS)(erase.erase)
 app.add_typer(keys.keys_app, name="keys", rich_help_panel=BUS)
+app.add_typer(datakeys.datakeys_app, name="datakeys", rich_help_panel=BUS)
 
 
 def main() -> None:

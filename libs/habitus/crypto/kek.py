@@ -77,14 +77,18 @@ class KekRing:
 
 
 def parse_env_kek(value: str) -> KekRing:
-    kek_id, sep, encoded = value.partition(":")
-    if not sep or not kek_id:
-        raise KekError("HABITUS_KEK: expected <id>:<base64 of 32 bytes>")
-    try:
-        key = base64.b64decode(encoded, validate=True)
-    except ValueError:
-        raise KekError("HABITUS_KEK: the key is not base64") from None
-    return KekRing(kek_id, {kek_id: key})
+    """`<id>:<base64>[,<id>:<base64>...]`: the first is current, the others still unwrap (a
+    rotation: deploy `new,old`, rewrap, then deploy `new` alone)."""
+    keys: dict[str, bytes] = {}
+    for entry in value.split(","):
+        kek_id, sep, encoded = entry.strip().partition(":")
+        if not sep or not kek_id:
+            raise KekError("HABITUS_KEK: expected <id>:<base64 of 32 bytes>[,<id>:<base64>]")
+        try:
+            keys[kek_id] = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            raise KekError(f"HABITUS_KEK: the key {kek_id!r} is not base64") from None
+    return KekRing(next(iter(keys)), keys)
 
 
 def save_ring(ring: KekRing, path: Path) -> None:

@@ -14,6 +14,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 
 from habitus.crypto.aead import Cipher, cipher, new_key
 from habitus.crypto.kek import KekRing
@@ -36,8 +37,11 @@ def data_context(tenant_id: str, user_id: str, kid: str) -> bytes:
 
 class Keyring:
     def __init__(self, kek: KekRing, store: KeyStore, cache_size: int = 100_000,
-                 ttl: float = 60.0) -> None:
+                 ttl: float = 60.0, reload: Callable[[], KekRing] | None = None) -> None:
         self.kek = kek
+        #: where the ring came from, read again when a key names a KEK this process does not
+        #: know yet (another process rotated the ring while this one ran)
+        self._reload = reload
         self.store = store
         self._cache_size = cache_size
         self._ttl = ttl
@@ -46,10 +50,14 @@ class Keyring:
             OrderedDict())
         self._lock = threading.Lock()
 
+    def _unwrap(self, keys: UserKeys, key: WrappedKey) -> bytes:
+        context = dek_context(keys.tenant_id, keys.user_id, key.kid)
+        if key.kek_id not in self.kek.keys and self._reload is not None:
+            self.kek = self._reload()
+        return self.kek.unwrap(key.kek_id, key.wrapped, context)
+
     def _unwrapped(self, keys: UserKeys) -> tuple[str, dict[str, Cipher]]:
-        found = {k.kid: cipher(self.kek.unwrap(k.kek_id, k.wrapped,
-                                               dek_context(keys.tenant_id, keys.user_id, k.kid)))
-                 for k in keys.keys}
+        found = {k.kid: cipher(self._unwrap(keys, k)) for k in keys.keys}
         return keys.current, found
 
     def _remember(self, owner: tuple[str, str], entry: tuple[str, dict[str, Cipher]]) -> None:
@@ -123,13 +131,22 @@ class Keyring:
             rewrapped = []
             for k in keys.keys:
                 context = dek_context(tenant_id, user_id, k.kid)
-                dek = self.kek.unwrap(k.kek_id, k.wrapped, context)
+                dek = self._unwrap(keys, k)
                 kek_id, wrapped = kek.wrap(dek, context)
                 rewrapped.append(WrappedKey(k.kid, kek_id, wrapped, k.created_at))
             self.store.replace(UserKeys(tenant_id, user_id, keys.current, tuple(rewrapped)))
             count += 1
         self.kek = kek
         return count
+
+    def kek_ids_in_use(self) -> dict[str, int]:
+        """How many stored keys each KEK wraps (a KEK can be dropped once it wraps none)."""
+        found: dict[str, int] = {}
+        for tenant_id, user_id in list(self.store.owners()):
+            keys = self.store.load(tenant_id, user_id)
+            for k in keys.keys if keys is not None else ():
+                found[k.kek_id] = found.get(k.kek_id, 0) + 1
+        return found
 
     def forget(self, tenant_id: str, user_id: str) -> None:
         with self._lock:

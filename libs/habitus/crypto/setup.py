@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from habitus.config import Settings, keystore_path
-from habitus.crypto.kek import load_kek_ring
+from habitus.crypto.kek import KekRing, load_kek_ring
 from habitus.crypto.keyring import Keyring
 from habitus.crypto.keystore import DirectoryKeyStore
 
@@ -13,5 +15,14 @@ def keyring_from(settings: Settings) -> Keyring | None:
     if not settings.encrypt_events:
         return None
     root = keystore_path(settings)
-    kek = load_kek_ring(settings.kek, settings.kek_file or root / "kek.json")
-    return Keyring(kek, DirectoryKeyStore(root / "users"))
+    ring_file = kek_path(settings)
+
+    def ring() -> KekRing:
+        return load_kek_ring(settings.kek, ring_file)
+
+    return Keyring(ring(), DirectoryKeyStore(root / "users"), reload=ring)
+
+
+def kek_path(settings: Settings) -> Path:
+    """The KEK ring file (used when HABITUS_KEK is unset)."""
+    return settings.kek_file or keystore_path(settings) / "kek.json"
