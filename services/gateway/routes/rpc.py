@@ -88,8 +88,9 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             await access.charge(caller, 1, budget)
             metrics.RPC_REQUESTS.labels(label, "permission_denied").inc()
             raise RpcError("permission_denied",
-                           f"{method}: changes what applies to every user of the tenant, so it "
-                           f"needs a {TENANT_ADMIN} key; this key's role is {role}")
+                           f"{method}: a tenant-wide call (the tenant's law, routing, "
+                           f"settings, optimisation, erasure), so it needs a {TENANT_ADMIN} "
+                           f"key; this key's role is {role}")
         wanted = contexts.wanted(params) if method == CONTEXT_METHOD else None
         if wanted is not None:
             # The charge and the cache read in one Redis round trip, on the read every agent
