@@ -25,7 +25,7 @@ from typing import Any
 from nats.js import JetStreamContext
 
 from habitus.bus.publisher import EventPublisher, PublishResult, failure_kind, msg_id
-from habitus.crypto.keyring import Shredded
+from habitus.crypto.keyring import KeyMissing, Shredded
 from habitus.crypto.sealing import is_sealed, open_body
 from habitus.events import CATALOG, Event
 
@@ -88,8 +88,8 @@ async def _differs_from_stored(js: JetStreamContext, event: Event[Any],
         doc = json.loads(stored.data)
         if is_sealed(doc) and CATALOG.keyring is not None:
             doc = open_body(doc, CATALOG.keyring)
-    except Shredded:
-        return False  # the user was erased in between: cannot tell
+    except (Shredded, KeyMissing):
+        return False  # the user was erased in between, or the key store is amiss: cannot tell
     except ValueError:
         return True
     mine = json.loads(event.to_json())

@@ -18,6 +18,7 @@ import pytest
 
 from habitus.crypto import DirectoryKeyStore, Keyring, SealError, Shredded, load_kek_ring
 from habitus.crypto.kek import KekError, parse_env_kek
+from habitus.crypto.keyring import KeyMissing
 from habitus.crypto.sealing import open_body, seal_body
 
 TURN: dict[str, Any] = {
@@ -55,7 +56,7 @@ def test_tenant_events_and_the_tombstone_stay_readable(ring: Keyring) -> None:
 def test_a_payload_moved_to_another_user_does_not_open(ring: Keyring) -> None:
     sealed = seal_body(TURN, ring)
     seal_body({**TURN, "user_id": "sam"}, ring)  # sam has a key too
-    with pytest.raises(Shredded):  # dana's key id is not one of sam's
+    with pytest.raises(KeyMissing):  # dana's key id is not one of sam's: refused, not skipped
         open_body({**sealed, "user_id": "sam"}, ring)
     tampered = dict(sealed)
     raw = bytearray(base64.b64decode(sealed["payload"]))
@@ -208,3 +209,45 @@ def test_rotating_the_kek_from_the_command_line_while_processes_run(
     # one user's data key, rotated: what the old one sealed still opens
     assert habitus("datakeys", "rotate", "--tenant", "acme", "--user", "u0").exit_code == 0
     assert open_body(before[0], keyring_from(Settings()))["payload"] == TURN["payload"]
+
+
+def test_concurrent_rotations_keep_every_key_and_a_destroy_is_not_undone(tmp_path: Path
+                                                                          ) -> None:
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    first = Keyring(kek, store)
+    sealed = seal_body(TURN, first)
+    rings = [Keyring(kek, store) for _ in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        kids = list(pool.map(lambda r: r.rotate("acme", "dana"), rings))
+    stored = store.load("acme", "dana")
+    assert stored is not None
+    assert {k.kid for k in stored.keys} == {sealed["sealed"]["kid"], *kids}  # none lost
+    # a rewrap racing an erasure never brings the erased keys back
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(first.rewrap_all, kek)
+        pool.submit(first.destroy, "acme", "dana")
+    assert store.load("acme", "dana") is None and store.erased("acme", "dana")
+
+
+def test_a_key_the_store_never_destroyed_is_missing_not_shredded(tmp_path: Path) -> None:
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    sealed = seal_body(TURN, Keyring(kek, DirectoryKeyStore(tmp_path / "keys")))
+    # a process pointed at another (empty) key store: the event is not the erased user's
+    wrong = Keyring(kek, DirectoryKeyStore(tmp_path / "elsewhere"))
+    with pytest.raises(KeyMissing, match="HABITUS_KEYSTORE_DIR"):
+        open_body(sealed, wrong)
+
+
+def test_a_process_holding_a_destroyed_key_drops_it_when_told(tmp_path: Path) -> None:
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    here, erasing = Keyring(kek, store), Keyring(kek, store)
+    sealed = seal_body(TURN, here)  # `here` caches dana's key
+    assert erasing.destroy("acme", "dana")
+    assert open_body(sealed, here)["payload"] == TURN["payload"]  # its copy, until told
+    here.forget("acme", "dana")  # what hearing habitus.crypto.announce's message does
+    with pytest.raises(Shredded):
+        open_body(sealed, here)
+    kid, _ = here.current("acme", "dana")  # dana, if she comes back, gets a new key
+    assert kid != sealed["sealed"]["kid"]

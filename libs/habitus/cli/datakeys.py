@@ -8,8 +8,9 @@ Rotating the KEK, with the ring file (HABITUS_KEK unset):
     habitus datakeys rewrap         # every stored key wrapped again with the current KEK
     habitus datakeys drop-kek <id>  # the old KEK removed, once it wraps nothing
 
-With HABITUS_KEK the ring is the variable: deploy `new:<b64>,old:<b64>`, run `rewrap`, then
-deploy `new:<b64>` alone. `rotate --tenant T --user U` gives one user a new data key (the old
+With HABITUS_KEK the ring is the variable, rolled out in three steps so no pod meets a KEK it
+lacks: deploy `old:<b64>,new:<b64>`, then `new:<b64>,old:<b64>`, run `rewrap`, then deploy
+`new:<b64>` alone. `rotate --tenant T --user U` gives one user a new data key (the old
 one still opens what it sealed); `status` shows the KEKs and how many keys each wraps.
 """
 
@@ -69,8 +70,9 @@ def status(as_json: Annotated[bool, typer.Option("--json", help="print as JSON")
 def _ring_file() -> tuple[Keyring, Path]:
     keyring, ring_file = _context()
     if ring_file is None:
-        raise fail("HABITUS_KEK is set: the ring is that variable. Deploy `new:<base64>,"
-                   "old:<base64>`, run `habitus datakeys rewrap`, then deploy the new one alone")
+        raise fail("HABITUS_KEK is set: the ring is that variable. Deploy `old:<base64>,"
+                   "new:<base64>`, then `new:<base64>,old:<base64>`, run `habitus datakeys "
+                   "rewrap`, then deploy the new one alone")
     return keyring, ring_file
 
 

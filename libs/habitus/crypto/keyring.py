@@ -25,6 +25,11 @@ class Shredded(LookupError):
     """The user's key is gone: what it sealed can no longer be read, by design."""
 
 
+class KeyMissing(LookupError):
+    """The key store lacks a key no erasure destroyed: a store not mounted or misconfigured,
+    never to be taken for an erasure (the event is dead-lettered, visibly, not skipped)."""
+
+
 def dek_context(tenant_id: str, user_id: str, kid: str) -> bytes:
     """What a wrapped data key is bound to."""
     return f"habitus/dek/{tenant_id}/{user_id}/{kid}".encode()
@@ -79,6 +84,10 @@ class Keyring:
             return found[1], found[2]
 
     def _fresh(self, tenant_id: str, user_id: str) -> UserKeys:
+        if self._reload is not None:
+            # a new key is wrapped with the ring's current KEK as it is now, not as it was
+            # when this process started (a rotation may have made another KEK current since)
+            self.kek = self._reload()
         kid = f"k{secrets.token_hex(6)}"
         kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
         return UserKeys(tenant_id, user_id, kid, (WrappedKey(kid, kek_id, wrapped, time.time()),))
@@ -102,40 +111,42 @@ class Keyring:
         if entry is None or kid not in entry[1]:
             keys = self.store.load(tenant_id, user_id)
             if keys is None or keys.get(kid) is None:
-                raise Shredded(f"the key {kid} of {tenant_id}/{user_id} no longer exists")
+                if self.store.erased(tenant_id, user_id):
+                    raise Shredded(f"the key {kid} of {tenant_id}/{user_id} was destroyed")
+                raise KeyMissing(f"the key store has no key {kid} of {tenant_id}/{user_id}, "
+                                 "and none was destroyed: is HABITUS_KEYSTORE_DIR the store "
+                                 "the other processes use?")
             entry = self._unwrapped(keys)
             self._remember(owner, entry)
         return entry[1][kid]
 
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""
-        keys = self.store.load(tenant_id, user_id)
-        if keys is None:
-            return self.current(tenant_id, user_id)[0]
         kid = f"k{secrets.token_hex(6)}"
         kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
-        rotated = UserKeys(tenant_id, user_id, kid,
-                           (*keys.keys, WrappedKey(kid, kek_id, wrapped, time.time())))
-        self.store.replace(rotated)
+
+        def add(keys: UserKeys) -> UserKeys:
+            return UserKeys(tenant_id, user_id, kid,
+                            (*keys.keys, WrappedKey(kid, kek_id, wrapped, time.time())))
+
+        if self.store.update(tenant_id, user_id, add) is None:
+            return self.current(tenant_id, user_id)[0]
         self.forget(tenant_id, user_id)
         return kid
 
     def rewrap_all(self, kek: KekRing) -> int:
         """Rewrap every stored key with `kek`'s current KEK (after a KEK rotation), so the
         earlier KEKs can be dropped. Keys are unwrapped with this ring's KEKs."""
-        count = 0
-        for tenant_id, user_id in list(self.store.owners()):
-            keys = self.store.load(tenant_id, user_id)
-            if keys is None:
-                continue
-            rewrapped = []
+        def rewrapped(keys: UserKeys) -> UserKeys:
+            found = []
             for k in keys.keys:
-                context = dek_context(tenant_id, user_id, k.kid)
-                dek = self._unwrap(keys, k)
-                kek_id, wrapped = kek.wrap(dek, context)
-                rewrapped.append(WrappedKey(k.kid, kek_id, wrapped, k.created_at))
-            self.store.replace(UserKeys(tenant_id, user_id, keys.current, tuple(rewrapped)))
-            count += 1
+                context = dek_context(keys.tenant_id, keys.user_id, k.kid)
+                kek_id, wrapped = kek.wrap(self._unwrap(keys, k), context)
+                found.append(WrappedKey(k.kid, kek_id, wrapped, k.created_at))
+            return UserKeys(keys.tenant_id, keys.user_id, keys.current, tuple(found))
+
+        count = sum(self.store.update(tenant_id, user_id, rewrapped) is not None
+                    for tenant_id, user_id in list(self.store.owners()))
         self.kek = kek
         return count
 

@@ -7,9 +7,11 @@ small file per user, named by a digest of the tenant and user (no id in a file n
 the user's wrapped keys; a key store shared by several hosts is a shared volume, or another
 implementation.
 
-Destroying a user's keys overwrites the file before unlinking it. On an SSD or a copy-on-write
-file system the old blocks may survive the overwrite; what protects them is that the keys are
-wrapped by the KEK, which never lives in the key store.
+Destroying a user's keys unlinks the file and overwrites what it held. On an SSD or a
+copy-on-write file system the old blocks may survive the overwrite; what protects them then is
+that the keys are wrapped by the KEK. In production the KEK comes from `HABITUS_KEK` (a secret,
+never on the key store's volume); the ring file `make run` creates by default sits in the key
+store directory, which is enough on one machine but means a copy of that directory holds both.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,16 +69,31 @@ class KeyStore(Protocol):
         """Store `keys` unless the user has keys already; either way, the user's keys."""
         ...
 
-    def replace(self, keys: UserKeys) -> None:
-        """Store `keys` over the user's existing ones (rotation, rewrapping)."""
+    def update(self, tenant_id: str, user_id: str,
+               change: Callable[[UserKeys], UserKeys]) -> UserKeys | None:
+        """Replace the user's keys with `change(current)`, atomically with respect to every
+        other update and to `destroy`; None (nothing written) when the user has no keys."""
         ...
 
-    def destroy(self, tenant_id: str, user_id: str) -> bool: ...
+    def destroy(self, tenant_id: str, user_id: str) -> bool:
+        """Destroy the user's keys and remember that they were destroyed (`erased`)."""
+        ...
+
+    def erased(self, tenant_id: str, user_id: str) -> bool:
+        """Whether keys of the user were destroyed: a key the store lacks is then shredded,
+        not missing (a store not mounted, a path misconfigured)."""
+        ...
 
     def owners(self) -> Iterator[tuple[str, str]]: ...
 
 
 class DirectoryKeyStore:
+    """One file per user. Updates and destruction take an exclusive `flock` on the user's file
+    and check, once they hold it, that the path still names the file they locked (an update
+    replaces the file, so a second writer must read what the first wrote); destruction unlinks
+    before it overwrites, so a reader sees the file or nothing, never zeros. A destroyed user
+    leaves `<digest>.erased` (no key material, no id) behind."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
 
@@ -89,6 +106,8 @@ class DirectoryKeyStore:
             return UserKeys.from_json(self.path(tenant_id, user_id).read_text())
         except FileNotFoundError:
             return None
+        except ValueError:
+            return None  # caught between an unlink and its overwrite: gone
 
     def _temporary(self, keys: UserKeys, final: Path) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -104,37 +123,67 @@ class DirectoryKeyStore:
         final = self.path(keys.tenant_id, keys.user_id)
         temporary = self._temporary(keys, final)
         try:
-            os.link(temporary, final)  # atomic: fails if another process created it first
-        except FileExistsError:
-            found = self.load(keys.tenant_id, keys.user_id)
-            if found is not None:
-                return found
-            os.replace(temporary, final)  # destroyed in between: ours stands
-            return keys
+            while True:
+                try:
+                    os.link(temporary, final)  # atomic: fails if another process was first
+                    return keys
+                except FileExistsError:
+                    found = self.load(keys.tenant_id, keys.user_id)
+                    if found is not None:
+                        return found
+                    # destroyed in between: try again rather than overwrite a newcomer's
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temporary)
-        return keys
 
-    def replace(self, keys: UserKeys) -> None:
-        final = self.path(keys.tenant_id, keys.user_id)
-        os.replace(self._temporary(keys, final), final)
+    @contextlib.contextmanager
+    def _locked(self, final: Path) -> Iterator[IO[bytes] | None]:
+        """The user's file, open and exclusively locked, still at its path; None if absent."""
+        while True:
+            try:
+                handle = open(final, "r+b")
+            except FileNotFoundError:
+                yield None
+                return
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                try:
+                    same = os.stat(final).st_ino == os.fstat(handle.fileno()).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    yield handle
+                    return
+            finally:
+                handle.close()  # closing releases the lock
+
+    def update(self, tenant_id: str, user_id: str,
+               change: Callable[[UserKeys], UserKeys]) -> UserKeys | None:
+        final = self.path(tenant_id, user_id)
+        with self._locked(final) as handle:
+            if handle is None:
+                return None
+            changed = change(UserKeys.from_json(handle.read().decode()))
+            os.replace(self._temporary(changed, final), final)
+            return changed
 
     def destroy(self, tenant_id: str, user_id: str) -> bool:
         final = self.path(tenant_id, user_id)
-        try:
-            descriptor = os.open(final, os.O_RDWR)
-        except FileNotFoundError:
-            return False
-        with os.fdopen(descriptor, "r+b") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        final.with_suffix(".erased").touch(mode=0o600)
+        with self._locked(final) as handle:
+            if handle is None:
+                return False
+            os.unlink(final)
             size = os.fstat(handle.fileno()).st_size
+            handle.seek(0)
             handle.write(b"\0" * size)
             handle.flush()
             os.fsync(handle.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(final)
-        return True
+            return True
+
+    def erased(self, tenant_id: str, user_id: str) -> bool:
+        return self.path(tenant_id, user_id).with_suffix(".erased").exists()
 
     def owners(self) -> Iterator[tuple[str, str]]:
         for path in sorted(self.root.glob("*/*.key")):

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from nats.js import JetStreamContext
 
 from habitus.bus.streams import DLQ, EVENTS, INGEST
+from habitus.crypto.announce import KEYS_DESTROYED, destroyed
 from habitus.events import CATALOG
 from habitus.events.domain import UserErased
 from habitus.service.command import Commands
@@ -53,10 +55,16 @@ async def count(js: JetStreamContext, stream: str, subject: str) -> int:
     return sum((info.state.subjects or {}).values())
 
 
-def shred(tenant_id: str, user_id: str) -> bool:
-    """Destroy the user's data keys (none when events are not sealed in this deployment)."""
+async def shred(nc: Any, tenant_id: str, user_id: str) -> bool:
+    """Destroy the user's data keys (none when events are not sealed in this deployment) and
+    tell every process to drop its cached copy (habitus.crypto.announce)."""
     keyring = CATALOG.keyring
-    return keyring.destroy(tenant_id, user_id) if keyring is not None else False
+    if keyring is None:
+        return False
+    done = keyring.destroy(tenant_id, user_id)
+    await nc.publish(KEYS_DESTROYED, destroyed(tenant_id, user_id))
+    await nc.flush(timeout=5)
+    return done
 
 
 async def erase_user(commands: Commands, js: JetStreamContext, topology: Topology,
@@ -70,7 +78,7 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
     # The user's data key goes first: from here every copy of what they said, in the stream
     # files, the dead letters, a backup made before, is unreadable (crypto-shredding); what
     # is still in flight is passed over by every consumer as shredded.
-    shred(tenant_id, user_id)
+    await shred(js._nc, tenant_id, user_id)
     applied: list[str] = []
     tombstone = None
     passes = 2
@@ -94,6 +102,6 @@ async def erase_user(commands: Commands, js: JetStreamContext, topology: Topolog
         purged += before - await count(js, stream, subject)
     # an event that arrived during the erasure was sealed with a key made for it: that key
     # covered only what was just purged, and goes too
-    shred(tenant_id, user_id)
+    await shred(js._nc, tenant_id, user_id)
     # this erasure's own earlier tombstones are not the user's messages
     return Erased(tombstone.seq, sorted(applied), max(0, purged - (passes - 1)))

@@ -27,6 +27,7 @@ from habitus.bus.publisher import EventPublisher
 from habitus.bus.rpc import RpcClient, RpcError
 from habitus.bus.streams import ensure_streams
 from habitus.config import Settings
+from habitus.crypto.announce import KEYS_DESTROYED, read_destroyed
 from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
 from habitus.events import CATALOG
@@ -65,6 +66,12 @@ def _topology_for(descriptor: ServiceDescriptor) -> Topology:
     if all(s.name != descriptor.name for s in found):
         found.append(descriptor)
     return registry.topology_of(found)
+
+
+async def _forget_destroyed(msg: Any) -> None:
+    owner = read_destroyed(msg.data)
+    if owner is not None and CATALOG.keyring is not None:
+        CATALOG.keyring.forget(*owner)
 
 
 class ServiceHost:
@@ -149,6 +156,9 @@ class ServiceHost:
         # every agent turn) must not queue behind a fetched batch or a pipeline of acks.
         nc = self._bulk = await connect(_require(settings.nats_url, "NATS_URL"),
                                         f"habitus-{d.name}-bulk")
+        if CATALOG.keyring is not None:
+            # an erasure elsewhere destroyed a user's keys: drop this process's copy now
+            await nc.subscribe(KEYS_DESTROYED, cb=_forget_destroyed)
         js = nc.jetstream(timeout=10.0)
         await ensure_streams(js, settings)
         pool = await open_pool(_require(settings.database_url, "DATABASE_URL"), min_size=1,

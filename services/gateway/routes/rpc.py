@@ -28,6 +28,7 @@ from services.gateway.body import (
 from services.gateway.body_limit import BodyReader, BodyTooLarge
 from services.gateway.context_reads import METHOD as CONTEXT_METHOD
 from services.gateway.context_reads import ContextReads
+from services.gateway.errors import GatewayError
 
 _TABLE_PREFIXES = frozenset(name.split(".", 1)[0] for name in METHODS)
 
@@ -73,7 +74,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
         budget = budget_of(method)
         try:
             params = await _params(request, access.bodies, settings.max_json_depth)
-        except RpcError:
+        except (RpcError, GatewayError):
             await access.charge(caller, 1, budget)  # a bad call spends the budget too; 429 wins
             raise
         if method not in METHODS and method.split(".", 1)[0] in _TABLE_PREFIXES:
