@@ -251,3 +251,12 @@ def test_a_process_holding_a_destroyed_key_drops_it_when_told(tmp_path: Path) ->
         open_body(sealed, here)
     kid, _ = here.current("acme", "dana")  # dana, if she comes back, gets a new key
     assert kid != sealed["sealed"]["kid"]
+
+
+def test_a_payload_moved_into_another_event_of_the_same_user_does_not_open(ring: Keyring
+                                                                           ) -> None:
+    sealed = seal_body(TURN, ring)
+    for other in ({"event_id": "e2"}, {"type": "FeedbackGiven"}):
+        with pytest.raises(SealError):
+            open_body({**sealed, **other}, ring)
+    assert open_body(sealed, ring) == TURN

@@ -272,7 +272,8 @@ def _sealed_schema(spec: EventSpec, envelope: dict[str, Any]) -> dict[str, Any]:
         "type": "string", "contentEncoding": "base64",
         "description": "The payload's JSON, sealed with AES-256-GCM under the user's data key "
                        "`sealed.kid`: a 12-byte nonce, then the ciphertext and tag; the "
-                       "associated data is `habitus/data/<tenant_id>/<user_id>/<kid>`."}
+                       "associated data is `habitus/data/<tenant_id>/<user_id>/<kid>/"
+                       "<event_id>/<type>`, so the payload opens only in its own envelope."}
     properties["sealed"] = {
         "type": "object", "required": ["kid", "alg"], "additionalProperties": False,
         "description": "Which key sealed the payload, and how.",

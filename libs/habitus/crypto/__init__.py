@@ -2,7 +2,7 @@
 so destroying that key makes every copy unreadable, the ones erasure cannot reach included
 (stream blocks, write-ahead logs, backups made before).
 
-- `aead`: AES-256-GCM, each ciphertext bound to its owner (tenant, user, key id).
+- `aead`: AES-256-GCM, each ciphertext bound to its owner, its key and its event.
 - `kek`: the key-encryption keys that wrap the data keys (a local file by default, pluggable).
 - `keystore`: where wrapped data keys live, apart from the data they protect.
 - `keyring`: a process's view: data keys unwrapped on first use and cached, created when a user

@@ -1,8 +1,9 @@
 """Authenticated encryption with AES-256-GCM (the `cryptography` package's AESGCM).
 
 A sealed blob is a fresh 96-bit nonce followed by the ciphertext and its tag. The associated
-data binds a blob to whose it is (tenant, user, key id): a blob copied into another user's
-event, or replayed under another key id, does not open. Random nonces are safe for the volumes
+data binds a blob to whose it is and where it belongs (for a payload: tenant, user, key id,
+event id and type; habitus.crypto.keyring): a blob copied into another event, of another user
+or of the same one, does not open. Random nonces are safe for the volumes
 one data key sees (NIST's bound for random 96-bit nonces is 2^32 messages per key; a user
 rotating at that volume is far away).
 """

@@ -35,9 +35,11 @@ def dek_context(tenant_id: str, user_id: str, kid: str) -> bytes:
     return f"habitus/dek/{tenant_id}/{user_id}/{kid}".encode()
 
 
-def data_context(tenant_id: str, user_id: str, kid: str) -> bytes:
-    """What a sealed payload is bound to."""
-    return f"habitus/data/{tenant_id}/{user_id}/{kid}".encode()
+def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_type: str
+                 ) -> bytes:
+    """What a sealed payload is bound to: its owner and key, and the event it is the payload
+    of (moved into another envelope, even of the same user, it does not open)."""
+    return f"habitus/data/{tenant_id}/{user_id}/{kid}/{event_id}/{event_type}".encode()
 
 
 class Keyring:

@@ -40,7 +40,8 @@ def seal_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
     kid, key = keyring.current(tenant_id, user_id)
     plaintext = json.dumps(body["payload"], separators=(",", ":"),
                            ensure_ascii=False).encode()
-    blob = seal(key, plaintext, data_context(tenant_id, user_id, kid))
+    blob = seal(key, plaintext, data_context(tenant_id, user_id, kid, str(body["event_id"]),
+                                             str(body["type"])))
     return {**body, "payload": base64.b64encode(blob).decode(),
             "sealed": {"kid": kid, "alg": ALGORITHM}}
 
@@ -50,11 +51,12 @@ SEALED_END: Final = b'"alg":"A256GCM"}}'
 
 
 def seal_event_json(envelope: bytes, payload: bytes, tenant_id: str, user_id: str,
-                    keyring: Keyring) -> bytes:
+                    event_id: str, event_type: str, keyring: Keyring) -> bytes:
     """The sealed body from an envelope's JSON (an object without `payload`) and the
     payload's JSON: no parse and re-encode of the event on the publishing path."""
     kid, key = keyring.current(tenant_id, user_id)
-    blob = base64.b64encode(seal(key, payload, data_context(tenant_id, user_id, kid)))
+    blob = base64.b64encode(seal(key, payload, data_context(tenant_id, user_id, kid, event_id,
+                                                            event_type)))
     return (envelope[:-1] + b',"payload":"' + blob + b'","sealed":{"kid":"' + kid.encode()
             + b'",' + SEALED_END)
 
@@ -62,8 +64,10 @@ def seal_event_json(envelope: bytes, payload: bytes, tenant_id: str, user_id: st
 _PAYLOAD_MARK = b',"payload":"'
 _KID_MARK = b'","sealed":{"kid":"'
 _KID_END = b'",' + SEALED_END
-# ids are plain tokens (habitus.ids: no quotes, no backslashes), so a byte search finds them
-_OWNER = re.compile(rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)"')
+# ids and types are plain tokens (habitus.ids, the envelope's patterns: no quotes, no
+# backslashes), and the envelope's fields come in its model's order, so a byte search finds them
+_HEAD = re.compile(rb'"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
+                   rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)"')
 
 
 def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
@@ -75,10 +79,10 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
         return None
     mark = data.rfind(_PAYLOAD_MARK)
     kid_at = data.rfind(_KID_MARK)
-    owner = _OWNER.search(data, 0, mark)
-    if mark < 0 or kid_at < mark or owner is None:
+    head = _HEAD.search(data, 0, mark)
+    if mark < 0 or kid_at < mark or head is None:
         return None
-    tenant_id, user_id = owner.group(1).decode(), owner.group(2).decode()
+    event_id, event_type, tenant_id, user_id = (g.decode() for g in head.groups())
     kid = data[kid_at + len(_KID_MARK):-len(_KID_END)].decode()
     try:
         blob = base64.b64decode(data[mark + len(_PAYLOAD_MARK):kid_at], validate=True)
@@ -86,7 +90,8 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
         return None
     key = keyring.key(tenant_id, user_id, kid)
     return (data[:mark] + b',"payload":'
-            + open_sealed(key, blob, data_context(tenant_id, user_id, kid)) + b"}")
+            + open_sealed(key, blob, data_context(tenant_id, user_id, kid, event_id,
+                                                  event_type)) + b"}")
 
 
 def is_sealed(body: Mapping[str, Any]) -> bool:
@@ -108,7 +113,8 @@ def open_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
         blob = base64.b64decode(str(body["payload"]), validate=True)
     except ValueError:
         raise ValueError("payload: a sealed payload must be base64") from None
-    plaintext = open_sealed(key, blob, data_context(tenant_id, user_id, kid))
+    plaintext = open_sealed(key, blob, data_context(tenant_id, user_id, kid,
+                                                    str(body["event_id"]), str(body["type"])))
     opened = {k: v for k, v in body.items() if k != "sealed"}
     opened["payload"] = json.loads(plaintext)
     return opened

@@ -150,7 +150,7 @@ class Catalog:
         # JSON string (its quotes would be escaped): split once, serialise once
         mark = body.index(b',"payload":')
         return seal_event_json(body[:mark] + b"}", body[mark + 11:-1], event.tenant_id,
-                               event.user_id, keyring)
+                               event.user_id, event.event_id, event.type, keyring)
 
     def spec(self, type_name: str) -> EventSpec:
         try:
