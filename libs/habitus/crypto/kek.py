@@ -109,7 +109,10 @@ def load_kek_ring(env_value: str | None, path: Path) -> KekRing:
     if env_value:
         return parse_env_kek(env_value)
     if not path.exists():
-        fresh = KekRing("kek-1", {"kek-1": new_key()})
+        # a random id: a ring lost and made again shows as "KEK not in the ring", never as
+        # keys that silently fail to open under a new key of the same name
+        kek_id = f"kek-{secrets.token_hex(4)}"
+        fresh = KekRing(kek_id, {kek_id: new_key()})
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -51,8 +51,10 @@ class DeadLetters:
             ),
         )
         metrics.DLQ.labels(self.projection.durable, reason).inc()
+        # the why in the message itself too: a plain log (a test's captured log, a terminal)
+        # shows the message only
         log.error(
-            "event sent to DLQ",
+            "event sent to DLQ: %s (%s): %s", self._label, reason, detail[:300],
             extra={"projection": self._label, "seq": item.seq, "reason": reason,
                    "detail": detail[:500]},
         )
