@@ -68,38 +68,61 @@ def depth_exceeds(raw: bytes, limit: int) -> bool:
     return _EMPTY_PAIR.search(shape) is not None
 
 
-def locate_depth(raw: bytes, limit: int) -> tuple[str, ...]:
-    """The path to the first container nested deeper than `limit` (only run on a body already
-    known to be too deep, so its cost is paid by bad requests alone)."""
-    stack: list[list[Any]] = []  # [kind, index or key, expecting_key]
+class _Frame:
+    """One open container while the tokens are walked: its kind, the index or key now being
+    read, whether an object expects a key next, and the keys it has had."""
+
+    __slots__ = ("at", "expects_key", "keys", "kind")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.at: Any = 0 if kind == "[" else None
+        self.expects_key = kind == "{"
+        self.keys: set[Any] = set()
+
+
+def _walk(raw: bytes) -> Iterator[tuple[str, list[_Frame], Any]]:
+    """The body's structure, token by token, for the locators of bad bodies: ("open", stack)
+    before a container is entered, ("key", stack, key) as an object's key is read (the stack
+    is the containers around it, the innermost last)."""
+    stack: list[_Frame] = []
     for match in _TOKENS.finditer(raw):
         string, punct = match.group(1), match.group(2)
         top = stack[-1] if stack else None
         if string is not None:
-            if top is not None and top[0] == "{" and top[2]:
+            if top is not None and top.kind == "{" and top.expects_key:
                 try:
-                    top[1] = json.loads(string)
+                    key = json.loads(string)
                 except ValueError:
-                    top[1] = "?"
-                top[2] = False
-            continue
-        if punct in (b"[", b"{"):
-            if len(stack) >= limit:
-                return tuple(_segment(f) for f in stack)
-            stack.append([punct.decode(), 0 if punct == b"[" else None, punct == b"{"])
+                    key = "?"
+                yield "key", stack, key
+                top.keys.add(key)
+                top.at = key
+                top.expects_key = False
+        elif punct in (b"[", b"{"):
+            yield "open", stack, None
+            stack.append(_Frame(punct.decode()))
         elif punct in (b"]", b"}"):
             if stack:
                 stack.pop()
         elif punct == b"," and top is not None:
-            if top[0] == "[":
-                top[1] += 1
+            if top.kind == "[":
+                top.at += 1
             else:
-                top[2] = True
+                top.expects_key = True
+
+
+def locate_depth(raw: bytes, limit: int) -> tuple[str, ...]:
+    """The path to the first container nested deeper than `limit` (only run on a body already
+    known to be too deep, so its cost is paid by bad requests alone)."""
+    for event, stack, _ in _walk(raw):
+        if event == "open" and len(stack) >= limit:
+            return tuple(_segment(f) for f in stack)
     return ()
 
 
-def _segment(frame: list[Any]) -> str:
-    return escape(str(frame[1])) if frame[1] is not None else "?"
+def _segment(frame: _Frame) -> str:
+    return escape(str(frame.at)) if frame.at is not None else "?"
 
 
 def escape(text: str) -> str:
@@ -140,32 +163,9 @@ class _Repeated(Exception):
 def locate_duplicate(raw: bytes) -> tuple[str, ...]:
     """The path to the first key given twice in its object (run only on a body known to hold
     one, so its cost is paid by bad requests alone)."""
-    stack: list[list[Any]] = []  # [kind, index or key, expecting_key, keys seen]
-    for match in _TOKENS.finditer(raw):
-        string, punct = match.group(1), match.group(2)
-        top = stack[-1] if stack else None
-        if string is not None:
-            if top is not None and top[0] == "{" and top[2]:
-                try:
-                    key = json.loads(string)
-                except ValueError:
-                    key = "?"
-                if key in top[3]:
-                    return (*(_segment(f) for f in stack[:-1]), escape(str(key)))
-                top[3].add(key)
-                top[1] = key
-                top[2] = False
-            continue
-        if punct in (b"[", b"{"):
-            stack.append([punct.decode(), 0 if punct == b"[" else None, punct == b"{", set()])
-        elif punct in (b"]", b"}"):
-            if stack:
-                stack.pop()
-        elif punct == b"," and top is not None:
-            if top[0] == "[":
-                top[1] += 1
-            else:
-                top[2] = True
+    for event, stack, key in _walk(raw):
+        if event == "key" and key in stack[-1].keys:
+            return (*(_segment(f) for f in stack[:-1]), escape(str(key)))
     return ()
 
 

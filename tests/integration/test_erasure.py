@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import nats
 import pytest
 import pytest_asyncio
 from psycopg import sql
@@ -67,6 +66,7 @@ from tests.support.habits_stack import observed
 from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
 from tests.support.services import every_service, skip_history
+from tests.support.streams import fetch_all
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
@@ -462,30 +462,11 @@ async def test_an_erased_users_words_are_sealed_on_disk_and_a_copy_made_before_s
         sent = await client.post("/v1/events", json=items,
                                  headers={"Authorization": f"Bearer {tenant.key}"})
     assert sent.status_code == 200, sent.text
-    js = nc.jetstream()
 
     async def copies() -> list[Any]:
         """The users' messages as a copy of the streams (a backup) holds them."""
-        got = []
-        for user in (zoe, max_):
-            for stream, subject in user_filters(name, user):
-                if stream == DLQ:
-                    continue
-                got += await drained(stream, subject)
-        return got
-
-    async def drained(stream: str, subject: str) -> list[Any]:
-        got = []
-        sub = await js.subscribe(subject, stream=stream, ordered_consumer=True)
-        try:
-            while True:
-                try:
-                    got.append(await sub.next_msg(timeout=1.0))
-                except nats.errors.TimeoutError:
-                    break
-        finally:
-            await sub.unsubscribe()
-        return got
+        return [msg for user in (zoe, max_) for stream, subject in user_filters(name, user)
+                if stream != DLQ for msg in await fetch_all(nc, stream, subject)]
 
     backup = await copies()
     assert {m.subject.split(".")[5] for m in backup} == {zoe, max_}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from habitus.crypto.aead import KEY_BYTES, new_key, open_sealed, seal
+from habitus.crypto.files import private_temporary
 
 
 class KekError(ValueError):
@@ -93,14 +94,7 @@ def parse_env_kek(value: str) -> KekRing:
 
 def save_ring(ring: KekRing, path: Path) -> None:
     """Write the ring atomically, readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(ring.to_json())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    os.replace(private_temporary(path, ring.to_json()), path)
 
 
 def load_kek_ring(env_value: str | None, path: Path) -> KekRing:
@@ -113,13 +107,7 @@ def load_kek_ring(env_value: str | None, path: Path) -> KekRing:
         # keys that silently fail to open under a new key of the same name
         kek_id = f"kek-{secrets.token_hex(4)}"
         fresh = KekRing(kek_id, {kek_id: new_key()})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(fresh.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
+        temporary = private_temporary(path, fresh.to_json())
         with contextlib.suppress(FileExistsError):
             os.link(temporary, path)  # the first process to get here wins
         os.unlink(temporary)

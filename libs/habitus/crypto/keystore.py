@@ -21,11 +21,12 @@ import fcntl
 import hashlib
 import json
 import os
-import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
+
+from habitus.crypto.files import private_temporary
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,14 +111,7 @@ class DirectoryKeyStore:
             return None  # caught between an unlink and its overwrite: gone
 
     def _temporary(self, keys: UserKeys, final: Path) -> Path:
-        final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = final.with_name(f".{final.name}.{secrets.token_hex(4)}")
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(keys.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        return temporary
+        return private_temporary(final, keys.to_json())
 
     def create(self, keys: UserKeys) -> UserKeys:
         final = self.path(keys.tenant_id, keys.user_id)
