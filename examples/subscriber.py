@@ -128,10 +128,10 @@ def decode_habitus(msg: Msg, seq: int) -> Incoming:
     read it), validated, and an old schema version upcast to the current one."""
     from habitus.config import get_settings
     from habitus.crypto.setup import keyring_from
-    from habitus.events import CATALOG
+    from habitus.events import CATALOG, install_keyring
 
     if CATALOG.keyring is None:
-        CATALOG.use_keyring(keyring_from(get_settings()))
+        install_keyring(keyring_from(get_settings()))
     event = CATALOG.decode_message(msg.data, msg.headers)
     return Incoming(event_id=event.event_id, type=event.type, tenant_id=event.tenant_id,
                     user_id=event.user_id, occurred_at=event.occurred_at,

@@ -22,7 +22,7 @@ from habitus.bus import connect, ensure_streams
 from habitus.config import Settings
 from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
-from habitus.events import CATALOG
+from habitus.events import install_keyring
 from habitus.runtime.embedded import EmbeddedNats, EmbeddedPostgres, EmbeddedRedis, EmbeddedServer
 from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 
@@ -94,7 +94,7 @@ def servers() -> Iterator[ServerUrls]:
         # open users' payloads alike (a `habitus up` or demo it starts names its own).
         keystore = root.with_name(f"{root.name}-keys")
         os.environ["HABITUS_KEYSTORE_DIR"] = str(keystore)
-        CATALOG.use_keyring(keyring_from(urls.settings()))
+        install_keyring(keyring_from(urls.settings()))
         yield urls
     finally:
         for server in reversed(started):

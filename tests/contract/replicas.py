@@ -32,7 +32,7 @@ from habitus.bus import connect
 from habitus.config import Settings
 from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
-from habitus.events import CATALOG
+from habitus.events import install_keyring
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.service.membership import Membership
 from habitus.service.registry import services
@@ -69,7 +69,7 @@ async def replica(spec: dict[str, Any]) -> None:
     projection.__class__ = type(f"Stalling{cls.__name__}", (cls,),
                                 {"apply_batch": counting, "__module__": __name__})
     # the replica opens users' sealed payloads with the test's key store, as a service would
-    CATALOG.use_keyring(keyring_from(Settings(keystore_dir=Path(spec["keystore_dir"]))))
+    install_keyring(keyring_from(Settings(keystore_dir=Path(spec["keystore_dir"]))))
     nc = await connect(spec["nats_url"], f"replica-{os.getpid()}")
     pool = await open_pool(spec["database_url"], min_size=1, max_size=4, name="replica")
     config = replace(FAST, batch_size=spec.get("batch_size", 2))

@@ -37,7 +37,7 @@ from habitus.bus import connect
 from habitus.config import Settings
 from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
-from habitus.events import CATALOG
+from habitus.events import install_keyring
 from habitus.projection import ApplyContext, Delivered, ProjectionRunner, RunnerConfig
 from habitus.service.membership import Membership
 from habitus.telemetry.logging import configure_logging
@@ -110,7 +110,7 @@ async def main(args: argparse.Namespace) -> None:
         graceful_timeout=10.0,
     )
     # users' payloads are sealed: open them with the key store the test's services use
-    CATALOG.use_keyring(keyring_from(Settings()))
+    install_keyring(keyring_from(Settings()))
     nc = await connect(nats_url, f"tally-worker-{os.getpid()}")
     pool = await open_pool(database_url, min_size=1, max_size=4, name="tally-worker")
     if args.partitions:

@@ -15,8 +15,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from habitus.crypto.aead import Cipher, cipher, new_key
+from habitus.crypto.deterministic import ColumnCipher, column_cipher
 from habitus.crypto.kek import KekRing
 from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
 
@@ -42,6 +44,13 @@ def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_ty
     return f"habitus/data/{tenant_id}/{user_id}/{kid}/{event_id}/{event_type}".encode()
 
 
+@dataclass(frozen=True)
+class _Entry:
+    current: str
+    ciphers: dict[str, Cipher]
+    column: ColumnCipher
+
+
 class Keyring:
     def __init__(self, kek: KekRing, store: KeyStore, cache_size: int = 100_000,
                  ttl: float = 60.0, reload: Callable[[], KekRing] | None = None) -> None:
@@ -52,9 +61,8 @@ class Keyring:
         self.store = store
         self._cache_size = cache_size
         self._ttl = ttl
-        #: (tenant, user) -> (when read, current kid, {kid: cipher})
-        self._cache: OrderedDict[tuple[str, str], tuple[float, str, dict[str, Cipher]]] = (
-            OrderedDict())
+        #: (tenant, user) -> (when read, current kid, {kid: cipher}, column cipher)
+        self._cache: OrderedDict[tuple[str, str], tuple[float, _Entry]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _unwrap(self, keys: UserKeys, key: WrappedKey) -> bytes:
@@ -63,18 +71,21 @@ class Keyring:
             self.kek = self._reload()
         return self.kek.unwrap(key.kek_id, key.wrapped, context)
 
-    def _unwrapped(self, keys: UserKeys) -> tuple[str, dict[str, Cipher]]:
-        found = {k.kid: cipher(self._unwrap(keys, k)) for k in keys.keys}
-        return keys.current, found
+    def _unwrapped(self, keys: UserKeys) -> _Entry:
+        raw = [(k.kid, self._unwrap(keys, k)) for k in keys.keys]
+        # the column key comes from the user's first data key, which rotation keeps: a value
+        # sealed into a column before a rotation still equals the same value sealed after it
+        column = column_cipher(raw[0][1], keys.tenant_id, keys.user_id)
+        return _Entry(keys.current, {kid: cipher(key) for kid, key in raw}, column)
 
-    def _remember(self, owner: tuple[str, str], entry: tuple[str, dict[str, Cipher]]) -> None:
+    def _remember(self, owner: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
-            self._cache[owner] = (time.monotonic(), *entry)
+            self._cache[owner] = (time.monotonic(), entry)
             self._cache.move_to_end(owner)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    def _cached(self, owner: tuple[str, str]) -> tuple[str, dict[str, Cipher]] | None:
+    def _cached(self, owner: tuple[str, str]) -> _Entry | None:
         with self._lock:
             found = self._cache.get(owner)
             if found is None:
@@ -83,7 +94,7 @@ class Keyring:
                 del self._cache[owner]
                 return None
             self._cache.move_to_end(owner)
-            return found[1], found[2]
+            return found[1]
 
     def _fresh(self, tenant_id: str, user_id: str) -> UserKeys:
         if self._reload is not None:
@@ -94,8 +105,8 @@ class Keyring:
         kek_id, wrapped = self.kek.wrap(new_key(), dek_context(tenant_id, user_id, kid))
         return UserKeys(tenant_id, user_id, kid, (WrappedKey(kid, kek_id, wrapped, time.time()),))
 
-    def current(self, tenant_id: str, user_id: str) -> tuple[str, Cipher]:
-        """(key id, key) to seal with: the user's current key, created if they have none."""
+    def _own(self, tenant_id: str, user_id: str) -> _Entry:
+        """The user's keys, created if they have none."""
         owner = (tenant_id, user_id)
         entry = self._cached(owner)
         if entry is None:
@@ -103,24 +114,49 @@ class Keyring:
                 self._fresh(tenant_id, user_id))
             entry = self._unwrapped(keys)
             self._remember(owner, entry)
-        kid, found = entry
-        return kid, found[kid]
+        return entry
+
+    def current(self, tenant_id: str, user_id: str) -> tuple[str, Cipher]:
+        """(key id, key) to seal with: the user's current key, created if they have none."""
+        entry = self._own(tenant_id, user_id)
+        return entry.current, entry.ciphers[entry.current]
+
+    def column(self, tenant_id: str, user_id: str) -> ColumnCipher:
+        """The user's deterministic cipher for what projections keep (habitus.crypto.columns),
+        created with the user's keys if they have none."""
+        return self._own(tenant_id, user_id).column
+
+    def existing_column(self, tenant_id: str, user_id: str) -> ColumnCipher:
+        """The user's column cipher to open with: `Shredded` when their keys were destroyed,
+        `KeyMissing` when the store lacks keys nobody destroyed (never created here)."""
+        owner = (tenant_id, user_id)
+        entry = self._cached(owner)
+        if entry is None:
+            keys = self._stored(tenant_id, user_id, None)
+            entry = self._unwrapped(keys)
+            self._remember(owner, entry)
+        return entry.column
+
+    def _stored(self, tenant_id: str, user_id: str, kid: str | None) -> UserKeys:
+        """The user's stored keys (holding `kid`, when one is named), or why there are none."""
+        keys = self.store.load(tenant_id, user_id)
+        if keys is None or (kid is not None and keys.get(kid) is None):
+            what = kid if kid is not None else "keys"
+            if self.store.erased(tenant_id, user_id):
+                raise Shredded(f"the key {what} of {tenant_id}/{user_id} was destroyed")
+            raise KeyMissing(f"the key store has no key {what} of {tenant_id}/{user_id}, "
+                             "and none was destroyed: is HABITUS_KEYSTORE_DIR the store "
+                             "the other processes use?")
+        return keys
 
     def key(self, tenant_id: str, user_id: str, kid: str) -> Cipher:
         """The key `kid` of the user; `Shredded` when it no longer exists."""
         owner = (tenant_id, user_id)
         entry = self._cached(owner)
-        if entry is None or kid not in entry[1]:
-            keys = self.store.load(tenant_id, user_id)
-            if keys is None or keys.get(kid) is None:
-                if self.store.erased(tenant_id, user_id):
-                    raise Shredded(f"the key {kid} of {tenant_id}/{user_id} was destroyed")
-                raise KeyMissing(f"the key store has no key {kid} of {tenant_id}/{user_id}, "
-                                 "and none was destroyed: is HABITUS_KEYSTORE_DIR the store "
-                                 "the other processes use?")
-            entry = self._unwrapped(keys)
+        if entry is None or kid not in entry.ciphers:
+            entry = self._unwrapped(self._stored(tenant_id, user_id, kid))
             self._remember(owner, entry)
-        return entry[1][kid]
+        return entry.ciphers[kid]
 
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""

@@ -6,6 +6,7 @@ from habitus.events.catalog import (
     EventSpec,
     EventValidationError,
     FieldError,
+    install_keyring,
 )
 from habitus.events.envelope import ENVELOPE_FIELDS, Event, Payload
 
@@ -18,4 +19,5 @@ __all__ = (
     "EventValidationError",
     "FieldError",
     "Payload",
+    "install_keyring",
 )

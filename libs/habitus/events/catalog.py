@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from habitus.crypto.aead import SealError
+from habitus.crypto.columns import COLUMNS
 from habitus.crypto.keyring import Keyring, Shredded
 from habitus.crypto.sealing import (
     SEALED_END,
@@ -357,3 +358,10 @@ CATALOG = Catalog(
         _domain(domain.ConfigurationApplied, "The tenant's configuration changed (or reverted)."),
     ]
 )
+
+
+def install_keyring(keyring: Keyring | None) -> None:
+    """Install the process's keyring (its bootstrap does, from the settings) where it is used:
+    the catalog seals and opens users' payloads with it, `COLUMNS` the projections' columns."""
+    CATALOG.use_keyring(keyring)
+    COLUMNS.use_keyring(keyring)

@@ -30,7 +30,7 @@ from habitus.config import Settings
 from habitus.crypto.announce import KEYS_DESTROYED, read_destroyed
 from habitus.crypto.setup import keyring_from
 from habitus.db.pool import open_pool
-from habitus.events import CATALOG
+from habitus.events import CATALOG, install_keyring
 from habitus.projection.erasure import erasure_for
 from habitus.projection.paused import paused
 from habitus.projection.runner import ProjectionRunner
@@ -148,7 +148,7 @@ class ServiceHost:
         d = self.descriptor
         # Users' payloads are sealed on publish and opened on decode by the process's keyring
         # (habitus.crypto); every service of a deployment reads the same key store.
-        CATALOG.use_keyring(keyring_from(settings))
+        install_keyring(keyring_from(settings))
         self._broker = self._make_broker()
         await self._broker.start()
         rpc_nc = self._broker.connection

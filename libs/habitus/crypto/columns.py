@@ -1,0 +1,94 @@
+"""Sealing what projections keep in Postgres with the user's own key.
+
+A person's words reach the projections too (a window's chunks, an evidence sentence, a facet's
+value, a rule, a trace's query, a rendered PROFILE.md). Postgres keeps a deleted row in its heap
+and its write-ahead log until they are overwritten, and in every backup made before: only a key
+that no longer exists makes those copies unreadable. So every column that holds a person's text
+holds it sealed, under a key derived from the user's data key (habitus.crypto.deterministic):
+erasure destroys the key and, with it, every copy of every such value.
+
+A sealed value is a string, `hc1:` and the base64 of the AES-SIV ciphertext. Sealing is
+deterministic, so a sealed value is still a lookup key (`WHERE value = %s` with the sealed
+parameter), a primary key part and a grouping key; what no longer works in SQL is anything
+that reads the text itself (ordering by it, `LIKE`, full-text search): services sort after
+opening and keep their own per-user index where they search (the trace router's terms).
+
+Values of the tenant itself (user ids beginning with `_`) are not sealed, as in the event log.
+A value without the prefix opens as itself: rows written before sealing was turned on, or by a
+deployment that runs without encryption (HABITUS_ENCRYPT_EVENTS=false), stay readable.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from typing import Any, Final
+
+from habitus.crypto.keyring import Keyring
+
+PREFIX: Final = "hc1:"
+
+
+def _sealable(user_id: str) -> bool:
+    return not user_id.startswith("_")
+
+
+def is_sealed(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(PREFIX)
+
+
+class Columns:
+    """Seals and opens column values for a process (its keyring is installed at start, as the
+    event catalog's is); with no keyring, values pass through as they are."""
+
+    def __init__(self, keyring: Keyring | None = None) -> None:
+        self.keyring = keyring
+
+    def use_keyring(self, keyring: Keyring | None) -> None:
+        self.keyring = keyring
+
+    def seal(self, tenant_id: str, user_id: str, text: str) -> str:
+        """`text` sealed for the user: the same text gives the same value, every time."""
+        keyring = self.keyring
+        if keyring is None or not text or not _sealable(user_id):
+            return text
+        blob = keyring.column(tenant_id, user_id).seal(text.encode())
+        return PREFIX + base64.b64encode(blob).decode()
+
+    def seal_all(self, tenant_id: str, user_id: str, texts: Iterable[str]) -> list[str]:
+        return [self.seal(tenant_id, user_id, text) for text in texts]
+
+    def open(self, tenant_id: str, user_id: str, value: str) -> str:
+        """The text of a value `seal` made (any other value as it is). Raises `Shredded` once
+        the user's keys are destroyed, `SealError` when the value is another user's or was
+        altered, ValueError when a sealed value meets a process without a keyring."""
+        if not is_sealed(value):
+            return value
+        keyring = self.keyring
+        if keyring is None:
+            raise ValueError("a sealed column value, and this process has no keyring "
+                             "(HABITUS_ENCRYPT_EVENTS is off here but not where it was written)")
+        blob = base64.b64decode(value[len(PREFIX):], validate=True)
+        return keyring.existing_column(tenant_id, user_id).open(blob).decode()
+
+    def open_all(self, tenant_id: str, user_id: str, values: Iterable[str]) -> list[str]:
+        return [self.open(tenant_id, user_id, value) for value in values]
+
+    def seal_json(self, tenant_id: str, user_id: str, value: Any) -> Any:
+        """A JSON value for a `jsonb` column, sealed whole: a JSON string holding the sealed
+        JSON text (unchanged when nothing is sealed: no keyring, or the tenant's own)."""
+        if self.keyring is None or not _sealable(user_id):
+            return value
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return self.seal(tenant_id, user_id, text)
+
+    def open_json(self, tenant_id: str, user_id: str, value: Any) -> Any:
+        """What `seal_json` sealed (any other JSON value as it is)."""
+        if not is_sealed(value):
+            return value
+        return json.loads(self.open(tenant_id, user_id, value))
+
+
+#: the process's column sealer (its keyring installed where the event catalog's is)
+COLUMNS: Final = Columns()
