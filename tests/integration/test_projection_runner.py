@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from habitus.bus import DLQ
+from habitus.cli.dlq import opened_detail
+from habitus.crypto.columns import is_sealed
 from habitus.projection import ProjectionRunner
 from habitus.projection import dlq as dlqh
 from habitus.projection.replay import replay
@@ -94,7 +96,10 @@ async def test_poison_event_goes_to_dlq_and_later_events_still_apply(nc: Any, po
     assert len(letters) == 1
     letter = letters[0]
     assert letter.headers[dlqh.REASON] == "apply_failed"
-    assert "PoisonError" in letter.headers[dlqh.DETAIL]
+    # the detail can quote the event: sealed with the user's key, opened by `dlq list`
+    assert is_sealed(letter.headers[dlqh.DETAIL])
+    assert "PoisonError" in opened_detail(letter.headers[dlqh.DETAIL],
+                                          letter.headers[dlqh.ORIGINAL_SUBJECT])
     # the subject as the stream stored it: the published one and the user's and tenant's slots
     stored = parse_subject(letter.headers[dlqh.ORIGINAL_SUBJECT])
     assert stored.published == ingest_subject("turn", tenant, "u1")
@@ -120,7 +125,8 @@ async def test_invalid_event_is_dead_lettered_at_once(nc: Any, pool: Any) -> Non
     assert [m.headers[dlqh.REASON] for m in letters] == ["invalid_event"]
     assert letters[0].headers[dlqh.ORIGINAL_SEQ] == str(ack.seq)
     assert letters[0].headers[dlqh.DELIVERIES] == "1"  # not retried: it can never succeed
-    assert "event_id" in letters[0].headers[dlqh.DETAIL]
+    assert "event_id" in opened_detail(letters[0].headers[dlqh.DETAIL],
+                                       letters[0].headers[dlqh.ORIGINAL_SUBJECT])
 
 
 async def test_replay_rebuilds_an_identical_projection(nc: Any, pool: Any) -> None:

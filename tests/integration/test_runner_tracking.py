@@ -19,6 +19,7 @@ from psycopg import AsyncCursor
 from habitus.bus import DLQ
 from habitus.bus.publisher import headers_for
 from habitus.bus.streams import INGEST
+from habitus.cli.dlq import opened_detail
 from habitus.events import CATALOG
 from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.projection import dlq as dlqh
@@ -123,7 +124,8 @@ async def test_unstorable_data_is_dead_lettered_on_its_first_delivery(nc: Any, p
     letters = await fetch_all(nc, DLQ, f"habitus.v1.dlq.{projection.durable}.>", wait=0.5)
     assert len(letters) == 1
     assert letters[0].headers[dlqh.DELIVERIES] == "1"
-    assert "DataError" in letters[0].headers[dlqh.DETAIL]
+    assert "DataError" in opened_detail(letters[0].headers[dlqh.DETAIL],
+                                        letters[0].headers[dlqh.ORIGINAL_SUBJECT])
     with pytest.raises(DeadLettered) as caught:
         await wait_applied(pool, projection.schema, projection.name, bad_seq, timeout=5)
     assert caught.value.record.event_id == bad.event_id

@@ -51,7 +51,8 @@ class Letter:
             return int(value) if value.isdigit() else None
 
         return cls(int(msg.seq), str(msg.subject), headers.get(h.CONSUMER, "?"),
-                   headers.get(h.REASON, "?"), headers.get(h.DETAIL, ""),
+                   headers.get(h.REASON, "?"),
+                   opened_detail(headers.get(h.DETAIL, ""), headers.get(h.ORIGINAL_SUBJECT, "")),
                    headers.get(h.ORIGINAL_STREAM, ""), headers.get(h.ORIGINAL_SUBJECT, ""),
                    number(h.ORIGINAL_SEQ), number(h.DELIVERIES),
                    msg.time.timestamp() if msg.time else None, bytes(msg.data or b""))
@@ -66,6 +67,24 @@ class Letter:
         doc["event_id"] = event.get("event_id") if isinstance(event, dict) else None
         doc["type"] = event.get("type") if isinstance(event, dict) else None
         return doc
+
+
+def opened_detail(detail: str, original_subject: str) -> str:
+    """The detail as the consumer wrote it: sealed with the user's key when the event was a
+    user's (it can quote the event), unreadable once the user is erased."""
+    from habitus.crypto.columns import COLUMNS, is_sealed
+    from habitus.crypto.keyring import Shredded
+    from habitus.subjects import parse_subject
+
+    if not is_sealed(detail):
+        return detail
+    try:
+        owner = parse_subject(original_subject)
+        return COLUMNS.open(owner.tenant_id, owner.user_id, detail)
+    except Shredded:
+        return "(the user was erased: the detail is unreadable)"
+    except ValueError as exc:
+        return f"(sealed; cannot be opened here: {exc})"
 
 
 def dlq_filter(consumer: str | None) -> str:
@@ -153,6 +172,10 @@ def dlq_list(consumer: Annotated[str | None, typer.Option(
     except ValueError as exc:
         raise fail(str(exc)) from None
     settings = bus_settings("nats_url")
+    from habitus.crypto.setup import keyring_from
+    from habitus.events import install_keyring
+
+    install_keyring(keyring_from(settings))  # a user's detail is sealed with their key
 
     async def go() -> list[Letter]:
         async with nats(settings, "habitus-dlq") as nc:

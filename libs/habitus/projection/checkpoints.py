@@ -46,6 +46,8 @@ from typing import Any
 
 from psycopg import AsyncConnection, AsyncCursor
 
+from habitus.crypto.columns import COLUMNS
+from habitus.crypto.keyring import Shredded
 from habitus.projection.faults import Fenced
 from habitus.projection.partitions import WHOLE, Partition, layout
 from habitus.projection.tables import (
@@ -449,17 +451,20 @@ class CheckpointStore:
                 ON CONFLICT (tenant_id, projection, seq) DO UPDATE SET
                   event_id = EXCLUDED.event_id, reason = EXCLUDED.reason,
                   detail = EXCLUDED.detail, dead_at = now(), user_id = EXCLUDED.user_id""",
-            (projection, seq, event_id, reason, detail[:4000], tenant_id or "", user_id),
+            (projection, seq, event_id, reason, _sealed_detail(detail[:4000], tenant_id, user_id),
+             tenant_id or "", user_id),
         )
 
     async def dead_letter_at(self, ex: Executor, projection: str, seq: int
                              ) -> DeadLetterRecord | None:
         cur = await _run(
             ex,
-            f"SELECT seq, event_id, reason, detail FROM {self.dead_letters} "
+            f"SELECT seq, event_id, reason, detail, tenant_id, user_id FROM {self.dead_letters} "
             "WHERE projection = %s AND seq = %s", (projection, seq))
         row = await cur.fetchone()
-        return None if row is None else DeadLetterRecord(int(row[0]), row[1], row[2], row[3])
+        if row is None:
+            return None
+        return DeadLetterRecord(int(row[0]), row[1], row[2], _opened_detail(row[3], row[4], row[5]))
 
     async def forget_tracking(self, ex: Executor, projection: str) -> None:
         """A replay starts from nothing: the ids it applied and its dead letters go with the
@@ -477,3 +482,20 @@ class CheckpointStore:
                 (tenant_id, user_id))
             gone += cur.rowcount
         return gone
+
+
+def _sealed_detail(detail: str, tenant_id: str | None, user_id: str | None) -> str:
+    """A dead letter's detail can quote the event (a handler's error about a value), so it is
+    sealed with the user's key like the projections' columns (habitus.crypto.columns)."""
+    if not tenant_id or not user_id:
+        return detail
+    return COLUMNS.seal(tenant_id, user_id, detail)
+
+
+def _opened_detail(detail: str, tenant_id: str | None, user_id: str | None) -> str:
+    if not tenant_id or not user_id:
+        return detail
+    try:
+        return COLUMNS.open(tenant_id, user_id, detail)
+    except Shredded:
+        return "(the user was erased: the detail is unreadable)"

@@ -16,6 +16,7 @@ from typing import Any
 from nats.js import JetStreamContext
 from psycopg import AsyncCursor
 
+from habitus.crypto.columns import COLUMNS
 from habitus.projection.base import Projection
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.projection.decode import Item, owner_of
@@ -36,13 +37,18 @@ class DeadLetters:
 
     async def send(self, item: Item, reason: str, detail: str, failed_attempts: int) -> None:
         """Publish the item to HABITUS_DLQ; `failed_attempts` are this runner's failed applies
-        of it (the deliveries reported are the larger of those and the stream's count)."""
+        of it (the deliveries reported are the larger of those and the stream's count). The
+        detail can quote the event, so its header is sealed with the user's key
+        (`habitus dlq list` opens it; cut first so the sealed value fits the header)."""
+        tenant_id, user_id = owner_of(item)
+        sealed = (COLUMNS.seal(tenant_id, user_id, detail[:1400])
+                  if tenant_id and user_id else detail)
         await send_to_dlq(
             self._js,
             DeadLetter(
                 consumer=self.projection.durable,
                 reason=reason,
-                detail=detail,
+                detail=sealed,
                 stream=self.projection.stream,
                 seq=item.seq,
                 subject=item.msg.subject,
