@@ -4,6 +4,16 @@ The projections' tables (open windows, closed windows, reflection counts, re-ext
 requests) are folds of the streams; the LLM's stored answers, the quarantine and the rolling
 summaries are the worker's and outlive a replay, which is what lets a replay reuse an answer
 instead of paying for it again.
+
+What the user's material says is kept sealed with the user's column key
+(habitus.crypto.columns), so an erasure leaves no readable copy in the heap, the WAL or a
+backup: each chunk's `text` in a window's `chunks` (the rest of a chunk, its kind, evidence ids
+and times, stays plain, so the column is still a JSON array and appending to an open window is
+still the fold's business alone), the model's raw answer and its stored result, a refusal's
+detail (it quotes the material) and raw facet, and the rolling summaries. Every statement here
+seals what it writes and opens what it reads, so the rest of the service sees plain text. Sources,
+prompt versions, states and refusal reasons are identifiers and labels, not what anyone said,
+and stay plain: the worker's lanes, the re-extraction requests and the counts select on them.
 """
 
 from __future__ import annotations
@@ -16,6 +26,8 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
+from habitus.crypto.columns import COLUMNS
+from habitus.crypto.keyring import Shredded
 from habitus.ids import TENANT_WIDE
 from services.extractor.windowing import ClosedWindow, OpenWindow, Piece
 
@@ -31,9 +43,21 @@ SOURCES = f"{SCHEMA}.sources"
 SourceKey = tuple[str, str, str]  # tenant, user, source
 
 
-def _pieces(doc: Any) -> tuple[Piece, ...]:
+def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece]) -> str:
+    """A window's pieces as its `chunks` column keeps them: each text sealed for the user."""
+    texts = COLUMNS.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
+    return json.dumps([{**p.as_dict(), "text": text} for p, text in zip(pieces, texts,
+                                                                          strict=True)],
+                      ensure_ascii=False)
+
+
+def _pieces(tenant_id: str, user_id: str, doc: Any) -> tuple[Piece, ...]:
+    """The pieces a `chunks` column holds, their texts opened (a text stored before sealing
+    opens as itself). Raises `Shredded` once the user's keys are destroyed."""
     items = json.loads(doc) if isinstance(doc, str) else doc
-    return tuple(Piece.from_dict(item) for item in items)
+    return tuple(Piece.from_dict({**item, "text": COLUMNS.open(tenant_id, user_id,
+                                                               item["text"])})
+                 for item in items)
 
 
 # --------------------------------------------------------------------------- the windows fold
@@ -41,6 +65,8 @@ def _pieces(doc: Any) -> tuple[Piece, ...]:
 
 async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
                     ) -> dict[SourceKey, OpenWindow]:
+    """The open windows of the sources a batch touches (one read for all of its users); one
+    of a user erased meanwhile is left out rather than failing the batch."""
     keys = list(keys)
     if not keys:
         return {}
@@ -51,8 +77,15 @@ async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
             WHERE (tenant_id, user_id, source) IN (
                 SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))""",
         (tenants, users, sources))
-    return {(t, u, s): OpenWindow(seq, at, _pieces(chunks))
-            for t, u, s, seq, at, chunks in await cur.fetchall()}
+    found: dict[SourceKey, OpenWindow] = {}
+    for t, u, s, seq, at, chunks in await cur.fetchall():
+        try:
+            found[(t, u, s)] = OpenWindow(seq, at, _pieces(t, u, chunks))
+        except Shredded:
+            # the user was erased after this batch's events were read: their window is
+            # unreadable, and their erasure removes whatever the batch writes for them
+            continue
+    return found
 
 
 async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow | None]
@@ -71,8 +104,7 @@ async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow |
                 ON CONFLICT (tenant_id, user_id, source) DO UPDATE SET
                     opened_seq = EXCLUDED.opened_seq, opened_at = EXCLUDED.opened_at,
                     tokens = EXCLUDED.tokens, chunks = EXCLUDED.chunks""",
-            [(*k, w.opened_seq, w.opened_at, w.tokens,
-              json.dumps([p.as_dict() for p in w.pieces], ensure_ascii=False))
+            [(*k, w.opened_seq, w.opened_at, w.tokens, _chunks_json(k[0], k[1], w.pieces))
              for k, w in kept])
 
 
@@ -86,7 +118,7 @@ async def insert_closed(cur: AsyncCursor[Any],
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb)
             ON CONFLICT (tenant_id, user_id, window_id) DO NOTHING""",
         [(t, u, w.window_id, w.source, w.kind, w.opened_seq, w.closed_seq, w.closed_at,
-          w.closed_by, w.tokens, w.chunks_json()) for t, u, w in closed])
+          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces)) for t, u, w in closed])
 
 
 async def load_reflections(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]
@@ -146,7 +178,7 @@ _WINDOW_COLUMNS = ("tenant_id, user_id, window_id, source, kind, closed_seq, clo
 
 def _window(row: Sequence[Any]) -> WindowRow:
     t, u, w, s, k, seq, at, chunks, state, attempts, nxt = row
-    return WindowRow(t, u, w, s, k, seq, at, _pieces(chunks), state, attempts, nxt)
+    return WindowRow(t, u, w, s, k, seq, at, _pieces(t, u, chunks), state, attempts, nxt)
 
 
 async def due_ticks(cur: AsyncCursor[Any], opened_before: float, limit: int = 500
@@ -168,7 +200,13 @@ async def next_windows(cur: AsyncCursor[Any], now: float, limit: int) -> list[Wi
                 FROM {WINDOWS} WHERE state <> 'done'
                 ORDER BY tenant_id, user_id, source, kind, closed_seq) AS heads
             WHERE next_attempt_at <= %s ORDER BY closed_seq LIMIT %s""", (now, limit))
-    return [_window(r) for r in await cur.fetchall()]
+    heads: list[WindowRow] = []
+    for row in await cur.fetchall():
+        try:
+            heads.append(_window(row))
+        except Shredded:
+            continue  # a user erased meanwhile: their erasure removes the window
+    return heads
 
 
 async def wanted_version(cur: AsyncCursor[Any], w: WindowRow) -> str | None:
@@ -200,7 +238,9 @@ async def stored_answer(cur: AsyncCursor[Any], w: WindowRow, version: str | None
             ORDER BY created_at DESC LIMIT 1""",
         (w.tenant_id, w.user_id, w.window_id, version, version))
     row = await cur.fetchone()
-    return None if row is None else Stored(row[0], row[1], row[2])
+    if row is None:
+        return None
+    return Stored(row[0], row[1], COLUMNS.open_json(w.tenant_id, w.user_id, row[2]))
 
 
 async def window_exists(cur: AsyncCursor[Any], w: WindowRow) -> bool:
@@ -214,19 +254,24 @@ async def window_exists(cur: AsyncCursor[Any], w: WindowRow) -> bool:
 async def store_answer(cur: AsyncCursor[Any], w: WindowRow, stored: Stored, raw_output: str,
                        tokens_in: int, tokens_out: int, now: float,
                        quarantined: Sequence[tuple[int, str, str, Any]]) -> None:
+    """The model's answer (raw and as validated) and its refusals, sealed for the user: the
+    answer quotes the material, and a refusal's detail and raw facet quote the answer."""
+    t, u = w.tenant_id, w.user_id
     await cur.execute(
         f"""INSERT INTO {EXTRACTIONS} (tenant_id, user_id, window_id, prompt_version, model,
                                        raw_output, result, tokens_in, tokens_out, created_at)
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-        (w.tenant_id, w.user_id, w.window_id, stored.prompt_version, stored.model, raw_output,
-         Jsonb(stored.result), tokens_in, tokens_out, now))
+        (t, u, w.window_id, stored.prompt_version, stored.model,
+         COLUMNS.seal(t, u, raw_output), Jsonb(COLUMNS.seal_json(t, u, stored.result)),
+         tokens_in, tokens_out, now))
     if quarantined:
         await cur.executemany(
             f"""INSERT INTO {QUARANTINE} (tenant_id, user_id, window_id, prompt_version, idx,
                                           source, reason, detail, raw, created_at)
                 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-            [(w.tenant_id, w.user_id, w.window_id, stored.prompt_version, idx, w.source,
-              reason, detail, Jsonb(raw), now) for idx, reason, detail, raw in quarantined])
+            [(t, u, w.window_id, stored.prompt_version, idx, w.source, reason,
+              COLUMNS.seal(t, u, detail), Jsonb(COLUMNS.seal_json(t, u, raw)), now)
+             for idx, reason, detail, raw in quarantined])
 
 
 async def mark_waiting(cur: AsyncCursor[Any], w: WindowRow, next_attempt_at: float,
@@ -253,7 +298,8 @@ async def mark_done(cur: AsyncCursor[Any], w: WindowRow, summary: str | None, no
                 ON CONFLICT (tenant_id, user_id, source) DO UPDATE SET
                     summary = EXCLUDED.summary, window_id = EXCLUDED.window_id,
                     updated_at = EXCLUDED.updated_at""",
-            (w.tenant_id, w.user_id, w.source, summary, w.window_id, now))
+            (w.tenant_id, w.user_id, w.source, COLUMNS.seal(w.tenant_id, w.user_id, summary),
+             w.window_id, now))
 
 
 async def rolling_summary(cur: AsyncCursor[Any], w: WindowRow) -> str | None:
@@ -261,7 +307,7 @@ async def rolling_summary(cur: AsyncCursor[Any], w: WindowRow) -> str | None:
         f"SELECT summary FROM {SOURCES} WHERE tenant_id = %s AND user_id = %s AND source = %s",
         (w.tenant_id, w.user_id, w.source))
     row = await cur.fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else COLUMNS.open(w.tenant_id, w.user_id, str(row[0]))
 
 
 async def unhandled_requests(cur: AsyncCursor[Any]
@@ -347,7 +393,8 @@ async def sources(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                    s.updated_at
             FROM {SOURCES} s WHERE s.tenant_id = %s AND s.user_id = %s ORDER BY s.source""",
         (tenant_id, user_id))
-    return [(s, summary, int(n), float(at)) for s, summary, n, at in await cur.fetchall()]
+    return [(s, COLUMNS.open(tenant_id, user_id, summary), int(n), float(at))
+            for s, summary, n, at in await cur.fetchall()]
 
 
 async def quarantine_counts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
@@ -364,4 +411,6 @@ async def quarantined(cur: AsyncCursor[Any], tenant_id: str, user_id: str, limit
         f"""SELECT window_id, source, prompt_version, idx, reason, detail, raw, created_at
             FROM {QUARANTINE} WHERE tenant_id = %s AND user_id = %s
             ORDER BY created_at DESC, window_id, idx LIMIT %s""", (tenant_id, user_id, limit))
-    return [tuple(r) for r in await cur.fetchall()]
+    return [(w, s, v, idx, reason, COLUMNS.open(tenant_id, user_id, detail),
+             COLUMNS.open_json(tenant_id, user_id, raw), at)
+            for w, s, v, idx, reason, detail, raw, at in await cur.fetchall()]

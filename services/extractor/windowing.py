@@ -10,7 +10,6 @@ closed by the extractor's tick (`ExtractionWindowDue`), which sits in the same s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -87,9 +86,6 @@ class ClosedWindow:
         material new); stored answers are keyed by this id and the version."""
         return window_hash(self.source, self.kind, [p.draft.key for p in self.pieces],
                            [p.draft.text for p in self.pieces], "")
-
-    def chunks_json(self) -> str:
-        return json.dumps([p.as_dict() for p in self.pieces], ensure_ascii=False)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from habitus.crypto.keyring import Shredded
 from habitus.db.leader import LeaderLock
 from habitus.events import CATALOG
 from habitus.events.ingest import ExtractionWindowDue
@@ -160,10 +161,16 @@ class Extractor:
     async def process(self, w: store.WindowRow) -> int:
         """Finish one window; 1 when it is done, 0 when it waits or was erased meanwhile."""
         current = REFLECT_VERSION if w.kind == "reflect" else EXTRACT_VERSION
-        async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
-            wanted = await store.wanted_version(cur, w) if w.kind == "extract" else None
-            stored = await store.stored_answer(cur, w, wanted)
-            summary = await store.rolling_summary(cur, w) if w.kind == "extract" else None
+        try:
+            async with self._ctx.pool.connection() as conn, conn.cursor() as cur:
+                wanted = await store.wanted_version(cur, w) if w.kind == "extract" else None
+                stored = await store.stored_answer(cur, w, wanted)
+                summary = await store.rolling_summary(cur, w) if w.kind == "extract" else None
+        except Shredded:
+            # the user was erased since the window was read (their stored answer or summary
+            # no longer opens): their erasure removes the window, nothing is to be done
+            metrics.WINDOWS.labels(w.kind, "erased").inc()
+            return 0
         if stored is not None:
             metrics.WINDOWS.labels(w.kind, "reused").inc()
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import os
 import subprocess
@@ -25,15 +26,20 @@ from prometheus_client import REGISTRY
 
 from habitus.auth.keys import create_key
 from habitus.bus import connect, ensure_streams
+from habitus.crypto.columns import COLUMNS, is_sealed
 from habitus.db.pool import open_pool
+from habitus.events import CATALOG
+from habitus.events.evidence import TurnRef
 from habitus.llm import LlmSettings
 from habitus.projection.replay import replay
 from habitus.runtime.embedded import EmbeddedNats
 from habitus.service.migrations import migrate
 from habitus.service.projections import resolve
-from services.extractor import prompts, rpc, worker
+from services.extractor import prompts, rpc, store, worker
 from services.extractor.main import build as extractor
+from services.extractor.material import ChunkDraft
 from services.extractor.settings import ExtractorSettings
+from services.extractor.windowing import Limits, Piece, add_material, reflection
 from services.gateway.main import service as gateway
 from services.stability_detector.main import service as stability_detector
 from tests.conftest import ServerUrls
@@ -322,6 +328,126 @@ async def test_bad_json_is_quarantined_raw_and_the_window_is_done(stack: Stack, 
     assert item["reason"] == "bad_json" and "oops" in item["raw"]["content"]
     assert await candidates(nc, acme.tenant, user) == []
     assert len(stack.model.requests_for(marker)) == 1
+
+
+# --------------------------------------------------------------------------- sealing
+
+
+async def test_what_the_user_said_is_sealed_in_every_column_and_reads_back_through_the_rpcs(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    user, marker = unique("dana"), unique("sealed")
+    secret = unique("Quillfeather")
+
+    def answer(c: list[dict[str, Any]]) -> Answer:
+        good = facet(c, "style", "verbosity", "terse", "keep answers short", cue="explicit")
+        return Answer(json={"summary": f"Dana, of {secret}, wants short answers.", "facets": [
+            good,  # and one whose quote is not in the chunk: its refusal quotes the answer
+            {**good, "evidence": [{"chunk": c[0]["id"], "quote": f"{secret} rules"}]}]})
+
+    stack.model.script(marker, answer)
+    await acme.send(acme.turn(user, f"[{marker}] Please keep answers short, from {secret}."))
+    await acme.done(user)
+    # the service reads its columns back as text
+    status = await acme.status(user)
+    assert secret in status["sources"][0]["summary"]
+    [item] = await acme.quarantine(user)
+    assert item["reason"] == "quote_not_in_chunk"
+    assert secret in item["detail"] and secret in json.dumps(item["raw"])
+
+    # ... while Postgres holds none of it in the clear, only values sealed with the user's key
+    where = "WHERE tenant_id = %s AND user_id = %s"
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"SELECT chunks FROM extractor.windows {where}",
+                                 (acme.tenant, user))
+        [(chunks,)] = await cur.fetchall()
+        cur = await conn.execute(
+            f"SELECT raw_output, result FROM extractor.extractions {where}", (acme.tenant, user))
+        [(raw_output, result)] = await cur.fetchall()
+        cur = await conn.execute(f"SELECT detail, raw FROM extractor.quarantine {where}",
+                                 (acme.tenant, user))
+        [(detail, raw)] = await cur.fetchall()
+        cur = await conn.execute(f"SELECT summary FROM extractor.sources {where}",
+                                 (acme.tenant, user))
+        [(summary,)] = await cur.fetchall()
+    assert [c["kind"] for c in chunks] == ["user_turn", "assistant_turn"]  # still an array
+    stored = {"windows.chunks": chunks, "extractions.raw_output": raw_output,
+              "extractions.result": result, "quarantine.detail": detail, "quarantine.raw": raw,
+              "sources.summary": summary}
+    for column, value in stored.items():
+        assert secret not in json.dumps(value), column
+    assert all(is_sealed(c["text"]) for c in chunks)
+    assert all(is_sealed(v) for k, v in stored.items() if k != "windows.chunks"), stored
+    # sealed for this user: their key opens them
+    assert secret in COLUMNS.open(acme.tenant, user, chunks[0]["text"])
+    assert secret in COLUMNS.open(acme.tenant, user, summary)
+    assert COLUMNS.open_json(acme.tenant, user, result)["summary"] == status["sources"][0][
+        "summary"]
+
+
+def _pieces(seq: int, text: str) -> list[Piece]:
+    ref = TurnRef(session_id="s1", turn_id=f"t{seq}")
+    return [Piece(ChunkDraft("user_turn", ref, text, float(seq)), f"e{seq}", seq)]
+
+
+async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_open(
+        stack: Stack, pool: Any) -> None:
+    tenant, dana, old, erased = (unique("acme"), unique("dana"), unique("old"),
+                                 unique("erased"))
+    secret = unique("Fernhollow")
+    limits = Limits(window_tokens=10_000, window_seconds=1e9, max_chunks=100)
+    key, old_key, erased_key = ((tenant, u, "conversations") for u in (dana, old, erased))
+    assert CATALOG.keyring is not None
+    async with pool.connection() as conn:
+        # rolled back: the running worker never sees these windows
+        async with conn.transaction(force_rollback=True), conn.cursor() as cur:
+            first = add_material("conversations", None, _pieces(1, f"I am {secret}."), seq=1,
+                                 stored_at=1.0, limits=limits)
+            hers = add_material("conversations", None, _pieces(1, f"{secret} too."), seq=1,
+                                stored_at=1.0, limits=limits)
+            await store.save_open(cur, {key: first.open, erased_key: hers.open})
+            loaded = await store.load_open(cur, [key])
+            grown = add_material("conversations", loaded[key], _pieces(2, f"{secret} again."),
+                                 seq=2, stored_at=2.0, limits=limits)
+            await store.save_open(cur, {key: grown.open})
+            # a row written before sealing (plain chunks) still opens as it is
+            plain = [p.as_dict() for p in _pieces(3, "plain words")]
+            await cur.execute(
+                """INSERT INTO extractor.open_windows (tenant_id, user_id, source, opened_seq,
+                       opened_at, tokens, chunks) VALUES (%s, %s, 'conversations', 3, 3, 1,
+                       %s::jsonb)""", (tenant, old, json.dumps(plain)))
+            await cur.execute("SELECT chunks FROM extractor.open_windows "
+                              "WHERE tenant_id = %s AND user_id = %s", (tenant, dana))
+            [(chunks,)] = await cur.fetchall()
+            assert [c["seq"] for c in chunks] == [1, 2]
+            assert secret not in json.dumps(chunks)
+            assert all(is_sealed(c["text"]) for c in chunks)
+            # a user erased meanwhile: their window no longer opens, and is left out
+            CATALOG.keyring.destroy(tenant, erased)
+            found = await store.load_open(cur, [key, old_key, erased_key])
+            assert set(found) == {key, old_key}
+            assert [p.draft.text for p in found[key].pieces] == [f"I am {secret}.",
+                                                                 f"{secret} again."]
+            assert [p.draft.text for p in found[old_key].pieces] == ["plain words"]
+
+            # closed windows too; the worker passes over an erased user's
+            closed = reflection("conversations", _pieces(4, f"{secret} closed."), seq=4,
+                                stored_at=4.0)
+            await store.insert_closed(cur, [(tenant, dana, closed)])
+            await cur.execute("SELECT chunks FROM extractor.windows "
+                              "WHERE tenant_id = %s AND user_id = %s", (tenant, dana))
+            [(chunks,)] = await cur.fetchall()
+            assert secret not in json.dumps(chunks) and is_sealed(chunks[0]["text"])
+            # (the erased user's copy of it: sealed with a key that is gone, as theirs was)
+            await cur.execute(
+                """INSERT INTO extractor.windows (tenant_id, user_id, window_id, source, kind,
+                       opened_seq, closed_seq, closed_at, closed_by, tokens, chunks)
+                   SELECT tenant_id, %s, window_id, source, kind, opened_seq, closed_seq,
+                       closed_at, closed_by, tokens, chunks FROM extractor.windows
+                   WHERE tenant_id = %s AND user_id = %s""", (erased, tenant, dana))
+            heads = [w for w in await store.next_windows(cur, time.time(), 100_000)
+                     if w.tenant_id == tenant]
+            assert [(w.user_id, w.pieces[0].draft.text) for w in heads] == [
+                (dana, f"{secret} closed.")]
 
 
 # --------------------------------------------------------------------------- outages
