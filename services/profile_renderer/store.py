@@ -1,4 +1,16 @@
-"""The `profile` schema: what PROFILE.md is rendered from, its versions, the mirror's state."""
+"""The `profile` schema: what PROFILE.md is rendered from, its versions, the mirror's state.
+
+Every column holding the person's text is sealed with the user's column key
+(habitus.crypto.columns): a facet's key and value, a not-yet-sure facet's key, value and each
+line of its evidence, an account's label (an e-mail address), a rule's text and each rendered
+PROFILE.md (their notes included). Erasing the user destroys the key, and with it every copy
+Postgres still keeps in its heap, its WAL and its backups. Values are sealed here on the way
+in and opened here on the way out, so the rest of the service only ever sees text; nothing
+reads those columns in SQL but for equality (the facets' primary key), and whatever is
+ordered is ordered in Python after opening. A document's `sha256` stays the hash of its text.
+A tenant-wide rule (`TENANT_WIDE`) is the tenant's, not a person's: `COLUMNS` leaves it as it
+is.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +25,8 @@ from psycopg_pool import AsyncConnectionPool
 from pydantic_core import to_json
 
 from habitus.context_cache import Stamp
+from habitus.crypto.columns import COLUMNS
+from habitus.crypto.keyring import Shredded
 from habitus.ids import TENANT_WIDE
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
@@ -41,19 +55,49 @@ class Document:
     cause_event_id: str
 
 
+def opened_facet(tenant_id: str, user_id: str, row: Sequence[Any]) -> ProfileFacet:
+    """A `facets` row (class, key, value, pinned, stability, origin) with its text opened."""
+    return ProfileFacet(row[0], COLUMNS.open(tenant_id, user_id, row[1]),
+                        COLUMNS.open(tenant_id, user_id, row[2]), bool(row[3]),
+                        None if row[4] is None else float(row[4]), row[5])
+
+
+def opened_provisional(tenant_id: str, user_id: str, row: Sequence[Any]) -> ProvisionalFacet:
+    """A `provisional_facets` row (class, key, value, stability, evidence) with its text
+    opened, each line of evidence too."""
+    return ProvisionalFacet(row[0], COLUMNS.open(tenant_id, user_id, row[1]),
+                            COLUMNS.open(tenant_id, user_id, row[2]), float(row[3]),
+                            tuple(COLUMNS.open_all(tenant_id, user_id, row[4] or ())))
+
+
+def opened_rule(tenant_id: str, row: Sequence[Any]) -> ToolRule:
+    """A `tool_rules` row (rule_id, tool_name, rule, priority, updated_at, user_id) with its
+    text opened under the row's own user (`TENANT_WIDE` for a tenant's rule, left as is)."""
+    return ToolRule(row[0], row[1], COLUMNS.open(tenant_id, row[5], row[2]), row[3],
+                    float(row[4]))
+
+
+def opened_document(tenant_id: str, user_id: str, row: Sequence[Any]) -> Document:
+    """A `documents` row (version, markdown, sha256, origin, cause_event_id), text opened."""
+    return Document(int(row[0]), COLUMNS.open(tenant_id, user_id, row[1]), row[2], row[3],
+                    row[4])
+
+
 async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                          facets: Sequence[ProfileFacet]) -> None:
     await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
                       (tenant_id, user_id))
     if facets:  # one statement for the user's facets, not one per facet
+        keys = COLUMNS.seal_all(tenant_id, user_id, (f.key for f in facets))
+        values = COLUMNS.seal_all(tenant_id, user_id, (f.value for f in facets))
         await cur.execute(
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability,
                     origin)
                 SELECT %s, %s, c, k, v, p, s, o
                 FROM unnest(%s::text[], %s::text[], %s::text[], %s::bool[], %s::float8[],
                             %s::text[]) AS x(c, k, v, p, s, o)""",
-            (tenant_id, user_id, [f.facet_class for f in facets], [f.key for f in facets],
-             [f.value for f in facets], [f.pinned for f in facets],
+            (tenant_id, user_id, [f.facet_class for f in facets], keys, values,
+             [f.pinned for f in facets],
              [f.stability for f in facets], [f.origin for f in facets]),
         )
 
@@ -62,8 +106,7 @@ async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                       ) -> list[ProfileFacet]:
     await cur.execute(f"SELECT class, key, value, pinned, stability, origin FROM {FACETS} "
                       "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    return [ProfileFacet(r[0], r[1], r[2], bool(r[3]), r[4], r[5])
-            for r in await cur.fetchall()]
+    return [opened_facet(tenant_id, user_id, r) for r in await cur.fetchall()]
 
 
 def strongest_per_key(facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFacet]:
@@ -85,6 +128,10 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
                       (tenant_id, user_id))
     fresh = strongest_per_key(facets)
     if fresh:  # one statement, as for the facets; each evidence list travels as JSON
+        keys = COLUMNS.seal_all(tenant_id, user_id, (f.key for f in fresh))
+        values = COLUMNS.seal_all(tenant_id, user_id, (f.value for f in fresh))
+        evidence = [to_json(COLUMNS.seal_all(tenant_id, user_id, f.evidence)).decode()
+                    for f in fresh]
         await cur.execute(
             f"""INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability,
                     evidence)
@@ -93,9 +140,8 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
                          AS i(item, n) ORDER BY n)
                 FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::text[])
                      AS x(c, k, v, s, e)""",
-            (tenant_id, user_id, [f.facet_class for f in fresh], [f.key for f in fresh],
-             [f.value for f in fresh], [f.stability for f in fresh],
-             [to_json(list(f.evidence)).decode() for f in fresh]),
+            (tenant_id, user_id, [f.facet_class for f in fresh], keys, values,
+             [f.stability for f in fresh], evidence),
         )
     return fresh
 
@@ -104,8 +150,7 @@ async def load_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                            ) -> list[ProvisionalFacet]:
     await cur.execute(f"SELECT class, key, value, stability, evidence FROM {PROVISIONAL} "
                       "WHERE tenant_id = %s AND user_id = %s", (tenant_id, user_id))
-    return [ProvisionalFacet(r[0], r[1], r[2], float(r[3]), tuple(r[4]))
-            for r in await cur.fetchall()]
+    return [opened_provisional(tenant_id, user_id, r) for r in await cur.fetchall()]
 
 
 async def upsert_account(cur: AsyncCursor[Any], tenant_id: str, user_id: str, toolkit: str,
@@ -115,15 +160,15 @@ async def upsert_account(cur: AsyncCursor[Any], tenant_id: str, user_id: str, to
             VALUES (%s, %s, %s, %s, %s)
             ON CONFLICT (tenant_id, user_id, toolkit, connection_id)
             DO UPDATE SET label = EXCLUDED.label""",
-        (tenant_id, user_id, toolkit, connection_id, label))
+        (tenant_id, user_id, toolkit, connection_id, COLUMNS.seal(tenant_id, user_id, label)))
 
 
 async def load_accounts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                         ) -> list[tuple[str, str]]:
-    """(toolkit, label) pairs."""
+    """(toolkit, label) pairs, in that order (sorted here: the labels are sealed)."""
     await cur.execute(f"SELECT toolkit, label FROM {ACCOUNTS} WHERE tenant_id = %s AND "
-                      "user_id = %s ORDER BY toolkit, label", (tenant_id, user_id))
-    return [(r[0], r[1]) for r in await cur.fetchall()]
+                      "user_id = %s", (tenant_id, user_id))
+    return sorted((r[0], COLUMNS.open(tenant_id, user_id, r[1])) for r in await cur.fetchall())
 
 
 async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule: ToolRule,
@@ -136,8 +181,8 @@ async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule:
             ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET tool_name =
               EXCLUDED.tool_name, rule = EXCLUDED.rule, priority = EXCLUDED.priority,
               updated_at = EXCLUDED.updated_at, scope = EXCLUDED.scope""",
-        (tenant_id, user_id, rule.rule_id, rule.tool_name, rule.rule, rule.priority,
-         rule.updated_at, scope))
+        (tenant_id, user_id, rule.rule_id, rule.tool_name,
+         COLUMNS.seal(tenant_id, user_id, rule.rule), rule.priority, rule.updated_at, scope))
 
 
 async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
@@ -153,7 +198,7 @@ async def version_of(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versio
         f"SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS} "
         "WHERE tenant_id = %s AND user_id = %s AND version = %s", (tenant_id, user_id, version))
     row = await cur.fetchone()
-    return None if row is None else Document(int(row[0]), row[1], row[2], row[3], row[4])
+    return None if row is None else opened_document(tenant_id, user_id, row)
 
 
 async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Document | None:
@@ -162,7 +207,7 @@ async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Documen
         "WHERE tenant_id = %s AND user_id = %s ORDER BY version DESC LIMIT 1",
         (tenant_id, user_id))
     row = await cur.fetchone()
-    return None if row is None else Document(int(row[0]), row[1], row[2], row[3], row[4])
+    return None if row is None else opened_document(tenant_id, user_id, row)
 
 
 async def saved_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int
@@ -186,12 +231,14 @@ async def version_caused_by(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
 async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int,
                       markdown: str, origin: str, cause_event_id: str,
                       blocks_changed: Sequence[str]) -> str:
+    """Store a version (its text sealed); returns the sha256 of the text, not of the sealed
+    value: the hash the mirror compares its file with and `ProfileRendered` announces."""
     digest = sha256(markdown)
     await cur.execute(
         f"""INSERT INTO {DOCUMENTS} (tenant_id, user_id, version, markdown, sha256, origin,
                 cause_event_id, blocks_changed) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-        (tenant_id, user_id, version, markdown, digest, origin, cause_event_id,
-         list(blocks_changed)))
+        (tenant_id, user_id, version, COLUMNS.seal(tenant_id, user_id, markdown), digest,
+         origin, cause_event_id, list(blocks_changed)))
     return digest
 
 
@@ -230,7 +277,7 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
           (SELECT json_build_array(version, markdown) FROM {DOCUMENTS}
              WHERE tenant_id = %(t)s AND user_id = %(u)s ORDER BY version DESC LIMIT 1),
           (SELECT coalesce(json_agg(json_build_array(rule_id, tool_name, rule, priority,
-                                                     updated_at)), '[]')
+                                                     updated_at, user_id)), '[]')
              FROM {RULES} WHERE tenant_id = %(t)s AND user_id IN (%(u)s, %(all)s)),
           CASE WHEN %(unsure)s THEN
             (SELECT coalesce(json_agg(json_build_array(class, key, value, stability,
@@ -251,14 +298,16 @@ async def context_inputs(pool: AsyncConnectionPool, projection: str, tenant_id: 
             await conn.set_autocommit(False)
     assert row is not None
     stamp, tenant_stamp, facets, document, rules, provisional = row
+    # opened here, out of the statement: the values are sealed (the rules each under their
+    # own row's user, which is the caller's or the tenant's)
+    t, u = tenant_id, user_id
     return ContextInputs(
         stamp=Stamp(int(stamp or 0), int(tenant_stamp or 0)),
-        facets=[ProfileFacet(f[0], f[1], f[2], bool(f[3]),
-                             None if f[4] is None else float(f[4]), f[5]) for f in facets],
-        document=None if document is None else (int(document[0]), str(document[1])),
-        rules=[ToolRule(r[0], r[1], r[2], r[3], float(r[4])) for r in rules],
-        provisional=[ProvisionalFacet(f[0], f[1], f[2], float(f[3]), tuple(f[4] or ()))
-                     for f in provisional or ()],
+        facets=[opened_facet(t, u, f) for f in facets],
+        document=None if document is None else (int(document[0]),
+                                                COLUMNS.open(t, u, str(document[1]))),
+        rules=[opened_rule(t, r) for r in rules],
+        provisional=[opened_provisional(t, u, f) for f in provisional or ()],
     )
 
 
@@ -292,7 +341,9 @@ class MirrorDue:
 async def mirrors_due(cur: AsyncCursor[Any], users: Sequence[tuple[str, str]]
                       ) -> list[MirrorDue]:
     """The users among `users` whose latest version is newer than their file, in one
-    statement (a render batch's users, read together rather than two queries each)."""
+    statement (a render batch's users, read together rather than two queries each). A user
+    whose keys were destroyed meanwhile (an erasure racing the batch) is left out: their
+    file goes with the erasure, and the others are still written."""
     if not users:
         return []
     await cur.execute(
@@ -306,9 +357,15 @@ async def mirrors_due(cur: AsyncCursor[Any], users: Sequence[tuple[str, str]]
             WHERE m.written_version IS NULL OR m.written_version < d.version
             ORDER BY k.t, k.u""",
         ([t for t, _ in users], [u for _, u in users]))
-    return [MirrorDue(r[0], r[1], Document(int(r[2]), r[3], r[4], r[5], r[6]),
-                      None if r[7] is None else (int(r[7]), r[8], r[9]))
-            for r in await cur.fetchall()]
+    due: list[MirrorDue] = []
+    for r in await cur.fetchall():
+        try:
+            document = opened_document(r[0], r[1], r[2:7])
+        except Shredded:
+            continue
+        due.append(MirrorDue(r[0], r[1], document,
+                             None if r[7] is None else (int(r[7]), r[8], r[9])))
+    return due
 
 
 async def mirrors_written(cur: AsyncCursor[Any],

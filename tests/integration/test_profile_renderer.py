@@ -4,6 +4,7 @@ PROFILE.md versions (in Postgres and in the mirror), user edits survive, prompt.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest_asyncio
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS, EventPublisher, RpcClient, RpcError
+from habitus.crypto.columns import COLUMNS, PREFIX
 from habitus.events import CATALOG
 from habitus.events.domain import (
     CacheRebuilt,
@@ -432,3 +434,67 @@ async def test_prompt_context_asks_about_unconfirmed_facets_only_when_asked(
         return [s["name"] for s in ctx["sections"]] == ["user_profile"]
 
     await until(settled)
+
+
+# -- what Postgres keeps of the person's text ---------------------------------------------------
+
+
+async def _raw(person: Person, sql: str) -> list[tuple[Any, ...]]:
+    async with person.pool.connection() as conn:
+        cur = await conn.execute(sql, (person.tenant, person.user))
+        return list(await cur.fetchall())
+
+
+async def test_postgres_keeps_only_ciphertext_and_every_answer_is_text(person: Person) -> None:
+    """A facet, a not-yet-sure facet and its evidence, an account's address, a rule and the
+    user's own notes: each is sealed in its column (unreadable once the user's key is
+    destroyed), and PROFILE.md, its sha256 and prompt.context are what they always were."""
+    assert COLUMNS.keyring is not None  # the suite runs with encryption on
+    secrets = ("Quokkaville", "axolotl", "Bartholomew", "zed@quokka.example", "Persephone",
+               "Marmalade")
+    await person.publish(ProviderProfileSynced.model_validate({
+        "toolkit": "gmail", "connection_id": "c1", "fields": {"email": "zed@quokka.example"}}))
+    await person.publish(ToolRuleUpserted(rule_id="r1", tool_name="send_email",
+                                          rule="Never email Persephone.", priority="critical"))
+    await person.publish(rebuilt(
+        [{"class": "identity", "key": "hometown", "value": "Quokkaville"}],
+        [{"class": "identity", "key": "pet", "value": "axolotl", "stability": 1.2,
+          "evidence": ["told about Bartholomew"]}]))
+    doc = await person.settled(lambda md: "axolotl" in md and "zed@quokka" in md)
+    saved = await person.call("profile.save_notes", base_version=doc["version"],
+                              markdown=doc["markdown"] + "\nMarmalade is my secret.\n")
+
+    profile = await person.profile()
+    assert profile["version"] == saved["version"]
+    for text in ("- **hometown**: Quokkaville", "axolotl", "Bartholomew",
+                 "- gmail (zed@quokka.example)", "Marmalade is my secret."):
+        assert text in profile["markdown"]
+    assert profile["sha256"] == hashlib.sha256(profile["markdown"].encode()).hexdigest()
+
+    async def rule_ready() -> bool:
+        ctx = await person.call("prompt.context", tools=["send_email"], unconfirmed=True)
+        return "Never email Persephone." in ctx["text"]
+
+    await until(rule_ready)
+    ctx = (await person.call("prompt.context", tools=["send_email"], unconfirmed=True))["text"]
+    for text in ("- **identity/hometown**: Quokkaville", "axolotl", "Marmalade is my secret.",
+                 "- **[critical]** Never email Persephone."):
+        assert text in ctx
+
+    where = "WHERE tenant_id = %s AND user_id = %s"
+    cells = [
+        *(c for row in await _raw(person, f"SELECT key, value FROM profile.facets {where}")
+          for c in row),
+        *(c for k, v, evidence in await _raw(
+            person, f"SELECT key, value, evidence FROM profile.provisional_facets {where}")
+          for c in (k, v, *evidence)),
+        *(r[0] for r in await _raw(person, f"SELECT label FROM profile.accounts {where}")),
+        *(r[0] for r in await _raw(person, f"SELECT rule FROM profile.tool_rules {where}")),
+    ]
+    documents = await _raw(person, "SELECT version, markdown, sha256 FROM profile.documents "
+                                   f"{where} ORDER BY version")
+    assert len(cells) == 7 and len(documents) == saved["version"]
+    for cell in [*cells, *(d[1] for d in documents)]:
+        assert cell.startswith(PREFIX), cell
+        assert not any(s in cell for s in secrets), cell
+    assert documents[-1][2] == profile["sha256"]  # the hash of the text, not of its seal
