@@ -5,6 +5,12 @@ folded from `TraceCompleted`), `feedback` (the latest score per trace, whichever
 and `decisions` (one row per `RouteDecided`). Joining at read time keeps every fold independent
 of the order the two streams deliver in, and lets a decision recorded under the tenant join a
 trace recorded under its user.
+
+A trace's query is what a person asked, so `outcomes.query` holds it sealed with the user's
+column key (habitus.crypto.columns): erasure destroys the key, and with it every copy in the
+heap, the WAL and the backups. Everything else the log keeps is numbers, classes and model
+names. Sealing is deterministic per user, so SQL still tells one user's queries apart, but
+no longer two users' or their text: a replay's distinct queries are picked after opening.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
+from habitus.crypto import Shredded
+from habitus.crypto.columns import COLUMNS
 from habitus.ids import TENANT_WIDE
 from habitus.routing.policies import Aggregate
 from habitus.routing.reward import reward
@@ -66,6 +74,12 @@ _OUTCOME_COLUMNS = ("tenant_id", "user_id", "trace_id", "decision_id", "seq", "q
                     "prompt_tokens", "completion_tokens", "energy_joules", "started_at")
 
 
+def _outcome_params(row: OutcomeRow) -> tuple[Any, ...]:
+    """The row's values in `_OUTCOME_COLUMNS` order, its query sealed for its user."""
+    sealed = COLUMNS.seal(row.tenant_id, row.user_id, row.query)
+    return tuple(sealed if c == "query" else getattr(row, c) for c in _OUTCOME_COLUMNS)
+
+
 async def insert_outcomes(cur: AsyncCursor[Any], rows: Sequence[OutcomeRow]) -> None:
     """New traces; a trace already stored keeps its first copy."""
     if not rows:
@@ -75,7 +89,7 @@ async def insert_outcomes(cur: AsyncCursor[Any], rows: Sequence[OutcomeRow]) -> 
         f"INSERT INTO {OUTCOMES} ({columns}) VALUES "
         f"({', '.join(['%s'] * len(_OUTCOME_COLUMNS))}) "
         "ON CONFLICT (tenant_id, user_id, trace_id) DO NOTHING",
-        [tuple(getattr(r, c) for c in _OUTCOME_COLUMNS) for r in rows])
+        [_outcome_params(r) for r in rows])
 
 
 async def save_feedback(cur: AsyncCursor[Any],
@@ -180,11 +194,38 @@ async def load_log(cur: AsyncCursor[Any], tenant_id: str, since: float | None,
     return LoadedLog(samples, aggregates, records, traces, unjoined, observations)
 
 
+def distinct_queries(tenant_id: str, rows: Sequence[Sequence[Any]], limit: int
+                     ) -> list[tuple[str, str, str | None]]:
+    """(query, class, outcome) of the first `limit` distinct texts among `rows` (user, sealed
+    query, class, outcome; newest first), opened. A user whose keys were destroyed (erased
+    while the run reads) is passed over, not a failure of the tenant's replay."""
+    out: dict[str, tuple[str, str, str | None]] = {}
+    erased: set[str] = set()
+    for user_id, query, klass, outcome in rows:
+        if len(out) >= limit:
+            break
+        if user_id in erased:
+            continue
+        try:
+            text = COLUMNS.open(tenant_id, user_id, query)
+        except Shredded:
+            erased.add(user_id)
+            continue
+        out.setdefault(text, (text, klass, outcome))
+    return list(out.values())
+
+
 async def recent_queries(cur: AsyncCursor[Any], tenant_id: str, limit: int,
                          since: float | None, until: float | None
                          ) -> list[tuple[str, str, str | None]]:
     """(query, query class, outcome) of the tenant's latest traces in the window, for a
-    replay: distinct queries, newest first."""
+    replay: distinct queries, newest first.
+
+    SQL keeps each user's latest trace of each (sealed) query; two users asking the same
+    are told apart only once opened, so a page of `limit` rows may hold fewer distinct texts:
+    the page then grows (fourfold) until it holds enough or the window is read whole."""
+    if limit <= 0:
+        return []
     where = ["tenant_id = %s"]
     params: list[Any] = [tenant_id]
     if since is not None:
@@ -193,13 +234,20 @@ async def recent_queries(cur: AsyncCursor[Any], tenant_id: str, limit: int,
     if until is not None:
         where.append("started_at < %s")
         params.append(until)
-    await cur.execute(
-        f"""SELECT query, query_class, outcome FROM (
-              SELECT DISTINCT ON (query) query, query_class, outcome, started_at
-              FROM {OUTCOMES} WHERE {" AND ".join(where)}
-              ORDER BY query, started_at DESC) q
-            ORDER BY started_at DESC LIMIT %s""", [*params, limit])
-    return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+    page = limit
+    while True:
+        await cur.execute(
+            f"""SELECT user_id, query, query_class, outcome FROM (
+                  SELECT DISTINCT ON (user_id, query) user_id, query, query_class, outcome,
+                         started_at, seq
+                  FROM {OUTCOMES} WHERE {" AND ".join(where)}
+                  ORDER BY user_id, query, started_at DESC, seq DESC) q
+                ORDER BY started_at DESC, seq DESC, user_id LIMIT %s""", [*params, page])
+        rows = await cur.fetchall()
+        found = distinct_queries(tenant_id, rows, limit)
+        if len(found) >= limit or len(rows) < page:
+            return found
+        page *= 4
 
 
 async def offered_models(cur: AsyncCursor[Any], tenant_id: str) -> list[str]:

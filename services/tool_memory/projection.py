@@ -86,25 +86,28 @@ class RulesProjection(Projection):
 
     def __init__(self, recaller: Recaller | None = None):
         self._recaller = recaller
-        self._erased_texts: list[str] = []
+        self._erased_keys: list[str] = []
 
     async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-        if self._recaller is not None:  # recall keeps embeddings of rule texts in memory
-            rows = await store.list_rules(cur, tenant_id, [user_id])
-            self._erased_texts.extend(r.rule for r in rows)
+        if self._recaller is not None:
+            # recall keeps embeddings of rule texts in memory, keyed by the rules as stored:
+            # the user's keys are destroyed before erasure runs, so the texts cannot be opened
+            self._erased_keys.extend(await store.stored_rules(cur, tenant_id, user_id))
         await super().erase_user(cur, tenant_id, user_id)
 
     async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
                           ) -> None:
-        texts, self._erased_texts = self._erased_texts, []
-        if self._recaller is not None and texts:
-            self._recaller.forget(texts)
+        keys = self._erased_keys
+        if committed:  # forgotten once more: a recall racing the erasure may have put some back
+            self._erased_keys = []
+        if self._recaller is not None and keys:
+            self._recaller.forget(keys)
 
     async def on_upserted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
-        for delivered in run:
-            row = rule_row(delivered)
-            await store.upsert_rule(cur, row)
+        rows = [rule_row(delivered) for delivered in run]
+        await store.upsert_rules(cur, rows)
+        for row in rows:
             metrics.RULES.labels(row.source).inc()
 
     async def on_deleted(self, cur: AsyncCursor[Any], run: Sequence[Delivered],

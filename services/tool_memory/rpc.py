@@ -127,7 +127,8 @@ class MemoryRpc:
         if not p.query:
             return m.RecallResult(matches=[m.RecallMatch(rule=as_result(r), score=None)
                                            for r in rows[:p.limit]])
-        scores = await self.recaller.scores(p.query, [r.rule for r in rows])
+        scores = await self.recaller.scores(p.query, [r.rule for r in rows],
+                                            [r.recall_key for r in rows])
         ranked = sorted(zip(scores, rows, strict=True), key=lambda sr: (-sr[0], sr[1].sort_key))
         return m.RecallResult(matches=[m.RecallMatch(rule=as_result(r), score=s)
                                        for s, r in ranked[:p.limit]])

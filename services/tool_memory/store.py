@@ -2,6 +2,14 @@
 
 Tenant-wide rules are stored under the reserved user id `_tenant`, so every query for a user
 reads two owners: the user and the tenant.
+
+A user's rule is their own words ("Never email Sarah at sarah@example.com"), and its tags are
+free labels anyone may set, so both are kept sealed with the user's column key
+(habitus.crypto.columns): erasure destroys the key, and with it every copy of them in the heap,
+the WAL and the backups. Nothing here filters on either in SQL (rules are found by id, which is
+derived from the text, never by the text), so the statements stay as they were; rows are sealed
+on the way in and opened on the way out. The tenant's own rules stay plain (`COLUMNS` leaves
+`_tenant` alone).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus.crypto.columns import COLUMNS
 from habitus.ids import TENANT_WIDE
 
 SCHEMA = "tools"
@@ -38,6 +47,13 @@ class RuleRow:
     created_at: float
     updated_at: float
     causation: str | None
+    #: the rule's text as the column holds it (sealed for a user): what recall keys its cached
+    #: embedding by, so erasure can drop it once the key that opens the text is gone
+    stored_rule: str = ""
+
+    @property
+    def recall_key(self) -> str:
+        return self.stored_rule or self.rule
 
     @property
     def sort_key(self) -> tuple[int, float, str, str]:
@@ -47,26 +63,38 @@ class RuleRow:
 
 
 def _row(r: Sequence[Any]) -> RuleRow:
-    return RuleRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], tuple(r[7] or ()), r[8],
-                   float(r[9]), float(r[10]), r[11])
+    """A stored row with its rule and tags opened (`Shredded` once the owner's keys are gone)."""
+    tenant_id, user_id = r[0], r[1]
+    return RuleRow(tenant_id, user_id, r[2], r[3], COLUMNS.open(tenant_id, user_id, r[4]),
+                   r[5], r[6], tuple(COLUMNS.open_all(tenant_id, user_id, r[7] or ())), r[8],
+                   float(r[9]), float(r[10]), r[11], stored_rule=r[4])
 
 
-async def upsert_rule(cur: AsyncCursor[Any], row: RuleRow) -> None:
-    """Replace the rule; `created_at` stays what it was when it was first stored, and
-    `updated_at` never goes back (capture's times are the turns', the API's the service's)."""
-    await cur.execute(
-        f"""INSERT INTO {RULES} ({_COLUMNS})
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET
-              tool_name = EXCLUDED.tool_name, rule = EXCLUDED.rule,
-              priority = EXCLUDED.priority, source = EXCLUDED.source, tags = EXCLUDED.tags,
-              scope = EXCLUDED.scope,
-              updated_at = GREATEST({RULES}.updated_at, EXCLUDED.updated_at),
-              causation = EXCLUDED.causation,
-              created_at = LEAST({RULES}.created_at, EXCLUDED.created_at)""",
-        (row.tenant_id, row.user_id, row.rule_id, row.tool_name, row.rule, row.priority,
-         row.source, list(row.tags), row.scope, row.created_at, row.updated_at,
-         row.causation))
+def _sealed(row: RuleRow) -> tuple[Any, ...]:
+    """The statement's parameters for `row`, its rule and tags sealed for its owner."""
+    t, u = row.tenant_id, row.user_id
+    return (t, u, row.rule_id, row.tool_name, COLUMNS.seal(t, u, row.rule), row.priority,
+            row.source, COLUMNS.seal_all(t, u, row.tags), row.scope, row.created_at,
+            row.updated_at, row.causation)
+
+
+_UPSERT = f"""INSERT INTO {RULES} ({_COLUMNS})
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET
+      tool_name = EXCLUDED.tool_name, rule = EXCLUDED.rule,
+      priority = EXCLUDED.priority, source = EXCLUDED.source, tags = EXCLUDED.tags,
+      scope = EXCLUDED.scope,
+      updated_at = GREATEST({RULES}.updated_at, EXCLUDED.updated_at),
+      causation = EXCLUDED.causation,
+      created_at = LEAST({RULES}.created_at, EXCLUDED.created_at)"""
+
+
+async def upsert_rules(cur: AsyncCursor[Any], rows: Sequence[RuleRow]) -> None:
+    """Replace each rule, in order; `created_at` stays what it was when it was first stored,
+    and `updated_at` never goes back (capture's times are the turns', the API's the
+    service's)."""
+    if rows:
+        await cur.executemany(_UPSERT, [_sealed(row) for row in rows])
 
 
 async def delete_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id: str
@@ -81,6 +109,14 @@ async def get_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule_id:
                       "AND rule_id = %s", (tenant_id, user_id, rule_id))
     row = await cur.fetchone()
     return None if row is None else _row(row)
+
+
+async def stored_rules(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[str]:
+    """The user's rule texts as stored (sealed), unopened: what erasure hands recall to forget
+    after the user's keys were destroyed."""
+    await cur.execute(f"SELECT rule FROM {RULES} WHERE tenant_id = %s AND user_id = %s",
+                      (tenant_id, user_id))
+    return [r[0] for r in await cur.fetchall()]
 
 
 def owners(user_id: str | None) -> list[str]:

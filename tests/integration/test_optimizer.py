@@ -29,8 +29,10 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
+from habitus.crypto.columns import COLUMNS
 from habitus.llm import LlmSettings
 from habitus.service.migrations import migrate
+from services.optimizer import store
 from services.optimizer.settings import OptimizerSettings
 from services.stability_detector.settings import LearningSettings
 from services.tool_memory.settings import ToolMemorySettings
@@ -317,6 +319,75 @@ async def test_the_replay_evaluator_asks_the_model_under_the_configuration(
                 "judge_model": "grader", "models": [SMALL]},
         objectives=[{"metric": "accuracy", "direction": "max"}])
     assert judged["estimate"]["metrics"]["accuracy"] == 0.75
+
+
+async def test_trace_queries_are_sealed_at_rest_and_a_replay_of_the_log_asks_them_opened(
+        logged: Tenant, pool: Any, llm: ScriptedLlm) -> None:
+    queries = {(CODE_QUERIES if n % 2 else GENERAL_QUERIES)[n % 3] for n in range(320)}
+
+    async def stored() -> list[tuple[str, str]]:
+        async with pool.connection() as conn:
+            cur = await conn.execute("SELECT user_id, query FROM optimize.outcomes "
+                                     "WHERE tenant_id = %s", (logged.name,))
+            rows = await cur.fetchall()
+        return rows if len(rows) == 321 else []
+
+    raw = await until(stored)
+    for _, query in raw:  # what the users asked holds nothing readable on disk
+        assert query.startswith("hc1:") and not any(word in query for word in ("parse", "csv",
+                                                                              "Lisbon")), query
+    assert {COLUMNS.open(logged.name, user, query) for user, query in raw} == queries
+    # four users asked the same six queries: the replay asks each once, as it was asked
+    before = len(llm.requests)
+    replayed = await logged.rpc("optimize.evaluate", evaluator="replay", params={},
+                                replay={"sample": 20, "models": [SMALL]},
+                                objectives=[{"metric": "latency_seconds", "direction": "min"}])
+    assert replayed["estimate"]["support"] == len(queries)
+    asked = [m["content"] for body in llm.requests[before:] for m in body["messages"]
+             if m["role"] == "user" and m["content"] in queries]
+    assert sorted(asked) == sorted(queries)
+
+
+def _outcome(tenant: str, user: str, n: int, query: str) -> store.OutcomeRow:
+    return store.OutcomeRow(
+        tenant_id=tenant, user_id=user, trace_id=f"tr-{n}", decision_id=None, seq=n,
+        query=query, query_class="general", has_code=False, has_math=False,
+        has_reasoning=False, query_length=len(query), model=SMALL, outcome="success",
+        feedback=None, latency_seconds=1.0, cost_usd=None, tokens=10, prompt_tokens=None,
+        completion_tokens=None, energy_joules=None, started_at=T0 + n)
+
+
+async def test_recent_queries_are_distinct_across_users_and_pass_an_erased_user_over(
+        pool: Any) -> None:
+    """Read by the tenant across users: the same query asked by four users is one (told
+    apart only once opened, so the page grows past duplicates), and a user whose keys were
+    destroyed while a run reads (erasure shreds before it deletes) is left out, not a
+    failure of the replay."""
+    assert COLUMNS.keyring is not None
+    tenant = unique("opt")
+    rows = [_outcome(tenant, user, 4 * i + j, query)
+            for i, query in enumerate(GENERAL_QUERIES)
+            for j, user in enumerate(("ana", "bob", "cy", "zoe"))]
+    secret = "Zoe's own question about the Nightingale merger"
+    rows.append(_outcome(tenant, "zoe", len(rows), secret))
+    async with pool.connection() as conn, conn.cursor() as cur:
+        await store.insert_outcomes(cur, rows)
+    newest_first = [secret, *reversed(GENERAL_QUERIES)]
+
+    async def recent(limit: int) -> list[str]:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            return [q for q, _, _ in await store.recent_queries(cur, tenant, limit, None, None)]
+
+    assert await recent(2) == newest_first[:2]
+    assert await recent(3) == newest_first[:3]
+    assert await recent(10) == newest_first
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT query FROM optimize.outcomes WHERE tenant_id = %s "
+                                 "AND user_id = 'zoe'", (tenant,))
+        assert all(r[0].startswith("hc1:") and "Nightingale" not in r[0]
+                   for r in await cur.fetchall())
+    COLUMNS.keyring.destroy(tenant, "zoe")
+    assert await recent(10) == newest_first[1:]
 
 
 # ------------------------------------------------------------------ the edges

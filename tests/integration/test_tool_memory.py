@@ -16,6 +16,7 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
+from habitus.crypto.columns import COLUMNS
 from habitus.projection.replay import replay
 from habitus.service.migrations import migrate
 from habitus.service.projections import resolve
@@ -258,6 +259,48 @@ async def test_a_replay_of_the_rules_rebuilds_the_same_rows(acme: Client, nc: An
         return rows if rows == before else []
 
     assert await until(rebuilt) == before
+
+
+async def test_a_users_rules_are_sealed_at_rest_and_still_listed_pinned_and_recalled(
+        stack: str, pool: Any) -> None:
+    tenant = unique("acme")
+    client = Client(stack, await create_key(pool, tenant))
+    user = unique("dana")
+    await client.turn(user, SARAH, [("send_email", True)])
+    guidance = await client.rpc(
+        "memory.tool_rule_put", user_id=user, tool_name="shell", tags=["sarah-ops"],
+        rule="When Sarah's deploy times out, retry it on the staging cluster.")
+    shared = await client.rpc("memory.tool_rule_put", scope="tenant", tool_name="shell",
+                              rule="Never run rm -rf on the shared volume.",
+                              priority="critical")
+    rules = await until(lambda: _rules(client, user, at_least=3))
+
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT user_id, rule_id, rule, tags FROM tools.rules WHERE tenant_id = %s",
+            (tenant,))
+        raw = {(r[0], r[1]): (r[2], list(r[3])) for r in await cur.fetchall()}
+    mine = {rule_id: v for (owner, rule_id), v in raw.items() if owner == user}
+    assert len(mine) == 2
+    for rule, tags in mine.values():  # her words hold nothing readable on disk
+        assert rule.startswith("hc1:") and "sarah" not in rule.lower(), rule
+        assert all(t.startswith("hc1:") and "sarah" not in t for t in tags), tags
+    assert {k: COLUMNS.open(tenant, user, v[0]) for k, v in mine.items()} == {
+        r["id"]: r["rule"] for r in rules if r["scope"] == "user"}
+    assert COLUMNS.open_all(tenant, user, mine[guidance["id"]][1]) == ["sarah-ops"]
+    # the tenant's own rule is no person's: plain
+    assert raw[("_tenant", shared["id"])] == ("Never run rm -rf on the shared volume.", [])
+
+    # the API, the prompt and recall read the text as it was said
+    assert SARAH in [r["rule"] for r in rules]
+    assert guidance in rules
+    context = await until(lambda: _context_with(client, user, ["send_email"], "Never email"))
+    assert f"- **[critical]** {SARAH}" in context
+    recalled = await client.rpc("memory.tool_rules_recall", user_id=user, tool_name="shell",
+                                query="the deploy keeps timing out")
+    [match] = recalled["matches"]
+    assert match["rule"]["id"] == guidance["id"] and match["score"] is not None
+    assert match["rule"]["rule"] == guidance["rule"]
 
 
 async def _rules(client: Client, user: str, at_least: int = 1) -> list[dict[str, Any]]:

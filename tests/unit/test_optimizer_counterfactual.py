@@ -1,17 +1,21 @@
 """The counterfactual evaluator: the doubly robust estimate from summed statistics equals the
 per-decision formula, finds a planted better model with an interval that excludes today's,
-refuses what the log cannot support; the policies' propensities and distributions."""
+refuses what the log cannot support; the policies' propensities and distributions; and the
+replay's recorded queries, sealed per user, picked after opening."""
 
 from __future__ import annotations
 
 import math
 import random
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from habitus.crypto import DirectoryKeyStore, Keyring, load_kek_ring
+from habitus.crypto.columns import COLUMNS
 from habitus.routing.configured import decide, distribution, routing_for
 from habitus.routing.context import build_context
 from habitus.routing.policies import Aggregate, RouterState, policy_for
@@ -22,6 +26,7 @@ from services.optimizer.counterfactual import (
     Sample,
     estimate,
 )
+from services.optimizer.store import OutcomeRow, _outcome_params, distinct_queries
 
 MODELS = ("gpt-4o-mini", "deepseek-coder-v2:16b")
 
@@ -206,3 +211,51 @@ def test_a_configured_pin_decides_when_offered_and_says_so_when_not() -> None:
     assert routing_for({"routing.policy": "bandit"}, "sft", "learned", 5).name == "sft"
     assert routing_for({"routing.policy": "bandit"}, None, "learned", 5).name == "bandit"
     assert routing_for({}, None, "grpo", 5).name == "grpo"
+
+
+# ------------------------------------------------------------------ the replay's queries
+
+@pytest.fixture
+def ring(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Keyring:
+    """The process's column sealer with a keyring of its own (restored after the test)."""
+    keyring = Keyring(load_kek_ring(None, tmp_path / "kek.json"),
+                      DirectoryKeyStore(tmp_path / "k"))
+    monkeypatch.setattr(COLUMNS, "keyring", keyring)
+    return keyring
+
+
+def outcome(user: str, query: str) -> OutcomeRow:
+    return OutcomeRow(tenant_id="acme", user_id=user, trace_id="t1", decision_id=None, seq=1,
+                      query=query, query_class="general", has_code=False, has_math=False,
+                      has_reasoning=False, query_length=len(query), model="m", outcome=None,
+                      feedback=None, latency_seconds=1.0, cost_usd=None, tokens=1,
+                      prompt_tokens=None, completion_tokens=None, energy_joules=None,
+                      started_at=1.0)
+
+
+def test_a_trace_query_is_stored_sealed_for_its_user(ring: Keyring) -> None:
+    query = "Draft a note to Sarah about her diagnosis."
+    stored = _outcome_params(outcome("dana", query))[5]
+    assert stored.startswith("hc1:") and "Sarah" not in stored
+    assert COLUMNS.open("acme", "dana", stored) == query
+    assert _outcome_params(outcome("lee", query))[5] != stored  # each user's own key
+
+
+def test_recent_queries_are_distinct_once_opened_and_pass_an_erased_user_over(
+        ring: Keyring) -> None:
+    def row(user: str, query: str, klass: str = "general") -> tuple[str, str, str, None]:
+        return (user, COLUMNS.seal("acme", user, query), klass, None)
+
+    rows = [row("ana", "plan the offsite"), row("zoe", "her secret question"),
+            row("bob", "plan the offsite", "long"),  # two users asking the same: one query
+            row("zoe", "another of hers"), row("bob", "fix the build", "code"),
+            row("ana", "summarise the report")]
+    assert distinct_queries("acme", rows, 10) == [
+        ("plan the offsite", "general", None), ("her secret question", "general", None),
+        ("another of hers", "general", None), ("fix the build", "code", None),
+        ("summarise the report", "general", None)]
+    assert [q for q, _, _ in distinct_queries("acme", rows, 2)] == [
+        "plan the offsite", "her secret question"]
+    ring.destroy("acme", "zoe")  # erased while a run reads the log: her rows are passed over
+    assert [q for q, _, _ in distinct_queries("acme", rows, 10)] == [
+        "plan the offsite", "fix the build", "summarise the report"]

@@ -1,20 +1,27 @@
 """Tool memory's pure parts beside capture: the v1 -> v2 rule event, the ids an API put shares
-with capture, the parameters' checks, and lexical recall."""
+with capture, the parameters' checks, lexical recall, and a user's rules sealed at rest (and
+recall's cache keyed by the sealed rule)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
 from habitus.contract import memory
+from habitus.crypto import DirectoryKeyStore, Keyring, load_kek_ring
+from habitus.crypto.columns import COLUMNS
 from habitus.events import CATALOG
 from habitus.events.domain import RuleScope, RuleSource
 from habitus.events.ingest import ToolCall, TurnRecorded
+from services.tool_memory import store
 from services.tool_memory.capture import capture
-from services.tool_memory.recall import lexical_scores
+from services.tool_memory.recall import Recaller, lexical_scores
 from services.tool_memory.rpc import rule_id_for
+from services.tool_memory.store import RuleRow
 
 
 def v1_rule(**payload: Any) -> dict[str, Any]:
@@ -100,10 +107,68 @@ async def test_capture_turned_off_publishes_nothing(monkeypatch: pytest.MonkeyPa
 
 
 def test_recall_forgets_the_texts_of_erased_rules() -> None:
-    from services.tool_memory.recall import Recaller
-
     recaller = Recaller(semantic=False)
     recaller._vectors["Never email Sarah."] = object()
     recaller._vectors["Tag releases."] = object()
     recaller.forget(["Never email Sarah.", "not cached"])
     assert list(recaller._vectors) == ["Tag releases."]
+
+
+# ------------------------------------------------------------------ sealed at rest
+
+@pytest.fixture
+def sealing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Keyring:
+    """The process's column sealer with a keyring of its own (restored after the test)."""
+    ring = Keyring(load_kek_ring(None, tmp_path / "kek.json"), DirectoryKeyStore(tmp_path / "k"))
+    monkeypatch.setattr(COLUMNS, "keyring", ring)
+    return ring
+
+
+def stored_rule(user_id: str, rule: str, tags: tuple[str, ...]) -> RuleRow:
+    return RuleRow("acme", user_id, "r1", "send_email", rule, "critical", "user_explicit",
+                   tags, "user", 1.0, 2.0, "turn:s/t")
+
+
+def test_a_users_rule_and_tags_are_sealed_on_the_way_in_and_opened_on_the_way_out(
+        sealing: Keyring) -> None:
+    row = stored_rule("dana", "Never email Sarah at sarah@example.com.", ("sarah", "vip"))
+    params = store._sealed(row)
+    assert params[4].startswith("hc1:") and "sarah" not in params[4].lower()
+    assert all(tag.startswith("hc1:") for tag in params[7])
+    assert store._sealed(row) == params  # deterministic: the same rule is the same value
+    back = store._row(params)
+    assert (back.rule, back.tags) == (row.rule, row.tags)
+    assert back.stored_rule == params[4] and back.recall_key == params[4]
+    tenant = store._sealed(stored_rule("_tenant", "Never run rm -rf.", ("safety",)))
+    assert (tenant[4], tenant[7]) == ("Never run rm -rf.", ["safety"])  # the tenant's own
+
+
+def test_an_erased_users_rule_opens_no_more(sealing: Keyring) -> None:
+    from habitus.crypto import Shredded
+
+    params = store._sealed(stored_rule("dana", "Never email Sarah.", ()))
+    sealing.destroy("acme", "dana")
+    with pytest.raises(Shredded):
+        store._row(params)
+
+
+async def test_recall_keys_embeddings_by_the_stored_rule_so_erasure_can_drop_them() -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.encoded: list[str] = []
+
+        def encode(self, texts: list[str]) -> list[Any]:
+            self.encoded += texts
+            return [np.array([1.0, float(len(t))]) / np.hypot(1.0, len(t)) for t in texts]
+
+    recaller = Recaller(semantic=True)
+    model = Model()
+    recaller._model = model
+    texts = ["Never email Sarah.", "Tag releases."]
+    keys = ["hc1:sealed-a", "hc1:sealed-b"]
+    first = await recaller.scores("email", texts, keys)
+    assert await recaller.scores("email", texts, keys) == first
+    assert set(recaller._vectors) == set(keys)  # no person's text is a key
+    assert model.encoded.count("Never email Sarah.") == 1  # embedded once, then cached
+    recaller.forget(["hc1:sealed-a"])  # what erasure knows once the key is gone
+    assert list(recaller._vectors) == ["hc1:sealed-b"]
