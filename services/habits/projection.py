@@ -99,20 +99,16 @@ class LedgerProjection(Projection):
 
     def __init__(self, embedder: Embedder | None = None):
         self._embedder = embedder
-        self._erased: list[str] = []
-
-    async def erase_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> None:
-        if self._embedder is not None:  # the encoder caches vectors of the wordings
-            for habit in await store.load_habits(cur, tenant_id, user_id):
-                self._erased += [identity.normalise(habit.condition),
-                                 identity.normalise(habit.behavior)]
-        await super().erase_user(cur, tenant_id, user_id)
 
     async def after_erase(self, users: Mapping[tuple[str, str], int], *, committed: bool
                           ) -> None:
-        texts, self._erased = self._erased, []
-        if self._embedder is not None and texts:
-            self._embedder.forget(texts)
+        """The encoder's cached vectors of the users' wordings go too. They are dropped by
+        whose they are, not by their text: erasure destroys the user's keys first, so their
+        sealed wordings no longer open. Again once committed: a comparison racing the erasure
+        may have put some back."""
+        if self._embedder is not None:
+            for owner in users:
+                self._embedder.forget_owner(owner)
 
     async def _fold(self, cur: AsyncCursor[Any], delivered: Delivered, habit_id: str,
                     change: Any = None) -> None:
@@ -128,10 +124,8 @@ class LedgerProjection(Projection):
     async def _save(self, cur: AsyncCursor[Any], delivered: Delivered, user_id: str,
                     before: ledger.Habit | None, after: ledger.Habit) -> None:
         event = delivered.event
-        await store.save_habit(cur, event.tenant_id, user_id, after)
-        await store.audit(cur, event.tenant_id, user_id, after.habit_id, store.AuditEntry(
-            event.event_id, event.type, delivered.seq, event.occurred_at, event.producer,
-            None if before is None else before.state(), after.state()))
+        await store.save_habit(cur, event.tenant_id, user_id, before, after, store.Change(
+            event.event_id, event.type, delivered.seq, event.occurred_at, event.producer))
         metrics.TRANSITIONS.labels(type=event.type).inc()
 
     async def _under_current_law(self, cur: AsyncCursor[Any], tenant_id: str,

@@ -101,7 +101,7 @@ class Reviewer:
             raise ScanTooLarge(len(others) + 1)  # the target and what it is compared with
         embedded = await embed_habits(self.embedder, [
             (h.habit_id, h.polarity, h.created_at, h.condition, h.behavior)
-            for h in (target, *others)])
+            for h in (target, *others)], owner=(tenant_id, user_id))
         return [(p.first, p.second, p.similarity_bp, p.strong)
                 for p in matches(embedded[0], embedded[1:], self.thresholds)]
 

@@ -15,6 +15,7 @@ from typing import Any
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
 from habitus.contract import habits as h
 from habitus.contract.rpc import METHODS
+from habitus.crypto import Shredded
 from habitus.events.domain import (
     HabitActivated,
     HabitDisabled,
@@ -256,7 +257,8 @@ class HabitsRpc:
             if existing is not None and existing.status is HabitStatus.ACTIVE:
                 return await self._changed(rc, u, existing.habit_id, "active", [])
             if existing is None:
-                probe = Habit(habit_id_for(p.when, p.do, p.polarity, {x.habit_id for x in habits}),
+                probe = Habit(habit_id_for(t, u, p.when, p.do, p.polarity,
+                                           {x.habit_id for x in habits}),
                               p.when, p.do, p.polarity, HabitStatus.CANDIDATE,
                               ReviewStatus.AWAITING_REVIEW, 10_000, "declared", time.time(),
                               time.time())
@@ -350,25 +352,34 @@ class HabitsRpc:
             held = await store.active_in_tenant(cur, rc.tenant_id,
                                                 ("suppressed_by_law", "candidate"))
         for user_id in sorted({u for u, x in held}):
-            async with self.reviewer.user_lock(rc.tenant_id, user_id):
-                habits = await self.reviewer.habits(rc.tenant_id, user_id)
-                for habit in habits:
-                    if (habit.status is not HabitStatus.SUPPRESSED_BY_LAW or not habit.approved
-                            or violations(law, habit.condition, habit.behavior)):
-                        continue
-                    try:  # what was activated meanwhile may conflict with it or duplicate it
-                        outcome, _, _, _ = await self.reviewer.decide(
-                            rc.tenant_id, user_id, habit, habits)
-                    except RpcError:
-                        continue  # the encoder is unavailable: it stays suppressed
-                    if outcome in (ReviewStatus.ACCEPTED_ACTIVE,
-                                   ReviewStatus.APPROVED_PENDING_ELIGIBILITY):
-                        await self._emit(rc, user_id, HabitActivated(
-                            habit_id=habit.habit_id, identity=habit.identity,
-                            law_hash=law.hash))
-                if any(x.review_status is ReviewStatus.APPROVED_PENDING_LAW
-                       for u, x in held if u == user_id):
-                    await self.reviewer.promote(rc.tenant_id, user_id, rc.correlation_id)
+            try:
+                await self._after_law_for(rc, law, user_id, any(
+                    x.review_status is ReviewStatus.APPROVED_PENDING_LAW
+                    for u, x in held if u == user_id))
+            except Shredded:
+                continue  # erased meanwhile: their keys are gone, their habits going
+
+    async def _after_law_for(self, rc: RpcContext, law: Law, user_id: str, waited: bool
+                             ) -> None:
+        """`_after_law` for one user (`waited`: an approval of theirs waited for the law)."""
+        async with self.reviewer.user_lock(rc.tenant_id, user_id):
+            habits = await self.reviewer.habits(rc.tenant_id, user_id)
+            for habit in habits:
+                if (habit.status is not HabitStatus.SUPPRESSED_BY_LAW or not habit.approved
+                        or violations(law, habit.condition, habit.behavior)):
+                    continue
+                try:  # what was activated meanwhile may conflict with it or duplicate it
+                    outcome, _, _, _ = await self.reviewer.decide(
+                        rc.tenant_id, user_id, habit, habits)
+                except RpcError:
+                    continue  # the encoder is unavailable: it stays suppressed
+                if outcome in (ReviewStatus.ACCEPTED_ACTIVE,
+                               ReviewStatus.APPROVED_PENDING_ELIGIBILITY):
+                    await self._emit(rc, user_id, HabitActivated(
+                        habit_id=habit.habit_id, identity=habit.identity,
+                        law_hash=law.hash))
+            if waited:
+                await self.reviewer.promote(rc.tenant_id, user_id, rc.correlation_id)
 
     async def configure(self, p: h.Configure, rc: RpcContext) -> dict[str, Any]:
         async with self.reviewer.pool.connection() as conn, conn.cursor() as cur:

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 
+from habitus.crypto import Shredded
 from habitus.db.leader import LeaderLock, LostLeadership
 from services.habits import metrics, store
 from services.habits.analyze import Analyzer
@@ -64,7 +65,10 @@ class Schedule:
             async with self._pool.connection() as conn, conn.cursor() as cur:
                 waiting = await store.users_with_unread(cur, tenant_id)
             for user_id in waiting:
-                outcome = await self._analyzer.run(tenant_id, user_id, one_batch=True)
+                try:
+                    outcome = await self._analyzer.run(tenant_id, user_id, one_batch=True)
+                except Shredded:
+                    continue  # erased meanwhile: their keys are gone, their rows going
                 if outcome.error:
                     log.info("a scheduled Analyze batch failed",
                              extra={"tenant": tenant_id, "error": outcome.error})

@@ -150,7 +150,7 @@ class Selector:
         try:
             asked = await self._embedder.embed([normalise(request)], keep=False)
             vectors = [*asked, *await self._embedder.embed(
-                [normalise(h.condition) for h in candidates])]
+                [normalise(h.condition) for h in candidates], owner=(tenant_id, user_id))]
         except EmbedderUnavailable as exc:
             return Choice((), f"unavailable: {exc}")
         retrieved = nearest(vectors[0], candidates, vectors[1:])

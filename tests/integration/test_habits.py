@@ -14,6 +14,8 @@ import pytest
 import pytest_asyncio
 
 from habitus.auth.keys import create_key
+from habitus.crypto.columns import COLUMNS, is_sealed
+from habitus.ids import TENANT_WIDE
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.habits_model import (
@@ -214,7 +216,10 @@ async def test_invalid_proposals_are_quarantined_with_their_reason(
         rows = await cur.fetchall()
     assert [r[0] for r in rows] == ["unknown_ref", "names_a_path", "names_a_version",
                                     "names_an_id", "names_a_project", "sensitive"]
-    assert "ops@example.com" not in str(rows)  # what is quarantined for a secret is redacted
+    assert all(is_sealed(r[1]) for r in rows)  # the model's items are the user's, sealed
+    items = [COLUMNS.open_json(acme.tenant, user, r[1]) for r in rows]
+    assert items[0]["behavior"] == "Mention the rollback plan"
+    assert "ops@example.com" not in str(items)  # what is quarantined for a secret is redacted
     listed = (await acme.rpc("habits.quarantine", user_id=user))["items"]
     assert sorted(i["reason"] for i in listed) == sorted(r[0] for r in rows)
     assert all(i["model"] == "scripted-model" for i in listed)
@@ -264,6 +269,81 @@ async def test_only_completed_turns_are_captured_and_what_is_kept_is_redacted(
             "AND user_id = %s", (acme.tenant, user))
         [(kept,)] = await cur.fetchall()
     assert kept == 14 * 86_400
+
+
+# ------------------------------------------------------------------------------- sealing
+
+
+async def raw_rows(pool: Any, table: str, columns: str, tenant: str, user: str
+                   ) -> list[tuple[Any, ...]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"SELECT {columns} FROM habits.{table} "
+                                 "WHERE tenant_id = %s AND user_id = %s", (tenant, user))
+        return list(await cur.fetchall())
+
+
+async def test_a_persons_words_are_sealed_in_every_column_and_read_back_through_the_api(
+        stack: Stack, acme: Client, pool: Any) -> None:
+    """The turn captured, what the model made of it (its answer, a suggestion, a quarantined
+    item), a declared habit and its audit: the columns hold none of the words, only values
+    sealed with the user's key; the API answers with the words. The tenant's law stays
+    plain."""
+    user, marker = unique("dana"), unique("sealed")
+    said = f"[{marker}] Write to Ottoline Brackenridge-Quill about the Larkspur rollout"
+    await acme.rpc("habits.set_law", text="deny: \\bcustomer names?\\b")
+    await acme.send(acme.turn(user, said))
+    [(_, text)] = await observed(pool, acme.tenant, user, 1)
+    assert said in text  # the test's own view opens it
+    when, do = "When I write to Ottoline Brackenridge-Quill", "Mention the Larkspur rollout"
+    stack.model.script(marker, ANALYZE, lambda obs: proposals(
+        habit(when, do, refs(obs, "Larkspur")),
+        habit("When Larkspur ships", "Tell Ottoline Brackenridge-Quill", ["r9"])))
+    done = await acme.rpc("habits.analyze", user_id=user)
+    assert (done["suggested"], done["quarantined"]) == (1, 1)
+    declared = (await acme.declare(user, "When Brackenridge-Quill asks about Larkspur",
+                                   "Answer in two sentences"))["habit"]
+    words = ("Brackenridge-Quill", "Larkspur", "Ottoline")
+
+    # on disk: sealed values, none of the words (nor the hash that would confirm a guess)
+    sealed = {
+        "observations.text": await raw_rows(pool, "observations", "text, checksum",
+                                            acme.tenant, user),
+        "habits.state": await raw_rows(pool, "habits", "state", acme.tenant, user),
+        "audit.before/after": await raw_rows(pool, "audit", "before, after", acme.tenant,
+                                             user),
+        "answers.answer": await raw_rows(pool, "answers", "answer", acme.tenant, user),
+        "quarantine.item": await raw_rows(pool, "quarantine", "item", acme.tenant, user),
+    }
+    for column, rows in sealed.items():
+        assert rows, column
+        assert not [w for w in words if w in str(rows)], (column, rows)
+    assert all(is_sealed(v) for row in sealed["observations.text"] for v in row)
+    assert all(is_sealed(r[0]) for r in sealed["answers.answer"] + sealed["quarantine.item"])
+    states = [r[0] for r in sealed["habits.state"]] + [
+        s for r in sealed["audit.before/after"] for s in r if s is not None]
+    for state in states:
+        assert all(is_sealed(state[k]) for k in ("condition", "behavior")), state
+        # what is no one's words stays plain JSON, for an operator's query
+        assert state["status"] in ("candidate", "active") and state["habit_id"]
+    approved = [s for s in states if s.get("approved_identity")]
+    assert approved and all(is_sealed(s["approved_identity"]) for s in approved)
+    assert COLUMNS.open_json(acme.tenant, user, sealed["answers.answer"][0][0])["habits"][0][
+        "condition"] == when
+
+    # through the API: the words, as they were
+    listed = {h["habit_id"]: h for h in await acme.habits(user)}
+    assert sorted((h["when"], h["do"]) for h in listed.values()) == sorted(
+        [(when, do), ("When Brackenridge-Quill asks about Larkspur", "Answer in two sentences")])
+    got = await acme.rpc("habits.get", user_id=user, habit_id=declared["habit_id"])
+    assert got["habit"]["when"] == "When Brackenridge-Quill asks about Larkspur"
+    assert [a["after"]["condition"] for a in got["audit"]] == [
+        "When Brackenridge-Quill asks about Larkspur"] * len(got["audit"])
+    assert got["audit"][-1]["before"]["behavior"] == "Answer in two sentences"
+    [item] = (await acme.rpc("habits.quarantine", user_id=user))["items"]
+    assert item["reason"] == "unknown_ref" and item["item"]["condition"] == "When Larkspur ships"
+    # the tenant's law: its own row, plain
+    [(law,)] = await raw_rows(pool, "laws", "text", acme.tenant, TENANT_WIDE)
+    assert law == "deny: \\bcustomer names?\\b"
 
 
 # ------------------------------------------------------------------------------------ law

@@ -17,10 +17,18 @@ from typing import Any
 
 import httpx
 
+from habitus.crypto.columns import COLUMNS
 from habitus.llm import LlmSettings
 from habitus.service.migrations import migrate
 from services.gateway.main import service as gateway
-from services.habits.embedding import Embedder, FixedVectors, SentenceEncoder, Vector
+from services.habits.embedding import (
+    NOBODY,
+    Embedder,
+    FixedVectors,
+    Owner,
+    SentenceEncoder,
+    Vector,
+)
 from services.habits.identity import normalise
 from services.habits.main import build as habits
 from services.habits.settings import HabitsSettings
@@ -47,14 +55,15 @@ class Mixed:
     def fix(self, vectors: Mapping[str, Sequence[float]]) -> None:
         self._fixed.update({normalise(k): v for k, v in vectors.items()})
 
-    async def embed(self, texts: Sequence[str], *, keep: bool = True) -> list[Vector]:
+    async def embed(self, texts: Sequence[str], *, keep: bool = True,
+                    owner: Owner = NOBODY) -> list[Vector]:
         out: list[Vector | None] = [None] * len(texts)
         rest = [(i, t) for i, t in enumerate(texts) if normalise(t) not in self._fixed]
         for i, t in enumerate(texts):
             if normalise(t) in self._fixed:
                 out[i] = (await FixedVectors({t: self._fixed[normalise(t)]}).embed([t]))[0]
         if rest:
-            vectors = await self._fallback.embed([t for _, t in rest], keep=keep)
+            vectors = await self._fallback.embed([t for _, t in rest], keep=keep, owner=owner)
             for (i, _), v in zip(rest, vectors, strict=True):
                 out[i] = v
         return [v for v in out if v is not None]
@@ -64,6 +73,9 @@ class Mixed:
 
     def forget(self, texts: Sequence[str]) -> None:
         self._fallback.forget(texts)
+
+    def forget_owner(self, owner: Owner) -> None:
+        self._fallback.forget_owner(owner)
 
 
 class Stack:
@@ -157,12 +169,13 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30.0) -> A
 
 
 async def observed(pool: Any, tenant: str, user: str, n: int) -> list[tuple[int, str]]:
-    """Wait until `n` observations of the user are captured; (seq, text) in order."""
+    """Wait until `n` observations of the user are captured; (seq, text) in order, the text
+    opened (the column holds it sealed with the user's key)."""
     async def enough() -> list[tuple[int, str]] | None:
         async with pool.connection() as conn:
             cur = await conn.execute(
                 "SELECT seq, text FROM habits.observations WHERE tenant_id = %s AND "
                 "user_id = %s ORDER BY seq", (tenant, user))
-            rows = [(int(r[0]), r[1]) for r in await cur.fetchall()]
+            rows = [(int(r[0]), COLUMNS.open(tenant, user, r[1])) for r in await cur.fetchall()]
         return rows if len(rows) >= n else None
     return list(await until(enough))

@@ -282,6 +282,26 @@ async def test_sentence_encoder_loads_once_and_caches_per_wording() -> None:
     assert await encoder.embed([]) == []
 
 
+async def test_an_erased_users_vectors_are_forgotten_by_whose_they_are() -> None:
+    # erasure destroys the user's keys first: their sealed wordings no longer open to name
+    # the texts, so the cache drops them by owner (and another user's copies of the same
+    # texts with them: nothing of the erased user's wordings stays)
+    model = FakeModel()
+    encoder = SentenceEncoder(load=lambda: model)
+    await encoder.embed(["when i plan", "list the carry-over"], owner=("acme", "dana"))
+    await encoder.embed(["when i plan", "keep it short"], owner=("acme", "sam"))
+    await encoder.embed(["list the carry-over"], owner=("globex", "dana"))
+    assert model.calls == [["when i plan", "list the carry-over"],
+                           ["when i plan", "keep it short"], ["list the carry-over"]]
+    encoder.forget_owner(("acme", "dana"))
+    assert not encoder.cached("when i plan") and not encoder.cached("list the carry-over")
+    assert encoder.cached("keep it short")
+    encoder.forget_owner(("acme", "nobody"))  # nothing of theirs: nothing changes
+    assert encoder.cached("keep it short")
+    await encoder.embed(["when i plan"], owner=("acme", "sam"))
+    assert model.calls[-1] == ["when i plan"]  # embedded again for sam
+
+
 async def test_a_request_embedded_without_keeping_is_not_cached() -> None:
     model = FakeModel()
     encoder = SentenceEncoder(load=lambda: model)
