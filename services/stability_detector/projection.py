@@ -20,6 +20,7 @@ import psycopg
 from psycopg import AsyncCursor
 from pydantic import TypeAdapter
 
+from habitus.crypto import Shredded
 from habitus.events import Event
 from habitus.events.causation import caused
 from habitus.events.domain import (
@@ -215,7 +216,9 @@ class LearningProjection(Projection):
                            as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
         """A periodic rebuild's due users, their inputs read together; if that read fails
         (one user's stored summary will not parse, say), each user reads its own under its
-        savepoint, so the bad one fails alone."""
+        savepoint, so the bad one fails alone. A user erased meanwhile (their keys destroyed,
+        their rows not yet deleted) is passed over, never failing the others."""
+        inputs: dict[tuple[str, str], store.RebuildInputs | None]
         try:
             async with cur.connection.transaction():
                 inputs = await store.rebuild_inputs(cur, users)
@@ -226,6 +229,9 @@ class LearningProjection(Projection):
                 await self.rebuild_user(cur, tenant_id, user_id, as_of, cause, ctx,
                                         trigger="periodic",
                                         inputs=inputs.get((tenant_id, user_id)))
+            except Shredded:
+                log.info("periodic rebuild passed over a user being erased",
+                         extra={"tenant": tenant_id})
             except (psycopg.DataError, psycopg.IntegrityError, ValueError) as exc:
                 log.error("periodic rebuild of a user failed; it stays due",
                           extra={"tenant": tenant_id, "error": repr(exc)})
@@ -249,12 +255,19 @@ class LearningProjection(Projection):
         transaction whose commit the checkpoint epoch fences, so a runner that lost its claim
         rolls back whatever it rebuilt (two advisory-lock statements per rebuild did nothing
         the fence does not). A periodic rebuild catches one user's failure and goes on to the
-        next, so only it rebuilds under a savepoint, which leaves the transaction usable."""
+        next, so only it rebuilds under a savepoint, which leaves the transaction usable.
+
+        A user whose keys were destroyed is erased: nothing of theirs can be read, and the
+        erasure deletes their rows, so there is nothing to rebuild (found before anything is
+        written)."""
         started = time.perf_counter()
 
         async def rebuild() -> None:
             read = inputs if inputs is not None else (
                 await store.rebuild_inputs(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
+            if read is None:
+                log.info("rebuild of a user being erased skipped", extra={"tenant": tenant_id})
+                return
             await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, read)
 
         if trigger == "periodic":
@@ -268,6 +281,8 @@ class LearningProjection(Projection):
                        as_of: float, cause: Delivered, ctx: ApplyContext,
                        inputs: store.RebuildInputs) -> None:
         state, commands, recorded, old = inputs.state, inputs.commands, inputs.held, inputs.facets
+        if inputs.unsealed:  # rows from before sealing: summaries and facets written anew
+            state = state._replace(folded_seq=None)
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
         stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state,
                                                  inputs.stats)
@@ -278,7 +293,7 @@ class LearningProjection(Projection):
         new = await self._with_refs(cur, tenant_id, user_id, stats, old, new)
         await store.save_facets(cur, tenant_id, user_id, as_of, old, new,
                                 settled_rows(old, new, as_of, self.settings), next_due(new),
-                                summaries)
+                                summaries, replace_all=inputs.unsealed)
         event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
         if event is not None:
             ctx.emit(event, cause)

@@ -7,9 +7,11 @@ only after the projection applied them, so a caller's next read sees its own wri
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
@@ -21,6 +23,7 @@ from habitus.contract.learning import (
     UpdateFacet,
 )
 from habitus.contract.rpc import METHODS
+from habitus.crypto import Shredded
 from habitus.events.domain import (
     CacheResetRequested,
     FacetForgotten,
@@ -64,6 +67,16 @@ def facet_doc(row: FacetRow) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def readable(user_id: str) -> Iterator[None]:
+    """A read of a user erased meanwhile (their keys destroyed, their rows not yet deleted)
+    answers as for a user with nothing, not with an internal error."""
+    try:
+        yield
+    except Shredded:
+        raise RpcError("not_found", f"user {user_id} was erased") from None
+
+
 class LearningRpc:
     """The `learning.*` handlers, built on the running service's resources."""
 
@@ -95,22 +108,25 @@ class LearningRpc:
         return {fk: decayed(r, last_as_of, self.settings) for fk, r in rows.items()}
 
     async def _facets(self, tenant_id: str, user_id: str) -> dict[Any, FacetRow]:
-        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            return await self._stored(cur, tenant_id, user_id)
+        with readable(user_id):
+            async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+                return await self._stored(cur, tenant_id, user_id)
 
     async def _at(self, tenant_id: str, user_id: str, as_of: float) -> dict[Any, FacetRow]:
         """The cache as it was at `as_of`, recomputed from the log."""
-        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            evidence = await store.load_evidence(cur, tenant_id, user_id)
-            commands = await store.load_commands(cur, tenant_id, user_id)
+        with readable(user_id):
+            async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+                evidence = await store.load_evidence(cur, tenant_id, user_id)
+                commands = await store.load_commands(cur, tenant_id, user_id)
         return compute_cache(evidence, commands, as_of, self.settings)
 
     async def _current(self, tenant_id: str, user_id: str
                        ) -> tuple[dict[Any, FacetRow], float | None]:
         """The cache and when its oldest evidence not yet rebuilt arrived (None: none)."""
-        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            rows = await self._stored(cur, tenant_id, user_id)
-            return rows, await store.pending_since(cur, tenant_id, user_id)
+        with readable(user_id):
+            async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+                rows = await self._stored(cur, tenant_id, user_id)
+                return rows, await store.pending_since(cur, tenant_id, user_id)
 
     async def list_facets(self, p: ListFacets, rc: RpcContext) -> dict[str, Any]:
         # a past cache is recomputed from every piece of evidence: nothing pending for it
@@ -154,10 +170,11 @@ class LearningRpc:
 
     async def explain_facet(self, p: ExplainFacet, rc: RpcContext) -> dict[str, Any]:
         fk = (p.class_.value, p.key)
-        async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id, fk)
-            commands = await store.load_commands(cur, rc.tenant_id, p.user_id)
-            last_as_of, _ = await store.user_state(cur, rc.tenant_id, p.user_id)
+        with readable(p.user_id):
+            async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
+                evidence = await store.load_evidence(cur, rc.tenant_id, p.user_id, fk)
+                commands = await store.load_commands(cur, rc.tenant_id, p.user_id)
+                last_as_of, _ = await store.user_state(cur, rc.tenant_id, p.user_id)
         as_of, commands_as_of = explain.moments(p.as_of, last_as_of, time.time())
         explained = explain.explain(fk, evidence, commands, as_of, commands_as_of,
                                     self.settings)

@@ -7,6 +7,9 @@ Long on purpose: every statement on the five tables is here, so a change of a co
 index is made and reviewed in one place; the reads a rebuild makes come in a form for many
 users at once (a batch of rebuild requests reads them in four statements), with the one-user
 form beside each as its special case.
+
+Every key, value and sentence is sealed with its user's key on the way in and opened on the way
+out (`sealing`): callers hand in and get back text; only the rows hold ciphertext.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from typing import Any, NamedTuple
 from psycopg import AsyncCursor
 from psycopg.errors import UniqueViolation
 
+from habitus.crypto import Shredded
 from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
+from services.stability_detector.sealing import Texts, UserText
 from services.stability_detector.summary import ValueStats, dumps, dumps_refs
 
 SCHEMA = "learning"
@@ -32,7 +37,8 @@ TABLES = (EVIDENCE, COMMANDS, FACETS, USERS, VALUE_STATS)
 
 
 class EvidenceRow(NamedTuple):
-    """One evidence row in COPY column order (plus when its event occurred)."""
+    """One evidence row in COPY column order (plus when its event occurred), as text: its
+    key, value and sentence are sealed when it is written."""
 
     tenant_id: str
     user_id: str
@@ -64,11 +70,20 @@ async def _copy_rows(cur: AsyncCursor[Any], table: str, rows: Sequence[EvidenceR
             await copy.write_row((*r[:12], r.stance, r.sentence))
 
 
+def _sealed_row(row: EvidenceRow, texts: Texts) -> EvidenceRow:
+    text = texts[(row.tenant_id, row.user_id)]
+    return row._replace(key=text.seal(row.key), value=text.seal(row.value),
+                        sentence=text.seal_opt(row.sentence))
+
+
 async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) -> None:
     """COPY straight into the evidence table. A candidate seen before (re-published past the
     stream's duplicate window) makes the COPY fail on the primary key; only then the batch goes
     through a staging table and is moved skipping the ids already there. COPY's speed in the
-    common case, INSERT's idempotence always."""
+    common case, INSERT's idempotence always. Key, value and sentence are sealed, each distinct
+    one of a user once per batch."""
+    texts = Texts()
+    rows = [_sealed_row(r, texts) for r in rows]
     try:
         async with cur.connection.transaction():  # a savepoint: the fallback starts clean
             await _copy_rows(cur, EVIDENCE, rows)
@@ -123,12 +138,13 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
 
 async def insert_command(cur: AsyncCursor[Any], tenant_id: str, user_id: str, event_id: str,
                          command: Command) -> bool:
+    text = UserText(tenant_id, user_id)
     await cur.execute(
         f"""INSERT INTO {COMMANDS} (tenant_id, user_id, event_id, seq, kind, class, key, value,
                 at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
             ON CONFLICT (tenant_id, user_id, event_id) DO NOTHING""",
         (tenant_id, user_id, event_id, command.seq, command.kind, command.facet_class,
-         command.key, command.value, command.at),
+         text.seal_opt(command.key), text.seal_opt(command.value), command.at),
     )
     return cur.rowcount == 1
 
@@ -139,29 +155,32 @@ _EVIDENCE_READ = ("event_id, class, key, value, cue_family, observed_at, confide
 
 async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                         facet: FacetKey | None = None) -> list[Evidence]:
+    """The user's evidence (of one facet), in log order, opened."""
+    text = UserText(tenant_id, user_id)
     query = f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s"
     params: tuple[Any, ...] = (tenant_id, user_id)
     if facet is not None:
-        query += " AND class = %s AND key = %s"
-        params += facet
+        query += " AND class = %s AND key = ANY(%s::text[])"
+        params += (facet[0], text.forms(facet[1]))
     await cur.execute(query + " ORDER BY seq", params)
-    return [_evidence(r) for r in await cur.fetchall()]
+    return [_evidence(r, text) for r in await cur.fetchall()]
 
 
-def _evidence(r: Sequence[Any]) -> Evidence:
-    return Evidence(r[0], r[1], r[2], r[3], r[4], float(r[5]), float(r[6]), int(r[7]),
-                    tuple(r[8] or ()), r[9], r[10])
+def _evidence(r: Sequence[Any], text: UserText) -> Evidence:
+    return Evidence(r[0], r[1], text.open(r[2]), text.open(r[3]), r[4], float(r[5]),
+                    float(r[6]), int(r[7]), tuple(r[8] or ()), r[9], text.open_opt(r[10]))
 
 
 async def load_evidence_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                               after_seq: int, also: Sequence[int]) -> list[Evidence]:
     """The user's evidence logged after `after_seq`, and that at the positions `also` (the
     evidence that waited for its time): what a rebuild folds in, from the (user, seq) index."""
+    text = UserText(tenant_id, user_id)
     await cur.execute(
         f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s "
         "AND (seq > %s OR seq = ANY(%s::int8[])) ORDER BY seq",
         (tenant_id, user_id, after_seq, list(also)))
-    return [_evidence(r) for r in await cur.fetchall()]
+    return [_evidence(r, text) for r in await cur.fetchall()]
 
 
 class SummaryState(NamedTuple):
@@ -194,6 +213,16 @@ async def _rows_of(cur: AsyncCursor[Any], table: str, columns: str, users: Seque
     return await cur.fetchall()
 
 
+async def _rows_by_user(cur: AsyncCursor[Any], table: str, columns: str,
+                        users: Sequence[UserKey], order_by: str = ""
+                        ) -> dict[UserKey, list[tuple[Any, ...]]]:
+    """`_rows_of`, each user's rows apart (without the user), every user named present."""
+    found: dict[UserKey, list[tuple[Any, ...]]] = {user: [] for user in users}
+    for r in await _rows_of(cur, table, columns, users, order_by):
+        found[(r[0], r[1])].append(r[2:])
+    return found
+
+
 async def summary_states(cur: AsyncCursor[Any], users: Sequence[UserKey]
                          ) -> dict[UserKey, SummaryState]:
     """Where each user's summaries stand, every user in one statement (a user never rebuilt:
@@ -210,15 +239,23 @@ async def summary_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
     return (await summary_states(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
 
 
+_STATS_READ = "class, key, value, stats"
+
+
+def _stats_from(rows: Sequence[Sequence[Any]], text: UserText) -> UserStats:
+    found: UserStats = {}
+    for r in rows:
+        found.setdefault((r[0], text.open(r[1])), {})[text.open(r[2])] = ValueStats.from_json(
+            r[3], refs=None)
+    return found
+
+
 async def load_stats_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
                         ) -> dict[UserKey, UserStats]:
     """Each user's summaries, without their refs (`load_refs` reads those of the values that
     need them: the refs are most of a summary's size), every user in one statement."""
-    found: dict[UserKey, UserStats] = {user: {} for user in users}
-    for r in await _rows_of(cur, VALUE_STATS, "class, key, value, stats", users):
-        found[(r[0], r[1])].setdefault((r[2], r[3]), {})[r[4]] = ValueStats.from_json(
-            r[5], refs=None)
-    return found
+    rows = await _rows_by_user(cur, VALUE_STATS, _STATS_READ, users)
+    return {user: _stats_from(found, UserText(*user)) for user, found in rows.items()}
 
 
 async def load_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> UserStats:
@@ -231,14 +268,16 @@ async def load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     """The stored refs of these (class, key, value)s, as stored (one statement)."""
     if not values:
         return {}
+    text = UserText(tenant_id, user_id)
+    asked = {(c, text.seal(k), text.seal(v)): (c, k, v) for c, k, v in values}
     await cur.execute(
         f"""SELECT v.class, v.key, v.value, v.refs FROM {VALUE_STATS} AS v
             JOIN unnest(%s::text[], %s::text[], %s::text[]) AS w(c, k, val)
               ON v.class = w.c AND v.key = w.k AND v.value = w.val
             WHERE v.tenant_id = %s AND v.user_id = %s""",
-        ([c for c, _, _ in values], [k for _, k, _ in values], [v for _, _, v in values],
+        ([c for c, _, _ in asked], [k for _, k, _ in asked], [v for _, _, v in asked],
          tenant_id, user_id))
-    return {(r[0], r[1], r[2]): r[3] for r in await cur.fetchall()}
+    return {asked[(r[0], r[1], r[2])]: r[3] for r in await cur.fetchall()}
 
 
 async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
@@ -248,6 +287,7 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     """Write the summaries a rebuild changed (one statement; their refs must be loaded), drop
     those gone (`replace_all`: the user's summaries were made again from the log, every old
     row goes first)."""
+    text = UserText(tenant_id, user_id)
     if replace_all:
         await cur.execute(f"DELETE FROM {VALUE_STATS} WHERE tenant_id = %s AND user_id = %s",
                           (tenant_id, user_id))
@@ -257,8 +297,8 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                   unnest(%s::text[], %s::text[], %s::text[]) AS g(c, k, val)
                 WHERE v.tenant_id = %s AND v.user_id = %s AND v.class = g.c AND v.key = g.k
                   AND v.value = g.val""",
-            ([c for c, _, _ in gone], [k for _, k, _ in gone], [v for _, _, v in gone],
-             tenant_id, user_id))
+            ([c for c, _, _ in gone], [text.seal(k) for _, k, _ in gone],
+             [text.seal(v) for _, _, v in gone], tenant_id, user_id))
     if changed:
         await cur.execute(
             f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats, refs)
@@ -267,8 +307,9 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                   AS x(c, k, v, s, r)
                 ON CONFLICT (tenant_id, user_id, class, key, value)
                 DO UPDATE SET stats = EXCLUDED.stats, refs = EXCLUDED.refs""",
-            (tenant_id, user_id, [c for c, _, _, _ in changed], [k for _, k, _, _ in changed],
-             [v for _, _, v, _ in changed], [dumps(s) for *_, s in changed],
+            (tenant_id, user_id, [c for c, _, _, _ in changed],
+             [text.seal(k) for _, k, _, _ in changed], [text.seal(v) for _, _, v, _ in changed],
+             [dumps(s) for *_, s in changed],
              [dumps_refs(s) for *_, s in changed]))
 
 
@@ -276,11 +317,12 @@ async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                     held: Mapping[int, str | None]) -> None:
     if not held:
         return
+    text = UserText(tenant_id, user_id)
     await cur.execute(
         f"""UPDATE {COMMANDS} AS c SET held_value = h.v, held_known = true
             FROM unnest(%s::int8[], %s::text[]) AS h(s, v)
             WHERE c.tenant_id = %s AND c.user_id = %s AND c.seq = h.s""",
-        (list(held), list(held.values()), tenant_id, user_id))
+        (list(held), [text.seal_opt(v) for v in held.values()], tenant_id, user_id))
 
 
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
@@ -290,18 +332,27 @@ async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> 
 CommandsAndHeld = tuple[list[Command], dict[int, str | None]]
 
 
+_COMMANDS_READ = "kind, at, seq, class, key, value, held_known, held_value"
+_COMMANDS_ORDER = "ORDER BY x.seq"
+
+
+def _commands_from(rows: Sequence[Sequence[Any]], text: UserText) -> CommandsAndHeld:
+    commands: list[Command] = []
+    held: dict[int, str | None] = {}
+    for r in rows:
+        commands.append(Command(r[0], float(r[1]), int(r[2]), r[3], text.open_opt(r[4]),
+                                text.open_opt(r[5])))
+        if r[6]:
+            held[int(r[2])] = text.open_opt(r[7])
+    return commands, held
+
+
 async def commands_and_held_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
                                ) -> dict[UserKey, CommandsAndHeld]:
     """Each user's commands in order, and the values pins and forgets without one hold, as
     recorded (by command seq): what a rebuild reads of them, every user in one statement."""
-    found: dict[UserKey, CommandsAndHeld] = {user: ([], {}) for user in users}
-    for r in await _rows_of(cur, COMMANDS, "kind, at, seq, class, key, value, held_known, "
-                            "held_value", users, order_by="ORDER BY x.seq"):
-        commands, held = found[(r[0], r[1])]
-        commands.append(Command(r[2], float(r[3]), int(r[4]), r[5], r[6], r[7]))
-        if r[8]:
-            held[int(r[4])] = r[9]
-    return found
+    rows = await _rows_by_user(cur, COMMANDS, _COMMANDS_READ, users, _COMMANDS_ORDER)
+    return {user: _commands_from(found, UserText(*user)) for user, found in rows.items()}
 
 
 async def load_commands_and_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str
@@ -313,21 +364,29 @@ def _stability_out(value: Any) -> float:
     return math.inf if value is None else float(value)
 
 
+_FACETS_READ = ("class, key, value, state, stability, user_state, evidence_refs, cue_counts, "
+                "evidence_count, first_seen_at, last_evidence_at, next_change_at, origin, as_of")
+
+
+def _facets_from(rows: Sequence[Sequence[Any]], text: UserText) -> dict[FacetKey, FacetRow]:
+    found: dict[FacetKey, FacetRow] = {}
+    for r in rows:
+        key = text.open(r[1])
+        found[(r[0], key)] = FacetRow(
+            facet_class=r[0], key=key, value=text.open(r[2]), state=r[3],
+            stability=_stability_out(r[4]), user_state=r[5],
+            evidence_refs=tuple(r[6] or ()), cue_counts=dict(r[7] or {}),
+            evidence_count=int(r[8]), first_seen_at=r[9], last_evidence_at=r[10],
+            next_change_at=r[11], origin=r[12], as_of=r[13],
+        )
+    return found
+
+
 async def facets_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
                     ) -> dict[UserKey, dict[FacetKey, FacetRow]]:
     """Each user's facet rows, every user in one statement."""
-    found: dict[UserKey, dict[FacetKey, FacetRow]] = {user: {} for user in users}
-    for r in await _rows_of(cur, FACETS, "class, key, value, state, stability, user_state, "
-                            "evidence_refs, cue_counts, evidence_count, first_seen_at, "
-                            "last_evidence_at, next_change_at, origin, as_of", users):
-        found[(r[0], r[1])][(r[2], r[3])] = FacetRow(
-            facet_class=r[2], key=r[3], value=r[4], state=r[5],
-            stability=_stability_out(r[6]), user_state=r[7],
-            evidence_refs=tuple(r[8] or ()), cue_counts=dict(r[9] or {}),
-            evidence_count=int(r[10]), first_seen_at=r[11], last_evidence_at=r[12],
-            next_change_at=r[13], origin=r[14], as_of=r[15],
-        )
-    return found
+    rows = await _rows_by_user(cur, FACETS, _FACETS_READ, users)
+    return {user: _facets_from(found, UserText(*user)) for user, found in rows.items()}
 
 
 async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
@@ -343,18 +402,35 @@ class RebuildInputs(NamedTuple):
     held: dict[int, str | None]
     facets: dict[FacetKey, FacetRow]
     stats: UserStats
+    #: some of the user's facets or summaries were stored unsealed (before sealing): the
+    #: rebuild writes them all again, sealed, or the sealed rows would stand beside them
+    unsealed: bool = False
 
 
 async def rebuild_inputs(cur: AsyncCursor[Any], users: Sequence[UserKey]
-                         ) -> dict[UserKey, RebuildInputs]:
+                         ) -> dict[UserKey, RebuildInputs | None]:
     """What the rebuilds of these users read first, in four statements for all of them (four
-    per user before): a batch of rebuild requests costs its users' rows, not round trips."""
+    per user before): a batch of rebuild requests costs its users' rows, not round trips.
+
+    None for a user whose keys were destroyed: erased, their rows are on their way out and
+    nothing of them can be rebuilt; the others' inputs are read all the same."""
     distinct = list(dict.fromkeys(users))
     states = await summary_states(cur, distinct)
-    commands = await commands_and_held_of(cur, distinct)
-    facets = await facets_of(cur, distinct)
-    stats = await load_stats_of(cur, distinct)
-    return {u: RebuildInputs(states[u], *commands[u], facets[u], stats[u]) for u in distinct}
+    commands = await _rows_by_user(cur, COMMANDS, _COMMANDS_READ, distinct, _COMMANDS_ORDER)
+    facets = await _rows_by_user(cur, FACETS, _FACETS_READ, distinct)
+    stats = await _rows_by_user(cur, VALUE_STATS, _STATS_READ, distinct)
+    found: dict[UserKey, RebuildInputs | None] = {}
+    for user in distinct:
+        text = UserText(*user)
+        try:
+            found[user] = RebuildInputs(
+                states[user], *_commands_from(commands[user], text),
+                _facets_from(facets[user], text), _stats_from(stats[user], text),
+                unsealed=text.written_plain(v for r in (*facets[user], *stats[user])
+                                            for v in (r[1], r[2])))
+        except Shredded:
+            found[user] = None
+    return found
 
 
 async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
@@ -369,20 +445,25 @@ async def user_state(cur: AsyncCursor[Any], tenant_id: str, user_id: str
 async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of: float,
                       old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
                       changed: Sequence[FacetRow], next_due_at: float | None,
-                      summaries: SummaryState) -> None:
+                      summaries: SummaryState, *, replace_all: bool = False) -> None:
     """The rebuilt cache and where the user now stands: the rows of `old` not in `new` go,
     `changed` (those of `new` that changed by more than decay: scoring.settled_rows) are
     written, the others keep their stored stability and `as_of` (readers decay them);
     `summaries`: how far they have come (`last_as_of` in it is ignored, `as_of` is the new
-    one)."""
+    one). `replace_all`: every stored row goes and all of `new` is written (rows stored
+    unsealed are written again sealed)."""
     # One statement each, whatever the number of rows (a rebuild rewrote a statement per
     # facet); a later row of one (class, key) wins, as it did when each row had its own.
-    gone = [fk for fk in old if fk not in new]
-    if gone:
+    text = UserText(tenant_id, user_id)
+    if replace_all:
+        await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
+                          (tenant_id, user_id))
+        changed = list(new.values())
+    elif gone := [fk for fk in old if fk not in new]:
         await cur.execute(
             f"""DELETE FROM {FACETS} f USING unnest(%s::text[], %s::text[]) AS g(c, k)
                 WHERE f.tenant_id = %s AND f.user_id = %s AND f.class = g.c AND f.key = g.k""",
-            ([c for c, _ in gone], [k for _, k in gone], tenant_id, user_id))
+            ([c for c, _ in gone], [text.seal(k) for _, k in gone], tenant_id, user_id))
     rows = list({(r.facet_class, r.key): r for r in changed}.values())
     if rows:
         await cur.execute(
@@ -404,8 +485,9 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                   last_evidence_at = EXCLUDED.last_evidence_at,
                   next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of,
                   origin = EXCLUDED.origin""",
-            (tenant_id, user_id, as_of, [r.facet_class for r in rows], [r.key for r in rows],
-             [r.value for r in rows], [r.state for r in rows],
+            (tenant_id, user_id, as_of, [r.facet_class for r in rows],
+             [text.seal(r.key) for r in rows], [text.seal(r.value) for r in rows],
+             [r.state for r in rows],
              [None if math.isinf(r.stability) else r.stability for r in rows],
              [r.user_state for r in rows],
              [json.dumps(list(r.evidence_refs)) for r in rows],

@@ -17,6 +17,7 @@ import pytest_asyncio
 from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher, RpcClient, RpcError
 from habitus.bus.streams import EVENTS
+from habitus.crypto.columns import COLUMNS
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
@@ -589,9 +590,10 @@ async def test_a_quiet_rebuild_rewrites_no_row_yet_reads_show_the_decayed_score(
                                                                                ) -> None:
     async def stored() -> tuple[float, float]:
         async with user.pool.connection() as conn:
-            cur = await conn.execute(
+            cur = await conn.execute(  # the key is sealed: so is the parameter
                 "SELECT as_of, stability FROM learning.facets WHERE tenant_id = %s "
-                "AND user_id = %s AND key = 'verbosity'", (user.tenant, user.user))
+                "AND user_id = %s AND key = %s",
+                (user.tenant, user.user, COLUMNS.seal(user.tenant, user.user, "verbosity")))
             row = await cur.fetchone()
         assert row is not None
         return float(row[0]), float(row[1])
@@ -632,9 +634,11 @@ async def test_a_run_of_rebuild_requests_reads_its_users_together_and_matches_th
                        max(r.seq for r in results if not isinstance(r, Exception)))
 
     async with pool.connection() as conn, conn.cursor() as cur:
-        inputs = await store.rebuild_inputs(cur, [(ann.tenant, "u1"), (bob.tenant, "u2"),
-                                                  (ann.tenant, "u1"), (ann.tenant, "nobody")])
-        assert list(inputs) == [(ann.tenant, "u1"), (bob.tenant, "u2"), (ann.tenant, "nobody")]
+        read = await store.rebuild_inputs(cur, [(ann.tenant, "u1"), (bob.tenant, "u2"),
+                                                (ann.tenant, "u1"), (ann.tenant, "nobody")])
+        assert list(read) == [(ann.tenant, "u1"), (bob.tenant, "u2"), (ann.tenant, "nobody")]
+        inputs = {user: got for user, got in read.items() if got is not None}
+        assert inputs.keys() == read.keys()  # None: a user whose keys were destroyed
         for u, as_of in ((ann, T0 + 60), (bob, T0 + 60)):
             got = inputs[(u.tenant, u.user)]
             assert got.state.last_as_of == as_of
@@ -745,3 +749,160 @@ async def test_a_periodic_tick_asks_once_per_slot(user: User) -> None:
     assert len({e.event_id for e in periodic}) == SLOTS  # one id per slot and period
     again = await scheduler.tick(T0 + 30 * DAY + 1)  # within the period: none again
     assert not again.periodic
+
+
+#: in every text the user says below, and nowhere in the schema's vocabulary or ids
+MARK = "Zwanenburg"
+#: each table's columns that hold what a person said
+SEALED_COLUMNS = {"evidence": ("key", "value", "sentence"), "facets": ("key", "value"),
+                  "value_stats": ("key", "value"), "commands": ("key", "value", "held_value")}
+
+
+async def stored_text(pool: Any, tenant: str, user: str) -> dict[str, list[tuple[Any, ...]]]:
+    """The user's sealed columns as stored, and each of their rows whole, as text."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    async with pool.connection() as conn:
+        for table, columns in SEALED_COLUMNS.items():
+            cur = await conn.execute(
+                f"SELECT {', '.join(columns)}, t::text FROM learning.{table} AS t "
+                "WHERE tenant_id = %s AND user_id = %s", (tenant, user))
+            out[table] = await cur.fetchall()
+    return out
+
+
+def assert_sealed(rows: dict[str, list[tuple[Any, ...]]]) -> None:
+    for table, found in rows.items():
+        for *values, whole in found:
+            assert MARK not in whole, (table, whole)  # nowhere in the row, jsonb included
+            for value in values:
+                assert value is None or value.startswith("hc1:"), (table, value)
+
+
+async def test_what_the_user_said_is_sealed_in_every_learning_table_yet_read_back_as_text(
+        user: User, pool: Any) -> None:
+    from habitus.events.domain import FacetPinned
+
+    veto, said = f"no-preamble-{MARK}", f"Never open with a {MARK} preamble."
+    for _ in range(3):
+        user.n += 1
+        await user._publish(CandidateEmitted.model_validate({
+            "class": "veto", "key": veto, "value": f"skip the {MARK} preamble",
+            "cue_family": "explicit",
+            "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{user.n}"}],
+            "initial_confidence": 0.9, "observed_at": T0, "producer": "tests",
+            "stance": "standing", "sentence": said}), T0)
+    await user.candidate(key=f"signoff-{MARK}", value=f"groetjes, {MARK}", times=2)
+    await user.rebuild(T0)
+    # a pin naming no value: the value it holds is recorded beside the command (held_value)
+    await user._publish(FacetPinned.model_validate({"class": "style",
+                                                    "key": f"signoff-{MARK}"}), T0 + 1)
+    await user.call("update_facet", **{"class": "tooling", "key": f"editor-{MARK}",
+                                       "value": f"{MARK} vim"})
+
+    rows = await stored_text(pool, user.tenant, user.user)
+    assert {t: len(r) for t, r in rows.items()} == {
+        "evidence": 5, "facets": 3, "value_stats": 2, "commands": 2}
+    assert_sealed(rows)
+    assert any(held for *_, held, _ in rows["commands"])  # the pin's recorded value, sealed
+    assert sum(1 for _, _, sentence, _ in rows["evidence"] if sentence) == 3
+
+    # ... and every answer carries the text
+    assert await user.facets() == {
+        f"veto/{veto}": (f"skip the {MARK} preamble", "active"),
+        f"style/signoff-{MARK}": (f"groetjes, {MARK}", "active"),
+        f"tooling/editor-{MARK}": (f"{MARK} vim", "active")}
+    explained = await user.call("explain_facet", **{"class": "veto", "key": veto})
+    assert explained["value"] == f"skip the {MARK} preamble"
+    assert explained["statement"]["sentence"] == said
+    assert [v["value"] for v in explained["values"]] == [f"skip the {MARK} preamble"]
+    got = await user.call("get_facet", **{"class": "style", "key": f"signoff-{MARK}"})
+    assert (got["value"], got["pinned"]) == (f"groetjes, {MARK}", True)
+    past = await user.facets(as_of=T0)  # recomputed from the (sealed) evidence and commands
+    assert past[f"veto/{veto}"] == (f"skip the {MARK} preamble", "active")
+    # the published events carry the text (the event log seals them on its own)
+    first = (await user.rebuilt_events())[0].payload
+    assert {(a.key, a.value) for a in first.active} == {
+        (veto, f"skip the {MARK} preamble"), (f"signoff-{MARK}", f"groetjes, {MARK}")}
+
+
+async def test_rows_stored_before_sealing_are_read_and_written_again_sealed(
+        user: User, pool: Any) -> None:
+    """Facets and summaries written unsealed (before sealing, or by a deployment without
+    encryption) open as they are; the user's next rebuild writes them again sealed instead of
+    beside them, and a key's unsealed evidence still counts."""
+    await user.candidate(key=f"tone-{MARK}", value=f"{MARK}-dry", times=3)
+    await user.candidate(key="verbosity", value=f"{MARK}-terse", times=2)
+    await user.rebuild(T0)
+    before = await user.facets()
+    t, u = user.tenant, user.user
+    async with pool.connection() as conn:  # as a release before sealing would have left them
+        for table in ("facets", "value_stats", "evidence"):
+            cur = await conn.execute(f"SELECT ctid::text, key, value FROM learning.{table} "
+                                     "WHERE tenant_id = %s AND user_id = %s", (t, u))
+            for ctid, key, value in await cur.fetchall():
+                await conn.execute(
+                    f"UPDATE learning.{table} SET key = %s, value = %s WHERE tenant_id = %s "
+                    "AND user_id = %s AND ctid = %s::tid",
+                    (COLUMNS.open(t, u, key), COLUMNS.open(t, u, value), t, u, ctid))
+    assert await user.facets() == before  # read as they are
+    explained = await user.call("explain_facet", **{"class": "style", "key": f"tone-{MARK}"})
+    assert explained["values"][0]["families"][0]["count"] == 3  # unsealed evidence found
+
+    await user.candidate(key=f"tone-{MARK}", value=f"{MARK}-dry", at=T0 + 60)
+    await user.rebuild(T0 + 120)
+    rows = await stored_text(pool, t, u)
+    assert len(rows["facets"]) == 2 and len(rows["value_stats"]) == 2  # no twins beside them
+    assert_sealed({"facets": rows["facets"], "value_stats": rows["value_stats"]})
+    assert await user.facets() == before
+    got = await user.call("get_facet", **{"class": "style", "key": f"tone-{MARK}"})
+    assert got["evidence_count"] == 4
+    async with pool.connection() as conn:  # evidence as the log gives it (a later replay)
+        cur = await conn.execute("SELECT event_id, key, value FROM learning.evidence "
+                                 "WHERE tenant_id = %s AND user_id = %s", (t, u))
+        for event_id, key, value in await cur.fetchall():
+            await conn.execute(
+                "UPDATE learning.evidence SET key = %s, value = %s WHERE tenant_id = %s "
+                "AND user_id = %s AND event_id = %s",
+                (COLUMNS.seal(t, u, key), COLUMNS.seal(t, u, value), t, u, event_id))
+
+
+async def test_a_periodic_rebuild_passes_over_a_user_being_erased(
+        learning: None, nc: Any, pool: Any) -> None:
+    """Between the destruction of a user's keys and the deletion of their rows, nothing of
+    theirs opens: a periodic rebuild over many users passes them over and rebuilds the others,
+    and a read of theirs answers not_found."""
+    from services.stability_detector import store
+
+    kept, gone = User(nc, pool), User(nc, pool)
+    gone.tenant = kept.tenant
+    gone.user = "u2"
+    for u in (kept, gone):
+        await u.candidate(key=f"tone-{MARK}", times=3)
+        await u.rebuild(T0)
+        await u.candidate(key=f"tone-{MARK}", times=2, at=T0 + 60)  # due at the next periodic
+    keyring = COLUMNS.keyring
+    assert keyring is not None
+    keyring.destroy(gone.tenant, gone.user)
+    try:
+        event = CATALOG.new(RebuildRequested(as_of=T0 + 120, scope="periodic",
+                                             reason="periodic"),
+                            tenant_id="_system", user_id="_all", producer="tests",
+                            occurred_at=T0 + 120)
+        result = await kept.publisher.publish(event)
+        await wait_applied(pool, "learning", "learning.cache", result.seq)
+        async with pool.connection() as conn, conn.cursor() as cur:
+            assert (await store.summary_state(cur, kept.tenant, kept.user)).last_as_of \
+                == T0 + 120
+            assert (await store.summary_state(cur, gone.tenant, gone.user)).last_as_of == T0
+            inputs = await store.rebuild_inputs(cur, [(kept.tenant, kept.user),
+                                                      (gone.tenant, gone.user)])
+        assert inputs[(gone.tenant, gone.user)] is None
+        assert inputs[(kept.tenant, kept.user)] is not None
+        with pytest.raises(RpcError) as err:
+            await gone.call("list_facets")
+        assert err.value.code == "not_found"
+    finally:  # what the erasure does next (a later replay would not make these rows again)
+        async with pool.connection() as conn:
+            for table in store.TABLES:
+                await conn.execute(f"DELETE FROM {table} WHERE tenant_id = %s "
+                                   "AND user_id = %s", (gone.tenant, gone.user))
