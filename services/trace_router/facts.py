@@ -30,8 +30,15 @@ async def aggregates(cur: AsyncCursor[Any], tenant_id: str) -> dict[tuple[str, s
 
 
 async def recent(cur: AsyncCursor[Any], tenant_id: str, user_id: str | None = None,
-                 limit: int = RECENT) -> list[TraceFacts]:
-    sql = f"""SELECT t.trace_id, t.query, t.model, t.agent, t.outcome, t.feedback,
+                 limit: int = RECENT, *, queries: bool = True) -> list[TraceFacts]:
+    """The newest traces (of the user, or of every user), as the advisor and ICL read them.
+
+    `queries`: open each trace's query (sealed for its user); without, `query` is empty (the
+    advisor and the skills never read it, and opening is a cipher call per trace). The traces
+    of a user whose keys were destroyed are left out when their queries are opened."""
+    # without the queries, neither read nor grouped by (the sealed text is long)
+    text, grouped = ("t.query", "t.query, ") if queries else ("''", "")
+    sql = f"""SELECT t.user_id, t.trace_id, {text}, t.model, t.agent, t.outcome, t.feedback,
                      t.total_latency_seconds, t.query_class, t.ended_at,
                      coalesce(array_agg(s.tool_name ORDER BY s.ordinal)
                               FILTER (WHERE s.tool_name IS NOT NULL), '{{}}')
@@ -40,15 +47,19 @@ async def recent(cur: AsyncCursor[Any], tenant_id: str, user_id: str | None = No
                     ORDER BY started_at DESC LIMIT %s) t
               LEFT JOIN {store.STEPS} s ON s.tenant_id = t.tenant_id
                 AND s.user_id = t.user_id AND s.trace_id = t.trace_id
-              GROUP BY t.trace_id, t.query, t.model, t.agent, t.outcome, t.feedback,
-                       t.total_latency_seconds, t.query_class, t.ended_at"""
+              GROUP BY t.user_id, t.trace_id, {grouped}t.model, t.agent, t.outcome,
+                       t.feedback, t.total_latency_seconds, t.query_class, t.ended_at"""
     params: list[Any] = [tenant_id, *([user_id] if user_id else []), limit]
     await cur.execute(sql, params)
-    return [TraceFacts(trace_id=r[0], query=r[1], model=r[2], agent=r[3], outcome=r[4],
-                       feedback=None if r[5] is None else float(r[5]),
-                       latency_seconds=float(r[6]), query_class=r[7], ended_at=float(r[8]),
-                       tool_sequence=tuple(r[9]))
+    rows = [{"user_id": r[0], "query": r[2], "result": "", "r": r}
             for r in await cur.fetchall()]
+    if queries:
+        rows = store.Opener(tenant_id).traces(rows)
+    return [TraceFacts(trace_id=r[1], query=row["query"], model=r[3], agent=r[4],
+                       outcome=r[5], feedback=None if r[6] is None else float(r[6]),
+                       latency_seconds=float(r[7]), query_class=r[8], ended_at=float(r[9]),
+                       tool_sequence=tuple(r[10]))
+            for row in rows for r in (row["r"],)]
 
 
 async def rewards(cur: AsyncCursor[Any], tenant_id: str, limit: int = RECENT

@@ -277,9 +277,11 @@ class RouterRpc:
 
     # ------------------------------------------------------------------ advisor and ICL
 
-    async def _facts(self, p: c.Insights, rc: RpcContext) -> Any:
+    async def _facts(self, p: c.Insights, rc: RpcContext, *, queries: bool = False) -> Any:
+        """The traces the insights read (`queries`: with their queries opened, which only
+        the examples show)."""
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
-            found = await facts.recent(cur, rc.tenant_id, p.user_id)
+            found = await facts.recent(cur, rc.tenant_id, p.user_id, queries=queries)
         return [f for f in found if p.query_class is None or f.query_class == p.query_class]
 
     async def icl_context(self, p: c.IclContextParams, rc: RpcContext) -> c.IclContext:
@@ -296,7 +298,8 @@ class RouterRpc:
             return c.IclContext(query_class=cls, section="", examples=[], skills=[])
         async with self.ctx.pool.connection() as conn, conn.cursor() as cur:
             mine = [f for f in await facts.recent(cur, rc.tenant_id, p.user_id,
-                                                  limit=facts.RECENT_FOR_CONTEXT)
+                                                  limit=facts.RECENT_FOR_CONTEXT,
+                                                  queries=wanted > 0)
                     if f.query_class == cls]
             chosen = examples(mine, wanted)
             answers = await store.results(cur, rc.tenant_id, p.user_id,
@@ -311,7 +314,7 @@ class RouterRpc:
 
     async def examples(self, p: c.Insights, rc: RpcContext) -> c.IclExamples:
         return c.IclExamples.model_validate(
-            {"examples": _plain(examples(await self._facts(p, rc), p.limit))})
+            {"examples": _plain(examples(await self._facts(p, rc, queries=True), p.limit))})
 
     async def skills(self, p: c.Insights, rc: RpcContext) -> c.IclSkills:
         found = skills(await self._facts(p, rc))
@@ -371,7 +374,7 @@ async def publish_advice(ctx: ServiceContext, tenant_id: str) -> bool:
     """Issue the tenant's advice when it differs from the last issued (or none was and there
     is some); whether it was issued."""
     async with ctx.pool.connection() as conn, conn.cursor() as cur:
-        found = recommendations(await facts.recent(cur, tenant_id))
+        found = recommendations(await facts.recent(cur, tenant_id, queries=False))
         last = await policy_store.load_advice(cur, tenant_id)
     event = advice_event(found)
     if event.digest == last or (last is None and not event.recommendations):

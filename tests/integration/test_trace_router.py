@@ -155,6 +155,34 @@ async def test_the_analyzer_matches_the_traces(taught: Tenant) -> None:
         "recommendations"] == []
 
 
+async def test_postgres_holds_the_text_sealed_and_the_api_answers_it_in_the_clear(
+        taught: Tenant, pool: Any) -> None:
+    late = "Summarise the release notes."
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT query, result FROM traces.traces WHERE tenant_id = %s AND user_id = %s "
+            "AND trace_id = %s", (taught.name, "dana", "tr-99"))
+        stored = await cur.fetchall()
+        cur = await conn.execute(
+            "SELECT term FROM traces.search_terms WHERE tenant_id = %s AND trace_id = %s",
+            (taught.name, "tr-99"))
+        terms = [r[0] for r in await cur.fetchall()]
+        cur = await conn.execute(
+            "SELECT input, output FROM traces.steps WHERE tenant_id = %s AND trace_id = %s "
+            "AND ordinal = 1", (taught.name, "tr-99"))
+        step = await cur.fetchall()
+    [(query, result)] = stored
+    assert len(terms) == 5  # summarise, the, release, notes; and "done"
+    for value in (query, result, *terms, *step[0]):
+        assert isinstance(value, str) and value.startswith("hc1:"), value
+        assert "release" not in value and "done" not in value and "search" not in value
+    got = await taught.rpc("traces.get", user_id="dana", trace_id="tr-99")
+    assert (got["query"], got["result"]) == (late, "done")
+    assert got["steps"][1]["input"] == {"tool": "search"}
+    hits = await taught.rpc("traces.search", text='"release notes" -broke')
+    assert [(h["trace_id"], h["query"]) for h in hits["traces"]] == [("tr-99", late)]
+
+
 async def test_advice_is_issued_as_an_event_when_it_changes(stack: str, pool: Any,
                                                             nc: Any) -> None:
     # its own tenant: the extra trace below must not change the shared tenant's counts

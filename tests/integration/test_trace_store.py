@@ -11,15 +11,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import pytest_asyncio
 from alembic import command
 
+from habitus.crypto.columns import COLUMNS, is_sealed
+from habitus.crypto.keyring import Keyring
 from habitus.db.migrate import alembic_config
+from habitus.db.urls import conninfo
 from habitus.events import CATALOG, Event
 from habitus.events.ingest import FeedbackGiven, TraceCompleted, TraceStep
-from services.trace_router import store
+from services.trace_router import facts, store
 from services.trace_router.projection import TracesProjection
+from services.trace_router.search import indexed
 from tests.conftest import ServerUrls
 from tests.contract.harness import Scoped, erase_tenant, publish, reset_for_replay, snapshot
 from tests.support.factories import unique
@@ -366,3 +371,191 @@ async def test_erase_user_drops_only_their_rows_and_share(
     tools = await read(pool, store.tool_stats, tenant)
     assert [(t["tool_name"], t["call_count"]) for t in tools] == [("search", 1)]
     assert (await read(pool, store.summary, tenant))["traces"] == 1
+
+
+# --------------------------------------------------------------------------- sealed text
+
+SECRET_QUERY = "Summarise Project Nightingale for Zoe Quantum-Fairweather"
+SECRET_RESULT = "Nightingale summary sent to zoe.quantum@example.org."
+SECRETS = ["Nightingale", "nightingale", "Quantum", "quantum", "Fairweather", "fairweather",
+           "zoe.quantum@example.org", "summary"]
+
+
+def keyring() -> Keyring:
+    if COLUMNS.keyring is None:
+        pytest.skip("event encryption is off (HABITUS_ENCRYPT_EVENTS=false): nothing is sealed")
+    return COLUMNS.keyring
+
+
+async def raw(pool: Any, sql_text: str, *params: Any) -> list[tuple[Any, ...]]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql_text, params)
+        return await cur.fetchall()
+
+
+async def test_a_persons_text_is_sealed_on_disk_and_read_back_in_the_clear(
+        nc: Any, pool: Any, migrated: None) -> None:
+    keyring()
+    tenant = unique("tr")
+    await project(nc, pool, tenant, [trace(
+        tenant, "zoe", "t1", query=SECRET_QUERY, result=SECRET_RESULT, outcome="success",
+        feedback=0.9, steps=[
+            step("generate", input={"prompt": "Draft the Nightingale brief"},
+                 output={"text": "Quantum-Fairweather owns it", "prompt_tokens": 12,
+                         "completion_tokens": 7, "success": True},
+                 metadata={"note": "zoe.quantum@example.org", "energy_joules": 2.5}),
+            step(input={"tool": "send_email"}, output={"success": False}, duration=2.0)])])
+
+    # what Postgres holds: no word of hers, every text value sealed
+    rows = await raw(pool, f"SELECT query, result FROM {store.TRACES} WHERE tenant_id = %s",
+                     tenant)
+    steps = await raw(pool, f"""SELECT input, output, metadata, prompt_tokens,
+                                       completion_tokens, energy_joules, succeeded, tool_name
+                                FROM {store.STEPS} WHERE tenant_id = %s ORDER BY ordinal""",
+                      tenant)
+    terms = await raw(pool, f"SELECT term FROM {store.SEARCH_TERMS} WHERE tenant_id = %s",
+                      tenant)
+    stored = [v for r in rows for v in r] + [v for s in steps for v in s[:3]] + [
+        t[0] for t in terms]
+    assert len(terms) == len(indexed(f"{SECRET_QUERY} {SECRET_RESULT}"))
+    assert {} in stored  # an empty object holds no text, and is kept as it is
+    for value in (v for v in stored if v != {}):
+        assert isinstance(value, str) and is_sealed(value), value
+        assert not any(secret in value for secret in SECRETS)
+    # the figures SQL still reads of a step, kept beside its sealed JSON
+    assert [s[3:] for s in steps] == [(12, 7, 2.5, True, None), (0, 0, 0.0, False, "send_email")]
+
+    # what the service answers: her text
+    got = await read(pool, store.get_trace, tenant, "t1", "zoe")
+    assert (got["query"], got["result"]) == (SECRET_QUERY, SECRET_RESULT)
+    assert got["steps"][0]["input"] == {"prompt": "Draft the Nightingale brief"}
+    assert got["steps"][0]["output"]["text"] == "Quantum-Fairweather owns it"
+    assert got["steps"][0]["metadata"] == {"note": "zoe.quantum@example.org",
+                                           "energy_joules": 2.5}
+    assert got["steps"][1]["input"] == {"tool": "send_email"}
+    for text in ("nightingale", '"Quantum-Fairweather"', "zoe quantum example org"):
+        hits = await read(pool, store.search, tenant, text)
+        assert [(h["trace_id"], h["query"]) for h in hits] == [("t1", SECRET_QUERY)], text
+    assert [h["trace_id"] for h in await read(pool, store.search, tenant, "nightingale",
+                                              user_id="zoe")] == ["t1"]
+    listed, _ = await read(pool, store.list_traces, tenant)
+    assert [r["result"] for r in listed] == [SECRET_RESULT]
+    exported, _ = await read(pool, store.export_page, tenant)
+    assert exported[0]["steps"][0]["output"]["prompt_tokens"] == 12
+    assert await read(pool, store.results, tenant, "zoe", ["t1"]) == {"t1": SECRET_RESULT}
+    assert [f.query for f in await read(pool, facts.recent, tenant)] == [SECRET_QUERY]
+    assert [f.query for f in await read(pool, facts.recent, tenant, queries=False)] == [""]
+    # the figures a filter reads from the traces equal the aggregates
+    summary = await read(pool, store.summary, tenant, TIME)
+    assert close(summary, await read(pool, store.summary, tenant))
+    assert summary["step_types"]["generate"]["avg_prompt_tokens"] == 12
+    assert summary["energy_joules"] == 2.5
+    assert close(await read(pool, store.tool_stats, tenant, TIME),
+                 await read(pool, store.tool_stats, tenant))
+
+
+async def test_search_syntax_over_sealed_traces(nc: Any, pool: Any, migrated: None) -> None:
+    tenant = unique("tr")
+    await project(nc, pool, tenant, [
+        trace(tenant, "u1", "limit", query="Why do I hit the rate limit?",
+              result="Too many requests: the rate limit is 10 per second."),
+        trace(tenant, "u1", "rates", query="Compare exchange rates", result="Rates rose."),
+        trace(tenant, "u2", "outage", query="Is the status page down?",
+              result="A rate limit outage, see the status page."),
+        trace(tenant, "u2", "retry", query="Retry after a limit", result="Wait, then retry."),
+        trace(tenant, "_tenant", "shared", query="rate limit defaults", result="10/s")])
+
+    async def found(text: str, user: str | None = None) -> list[str]:
+        return [h["trace_id"] for h in await read(pool, store.search, tenant, text,
+                                                  user_id=user)]
+
+    # every word, any user's (the tenant's own traces too), best match first
+    assert await found("rate limit") == ["limit", "shared", "outage"]
+    assert await found("rate limit", "u2") == ["outage"]
+    assert await found('"rate limit is"') == ["limit"]
+    assert await found('"limit rate"') == []
+    assert await found("rate-limit -outage") == ["limit", "shared"]
+    assert await found('limit -"status page" -defaults') == ["limit", "retry"]
+    assert await found("exchange or retry") == ["retry", "rates"]
+    assert await found("RATES") == ["rates"]  # a word, not its stem: "rate" is not "rates"
+    assert await found("-rate") == []  # an exclusion alone finds nothing
+    assert await found("volcano") == []
+    assert await read(pool, store.search, unique("nobody"), "rate") == []
+    hits = await read(pool, store.search, tenant, "rate limit")
+    assert hits[0]["rank"] > hits[-1]["rank"] > 0
+    assert await read(pool, store.search, tenant, "limit", limit=2) == (
+        await read(pool, store.search, tenant, "limit"))[:2]
+
+
+async def test_a_destroyed_key_hides_the_users_rows_and_erasure_drops_their_terms(
+        nc: Any, pool: Any, migrated: None) -> None:
+    ring = keyring()
+    tenant = unique("tr")
+    gone, kept = unique("gone"), unique("kept")
+    tool = [step(input={"tool": "search"}, output={"success": True})]
+    scoped = await project(nc, pool, tenant, [
+        trace(tenant, gone, "a", query="shared words here", outcome="success", feedback=0.9,
+              steps=tool),
+        trace(tenant, kept, "b", query="shared words there", outcome="success", feedback=0.9,
+              steps=tool)])
+    assert await read(pool, facts.recent, tenant) and len(
+        await read(pool, store.search, tenant, "shared")) == 2
+
+    ring.destroy(tenant, gone)  # the erasure's first step; its rows are deleted next
+    assert [h["user_id"] for h in await read(pool, store.search, tenant, "shared")] == [kept]
+    assert ring.store.load(tenant, gone) is None  # searching made no key for her again
+    assert [r["user_id"] for r in (await read(pool, store.list_traces, tenant))[0]] == [kept]
+    assert [r["user_id"] for r in (await read(pool, store.export_page, tenant))[0]] == [kept]
+    assert await read(pool, store.get_trace, tenant, "a", gone) is None
+    assert await read(pool, store.results, tenant, gone, ["a"]) == {}
+    assert [f.trace_id for f in await read(pool, facts.recent, tenant)] == ["b"]
+
+    await erase_tenant(pool, scoped.projection, tenant, [gone])
+    assert await raw(pool, f"SELECT user_id FROM {store.SEARCH_TERMS} WHERE tenant_id = %s "
+                     "AND user_id = %s", tenant, gone) == []
+    assert await raw(pool, f"SELECT count(*) FROM {store.SEARCH_TERMS} WHERE tenant_id = %s",
+                     tenant) == [(len(indexed("shared words there Sunny.")),)]
+
+
+async def test_traces_stored_before_sealing_are_found_after_the_migration(
+        fresh_database: str) -> None:
+    """The revision that drops the tsvector keeps the older traces searchable (their lexemes
+    become plain terms) and their steps' figures readable (columns filled from the JSON)."""
+    config = alembic_config(fresh_database, "traces", MIGRATIONS)
+    command.upgrade(config, "0006")
+    with psycopg.connect(conninfo(fresh_database)) as conn:
+        conn.execute(
+            f"""INSERT INTO {store.TRACES} (tenant_id, user_id, trace_id, seq, query, agent,
+                  model, engine, result, outcome, feedback, started_at, ended_at, total_tokens,
+                  prompt_tokens, completion_tokens, total_latency_seconds, cost_usd,
+                  query_class, tool_calls, step_count, reward)
+                VALUES ('t', 'u1', 'old', 1, 'How does photosynthesis work?', 'a', 'm', 'e',
+                  'Chlorophyll absorbs light.', 'success', NULL, 1, 2, 10, 5, 3, 1, NULL,
+                  'short', 1, 2, NULL)""")
+        conn.execute(
+            f"""INSERT INTO {store.STEPS} (tenant_id, user_id, trace_id, ordinal, step_type,
+                  timestamp, duration_seconds, input, output, metadata, tool_name)
+                VALUES ('t', 'u1', 'old', 0, 'llm', 1, 1,
+                        '{{"prompt": "x"}}', '{{"prompt_tokens": 5.7, "completion_tokens": 3}}',
+                        '{{"energy_joules": 1.5}}', NULL),
+                       ('t', 'u1', 'old', 1, 'tool', 1, 1, '{{"tool": "search"}}',
+                        '{{"success": true}}', '{{}}', 'search')""")
+        conn.execute(f"""INSERT INTO {store.ROUTE_STATS} VALUES
+                         ('t', 'u1', 'm', 'a', 1, 1, 1, 0, 0, 1, 10, 0, 2, 1)""")
+    command.upgrade(config, "head")
+
+    async with await psycopg.AsyncConnection.connect(conninfo(fresh_database)) as conn:
+        cur = conn.cursor()
+        assert [h["trace_id"] for h in await store.search(cur, "t", "photosynthesis")] == [
+            "old"]
+        assert [h["trace_id"] for h in await store.search(
+            cur, "t", '"chlorophyll absorbs" -dark', user_id="u1")] == ["old"]
+        got = await store.get_trace(cur, "t", "old")
+        assert got is not None and got["result"] == "Chlorophyll absorbs light."
+        assert got["steps"][0]["input"] == {"prompt": "x"}
+        summary = await store.summary(cur, "t", TIME)
+        assert summary["step_types"]["llm"]["avg_prompt_tokens"] == 5  # as the fold counts
+        assert summary["step_types"]["llm"]["avg_completion_tokens"] == 3
+        assert summary["energy_joules"] == 1.5
+        tools = await store.tool_stats(cur, "t", TIME)
+        assert [(t["tool_name"], t["successes"]) for t in tools] == [("search", 1)]
