@@ -12,8 +12,10 @@ column in a service's schema), so a projection added later is searched too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from redis.asyncio import Redis
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS
 from habitus.bus.streams import DLQ
+from habitus.crypto.columns import COLUMNS, Columns, is_sealed
 from habitus.crypto.keyring import Shredded
 from habitus.crypto.sealing import open_body
 from habitus.crypto.setup import keyring_from
@@ -435,33 +438,129 @@ async def test_habitus_erase_on_the_command_line(stack: tuple[str, Path], server
 # ------------------------------------------------------------------------- crypto-shredding
 
 #: what only zoe says: her address, her full name, a code name
-ZOE_SAYS = ["Mail the draft to zoe.quantum@example.org, signed Zoe Quantum-Fairweather.",
-            "Keep Project Nightingale out of every summary, and answer briefly."]
+ZOE = ("zoe.quantum@example.org", "Zoe Quantum-Fairweather", "Project Nightingale")
 ZOE_SECRETS = [b"zoe.quantum@example.org", b"Quantum-Fairweather", b"Project Nightingale"]
+#: and max, who stays
+MAX = ("max.ironbridge@example.net", "Max Ironbridge-Tallow", "Project Kestrel")
 
 
-def files_holding(root: Path, needles: list[bytes]) -> list[str]:
-    """Every file under `root` whose bytes hold one of `needles` (as `grep -a` would)."""
+def says(address: str, name: str, code: str) -> list[str]:
+    return [f"Mail the draft to {address}, signed {name}.",
+            f"Keep {code} out of every summary, and answer briefly.",
+            "Never use emoji with me.",
+            "I'm in Berlin and I use neovim for everything."]
+
+
+def person_items(user: str, address: str, name: str, code: str) -> list[dict[str, Any]]:
+    """Everything a user can send that reaches a projection: turns (one calls a tool), a
+    connected account with their name and address, an e-mail, a document, a trace, feedback."""
+    items = [turn_item(user, line) for line in says(address, name, code)]
+    items[0]["payload"]["tool_calls"] = [{"tool_name": "send_email", "ok": True}]
+    items.append({"type": "ProviderProfileSynced", "user_id": user, "payload": {
+        "toolkit": "gmail", "connection_id": f"c-{user}",
+        "fields": {"name": name, "email": address}}})
+    items.append({"type": "EmailObserved", "user_id": user, "payload": {
+        "message_id": f"<{user}@example.org>", "direction": "sent",
+        "from": address, "to": ["ops@example.org"], "subject": code,
+        "body": f"{code} ships on Friday.", "sent_at": 1_764_000_000.0}})
+    items.append({"type": "DocumentIngested", "user_id": user, "payload": {
+        "source_id": "brief.md", "chunk_id": "1",
+        "text": f"{code}: owner {name}, {address}."}})
+    items.append({"type": "TraceCompleted", "user_id": user, "payload": {
+        "trace_id": f"tr-{user}", "query": f"Summarise {code} for {name}",
+        "agent": "mail", "model": "qwen3:8b", "engine": "ollama",
+        "result": f"{code} summary sent to {address}.",
+        "outcome": "success", "started_at": 1_764_000_000.0, "ended_at": 1_764_000_004.0,
+        "total_tokens": 120, "total_latency_seconds": 4.0, "steps": []}})
+    items.append({"type": "FeedbackGiven", "user_id": user, "payload": {
+        "trace_id": f"tr-{user}", "score": 0.9}})
+    return items
+
+
+def files_holding(roots: list[Path], needles: list[bytes]) -> list[str]:
+    """Every file under `roots` whose bytes hold one of `needles` (as `grep -a` would)."""
     found = []
-    for path in root.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            found += [f"{path}: {n.decode()}" for n in needles if n in data]
+    for root in roots:
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                try:
+                    data = path.read_bytes()
+                except OSError:
+                    continue  # a file removed while the search walked (a WAL segment)
+                found += [f"{path}: {n.decode()}" for n in needles if n in data]
     return found
 
 
-async def test_an_erased_users_words_are_sealed_on_disk_and_a_copy_made_before_stays_unreadable(
-        stack: tuple[str, Path], servers: ServerUrls, nc: Any, pool: Any) -> None:
-    base, _ = stack
+def copy_files(source: Path, target: Path) -> None:
+    """The regular files under `source` (a server's socket is not data), as a backup takes
+    them; a file removed while the copy walks (a recycled WAL segment) is skipped."""
+    for path in source.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            destination = target / path.relative_to(source)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(path, destination)
+
+
+async def chatter(base: str, key: str, users: list[str], stop: asyncio.Event) -> int:
+    """Other users' traffic, while the erasure runs."""
+    sent = 0
+    async with httpx.AsyncClient(base_url=base, timeout=30, verify=TLS) as client:
+        while not stop.is_set():
+            user = users[sent % len(users)]
+            response = await client.post(
+                "/v1/events", json=[turn_item(user, f"Please keep answers short, take {sent}.")],
+                headers={"Authorization": f"Bearer {key}"})
+            assert response.status_code == 200, response.text
+            sent += 1
+            await asyncio.sleep(0.02)
+    return sent
+
+
+async def sealed_columns_of(pool: Any, tenant: str, user: str) -> list[tuple[str, str]]:
+    """(table.column, raw value) of every sealed value the projections keep for the user."""
+    found = []
+    async with pool.connection() as conn:
+        for schema, table in await user_tables(pool):
+            cur = await conn.execute(
+                sql.SQL("SELECT * FROM {} WHERE tenant_id = %s AND user_id = %s").format(
+                    sql.Identifier(schema, table)), (tenant, user))
+            names = [d.name for d in cur.description or ()]
+            for row in await cur.fetchall():
+                found += [(f"{schema}.{table}.{column}", value)
+                          for column, value in zip(names, row, strict=True) if is_sealed(value)]
+    return found
+
+
+@pytest.mark.timeout(300)
+async def test_an_erased_users_words_are_unreadable_everywhere_on_disk_and_in_a_copy_made_before(
+        stack: tuple[str, Path], servers: ServerUrls, nc: Any, pool: Any,
+        tmp_path: Path) -> None:
+    base, data_dir = stack
     name = unique("shred")
     tenant = Tenant(base, await create_key(pool, name), name)
     zoe, max_ = unique("zoe"), unique("max")
-    items = [turn_item(user, line) for user, lines in
-             ((zoe, ZOE_SAYS), (max_, ["Please keep answers short."])) for line in lines]
     async with httpx.AsyncClient(base_url=base, timeout=30, verify=TLS) as client:
+        items = [*person_items(zoe, *ZOE), *person_items(max_, *MAX)]
         sent = await client.post("/v1/events", json=items,
                                  headers={"Authorization": f"Bearer {tenant.key}"})
     assert sent.status_code == 200, sent.text
+    # every projection has what she said: learned, rendered, her rule, her trace searchable
+    context = await settle(tenant, zoe)
+    assert "Quantum-Fairweather" in json.dumps(context), context
+    found = (await tenant.rpc("traces.search", text="Nightingale"))["result"]
+    assert f"tr-{zoe}" in json.dumps(found), found
+    await settle(tenant, max_)
+    async with pool.connection() as conn:
+        await conn.execute("CHECKPOINT")  # her rows in the heap files too, not only the WAL
+
+    # the projections keep her words sealed: values that open only with her key
+    sealed = await sealed_columns_of(pool, name, zoe)
+    kept = await sealed_columns_of(pool, name, max_)
+    columns = {column for column, _ in sealed}
+    assert {"learning.facets.value", "profile.documents.markdown", "profile.accounts.label",
+            "traces.traces.query", "tools.rules.rule"} <= columns, sorted(columns)
+    assert any("Quantum-Fairweather" in COLUMNS.open(name, zoe, v) for _, v in sealed)
 
     async def copies() -> list[Any]:
         """The users' messages as a copy of the streams (a backup) holds them."""
@@ -472,17 +571,32 @@ async def test_an_erased_users_words_are_sealed_on_disk_and_a_copy_made_before_s
     assert {m.subject.split(".")[5] for m in backup} == {zoe, max_}
     for msg in backup:
         assert not any(s in msg.data for s in ZOE_SECRETS), msg.subject  # sealed on the wire
-    if not os.environ.get("HABITUS_NATS_URL"):
-        # the stream files never held her words in the clear (every user's payload is sealed
-        # before it is published)
-        assert files_holding(servers.data_dir / "nats", ZOE_SECRETS) == []
+    local = not any(os.environ.get(v) for v in
+                    ("HABITUS_NATS_URL", "HABITUS_DATABASE_URL", "HABITUS_REDIS_URL"))
+    servers_dirs = [servers.data_dir / d for d in ("nats", "postgres", "redis")
+                    if (servers.data_dir / d).is_dir()]
+    if local:
+        # a copy of the whole data directory, made before the erasure (a backup, a replica)
+        before = tmp_path / "copy"
+        for directory in servers_dirs:
+            copy_files(directory, before / directory.name)
+        assert files_holding([before], ZOE_SECRETS) == []
 
-    answer = (await tenant.rpc("admin.erase_user", user_id=zoe))["result"]
-    assert answer["purged_messages"] >= len(ZOE_SAYS)
-    # her key is gone from the key store; the copy of her messages made before cannot be
-    # opened by this process or any other, max's still can
+    others = [unique("bystander") for _ in range(3)]
+    stop = asyncio.Event()
+    traffic = asyncio.create_task(chatter(base, tenant.key, others, stop))
+    try:
+        answer = (await tenant.rpc("admin.erase_user", user_id=zoe))["result"]
+    finally:
+        stop.set()
+        assert await traffic > 0
+    assert answer["purged_messages"] >= len(says(*ZOE))
+
+    # her key is gone from the key store: no process can open her sealed events or column
+    # values, wherever a copy of them is; max's still open
     fresh = keyring_from(servers.settings())
     assert fresh is not None
+    opener = Columns(fresh)
     for msg in backup:
         user = msg.subject.split(".")[5]
         doc = json.loads(msg.data)
@@ -493,3 +607,16 @@ async def test_an_erased_users_words_are_sealed_on_disk_and_a_copy_made_before_s
                 open_body(doc, fresh)
         else:
             assert open_body(doc, fresh)["user_id"] == max_
+    for _, value in sealed:
+        with pytest.raises(Shredded):
+            opener.open(name, zoe, value)
+    assert any("Ironbridge-Tallow" in opener.open(name, max_, v) for _, v in kept)
+    # max's words read back as before
+    assert "Ironbridge-Tallow" in json.dumps(
+        (await tenant.rpc("prompt.context", user_id=max_))["result"])
+    if local:
+        # nothing of hers in the clear in any file: streams, Postgres heap and WAL, Redis,
+        # the profile mirrors (the copy held none to begin with, and what it holds is sealed)
+        async with pool.connection() as conn:
+            await conn.execute("CHECKPOINT")
+        assert files_holding([*servers_dirs, data_dir], ZOE_SECRETS) == []
