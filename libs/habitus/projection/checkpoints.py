@@ -451,8 +451,9 @@ class CheckpointStore:
                 ON CONFLICT (tenant_id, projection, seq) DO UPDATE SET
                   event_id = EXCLUDED.event_id, reason = EXCLUDED.reason,
                   detail = EXCLUDED.detail, dead_at = now(), user_id = EXCLUDED.user_id""",
-            (projection, seq, event_id, reason, _sealed_detail(detail[:4000], tenant_id, user_id),
-             tenant_id or "", user_id),
+            # the detail can quote the event: sealed with the user's key, like their columns
+            (projection, seq, event_id, reason, COLUMNS.seal(tenant_id, user_id, detail[:4000])
+             if tenant_id and user_id else detail[:4000], tenant_id or "", user_id),
         )
 
     async def dead_letter_at(self, ex: Executor, projection: str, seq: int
@@ -482,14 +483,6 @@ class CheckpointStore:
                 (tenant_id, user_id))
             gone += cur.rowcount
         return gone
-
-
-def _sealed_detail(detail: str, tenant_id: str | None, user_id: str | None) -> str:
-    """A dead letter's detail can quote the event (a handler's error about a value), so it is
-    sealed with the user's key like the projections' columns (habitus.crypto.columns)."""
-    if not tenant_id or not user_id:
-        return detail
-    return COLUMNS.seal(tenant_id, user_id, detail)
 
 
 def _opened_detail(detail: str, tenant_id: str | None, user_id: str | None) -> str:
