@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import stat
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -260,3 +261,28 @@ def test_a_payload_moved_into_another_event_of_the_same_user_does_not_open(ring:
         with pytest.raises(SealError):
             open_body({**sealed, **other}, ring)
     assert open_body(sealed, ring) == TURN
+
+
+def test_the_readers_fast_path_forgets_a_destroyed_key_when_told_or_when_its_time_is_up(
+        tmp_path: Path) -> None:
+    from habitus.crypto.sealing import open_event_json, seal_event_json
+
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    told, expiring, erasing = Keyring(kek, store), Keyring(kek, store, ttl=0.05), \
+        Keyring(kek, store)
+    order = ("event_id", "type", "schema_version", "tenant_id", "user_id", "occurred_at",
+             "producer")  # as the envelope's model writes it
+    envelope = json.dumps({k: TURN[k] for k in order}, separators=(",", ":")).encode()
+    wire = seal_event_json(envelope, json.dumps(TURN["payload"]).encode(), "acme", "dana",
+                           "e1", "TurnRecorded", erasing)
+    for ring in (told, expiring):  # each reads it once: the key is in its memo now
+        opened = open_event_json(wire, ring)
+        assert opened is not None and json.loads(opened)["payload"] == TURN["payload"]
+    assert erasing.destroy("acme", "dana")
+    told.forget("acme", "dana")  # what hearing habitus.crypto.announce's message does
+    with pytest.raises(Shredded):
+        open_event_json(wire, told)
+    time.sleep(0.1)  # nobody told this one: its copy counts for its ttl, no longer
+    with pytest.raises(Shredded):
+        open_event_json(wire, expiring)

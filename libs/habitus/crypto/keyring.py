@@ -49,6 +49,8 @@ class _Entry:
     current: str
     ciphers: dict[str, Cipher]
     column: ColumnCipher
+    #: when the keys were read from the store (time.monotonic): they count for `ttl` from then
+    read_at: float
 
 
 class Keyring:
@@ -64,6 +66,8 @@ class Keyring:
         #: (tenant, user) -> (when read, current kid, {kid: cipher}, column cipher)
         self._cache: OrderedDict[tuple[str, str], tuple[float, _Entry]] = OrderedDict()
         self._lock = threading.Lock()
+        #: (tenant, user, kid) as a message's bytes -> (read at, key): `key_of`'s memo
+        self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher]] = {}
 
     def _unwrap(self, keys: UserKeys, key: WrappedKey) -> bytes:
         context = dek_context(keys.tenant_id, keys.user_id, key.kid)
@@ -76,11 +80,12 @@ class Keyring:
         # the column key comes from the user's first data key, which rotation keeps: a value
         # sealed into a column before a rotation still equals the same value sealed after it
         column = column_cipher(raw[0][1], keys.tenant_id, keys.user_id)
-        return _Entry(keys.current, {kid: cipher(key) for kid, key in raw}, column)
+        return _Entry(keys.current, {kid: cipher(key) for kid, key in raw}, column,
+                      time.monotonic())
 
     def _remember(self, owner: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
-            self._cache[owner] = (time.monotonic(), entry)
+            self._cache[owner] = (entry.read_at, entry)
             self._cache.move_to_end(owner)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
@@ -158,6 +163,23 @@ class Keyring:
             self._remember(owner, entry)
         return entry.ciphers[kid]
 
+    def key_of(self, tenant_id: bytes, user_id: bytes, kid: bytes) -> Cipher:
+        """`key`, for a reader holding the ids as a message's bytes: a lock-free memo in front
+        of it, for the hot path (every sealed event a consumer reads). An entry counts as long
+        as the keys it came from (`ttl` from when they were read), and `forget` clears it."""
+        memo = self._memo
+        found = memo.get((tenant_id, user_id, kid))
+        if found is not None and time.monotonic() - found[0] <= self._ttl:
+            return found[1]
+        owner = (tenant_id.decode(), user_id.decode())
+        key = self.key(*owner, kid.decode())
+        entry = self._cached(owner)
+        if entry is not None:
+            if len(memo) >= self._cache_size:
+                memo.clear()
+            memo[(tenant_id, user_id, kid)] = (entry.read_at, key)
+        return key
+
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""
         kid = f"k{secrets.token_hex(6)}"
@@ -200,6 +222,8 @@ class Keyring:
     def forget(self, tenant_id: str, user_id: str) -> None:
         with self._lock:
             self._cache.pop((tenant_id, user_id), None)
+            # rare (an erasure, a rotation): the memo refills from the cache as it is read
+            self._memo = {}
 
     def destroy(self, tenant_id: str, user_id: str) -> bool:
         """Destroy the user's keys (erasure): from here on nothing they sealed opens."""

@@ -15,6 +15,7 @@ turns, e-mails, documents, traces, learned values, is.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import re
 from collections.abc import Mapping
@@ -82,16 +83,17 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
     head = _HEAD.search(data, 0, mark)
     if mark < 0 or kid_at < mark or head is None:
         return None
-    event_id, event_type, tenant_id, user_id = (g.decode() for g in head.groups())
-    kid = data[kid_at + len(_KID_MARK):-len(_KID_END)].decode()
+    event_id, event_type, tenant_id, user_id = head.groups()
+    kid = data[kid_at + len(_KID_MARK):-len(_KID_END)]
     try:
-        blob = base64.b64decode(data[mark + len(_PAYLOAD_MARK):kid_at], validate=True)
-    except ValueError:
+        blob = binascii.a2b_base64(data[mark + len(_PAYLOAD_MARK):kid_at], strict_mode=True)
+    except binascii.Error:
         return None
-    key = keyring.key(tenant_id, user_id, kid)
-    return (data[:mark] + b',"payload":'
-            + open_sealed(key, blob, data_context(tenant_id, user_id, kid, event_id,
-                                                  event_type)) + b"}")
+    key = keyring.key_of(tenant_id, user_id, kid)
+    # `data_context` built from the bytes as they are: ids and types are ASCII tokens, and the
+    # pattern above admits no escapes, so these are the bytes it would encode
+    context = b"habitus/data/%s/%s/%s/%s/%s" % (tenant_id, user_id, kid, event_id, event_type)
+    return data[:mark] + b',"payload":' + open_sealed(key, blob, context) + b"}"
 
 
 def is_sealed(body: Mapping[str, Any]) -> bool:
