@@ -11,6 +11,7 @@ import pytest
 from habitus.bus import DLQ
 from habitus.cli.dlq import opened_detail
 from habitus.crypto.columns import is_sealed
+from habitus.events import CATALOG
 from habitus.projection import ProjectionRunner
 from habitus.projection import dlq as dlqh
 from habitus.projection.replay import replay
@@ -176,3 +177,37 @@ async def test_only_one_runner_applies_at_a_time(nc: Any, pool: Any) -> None:
     assert a.leader.is_set() != b.leader.is_set()
     await asyncio.gather(a.stop(), b.stop())
     assert sum((await read_counts(pool, projection.schema)).values()) == 300
+
+
+async def test_an_event_whose_key_cannot_be_found_waits_for_it_and_is_never_dead_lettered(
+        nc: Any, pool: Any) -> None:
+    """A key store that lacks a key nobody destroyed (a volume not mounted, a file restored
+    late) is the deployment's fault: what comes before applies, the event and those after it
+    wait, and once the key is back they apply; nothing goes to the DLQ."""
+    keyring = CATALOG.keyring
+    assert keyring is not None  # the suite seals every user's payload
+    projection, tenant = await new_tally(pool)
+    before = [turn(tenant, "u1") for _ in range(3)]
+    ghost, after = turn(tenant, "ghost"), [turn(tenant, "u1") for _ in range(2)]
+    await publish(nc, [*before, ghost, *after])
+    key_file = keyring.store.path(tenant, "ghost")  # type: ignore[attr-defined]
+    away = key_file.with_suffix(".away")
+    key_file.rename(away)
+    keyring.forget(tenant, "ghost")  # this process's copy too
+
+    runner = ProjectionRunner(projection, nc, pool, config=FAST)
+    runner.start()
+    try:
+        await eventually(lambda: _counts_are(pool, projection.schema, {"u1": 3}))
+        await asyncio.sleep(1.0)  # several rewinds (FAST waits 0.2 s between them)
+        assert await read_counts(pool, projection.schema) == {"u1": 3}
+        assert await dlq_messages(nc, projection.durable) == []
+        away.rename(key_file)  # the key store is back
+        await eventually(lambda: _counts_are(pool, projection.schema, {"u1": 5, "ghost": 1}))
+    finally:
+        await runner.stop()
+    assert await dlq_messages(nc, projection.durable) == []
+
+
+async def _counts_are(pool: Any, schema: str, expected: dict[str, int]) -> bool:
+    return await read_counts(pool, schema) == expected

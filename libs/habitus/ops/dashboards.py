@@ -96,7 +96,7 @@ class Dashboard:
 QUIET_WHEN_HEALTHY = (
     "habitus_dlq_events_total", "habitus_projection_redelivered_events_total",
     "habitus_projection_republished_events_total", "habitus_projection_transient_retries_total",
-    "habitus_extractor_quarantined_total", "habitus_habits_observations_skipped_total",
+    "habitus_projection_keys_unavailable_total", "habitus_extractor_quarantined_total", "habitus_habits_observations_skipped_total",
     "habitus_llm_budget_exhausted_total", "habitus_llm_structured_fallbacks_total",
 )
 #: filters that match only failures (a handler's non-acked messages, 5xx answers)
@@ -231,7 +231,10 @@ PIPELINE = Dashboard(
             ts("Transient retries",
                (f"sum by (projection) "
                 f"({rate('habitus_projection_transient_retries_total', PJ)})",
-                "{{projection}}"), unit="ops", width=8),
+                "{{projection}}"),
+               (f"sum by (projection) "
+                f"({rate('habitus_projection_keys_unavailable_total', PJ)})",
+                "keys unavailable {{projection}}"), unit="ops", width=8),
             ts("Redelivered and republished",
                (f"sum by (projection) "
                 f"({rate('habitus_projection_redelivered_events_total', PJ)})",

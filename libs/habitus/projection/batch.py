@@ -110,6 +110,17 @@ class BatchApplier:
     async def apply(self, items: list[Item], outcome: BatchOutcome) -> None:
         """Apply `items` (all above the checkpoint), retrying transient faults; raises unless
         all of them are applied or dead-lettered."""
+        blocked = next((n for n, item in enumerate(items) if item.unavailable is not None),
+                       None)
+        if blocked is not None:
+            # a key this process cannot find: apply what comes before, then wait for it (a
+            # system fault, never counted against the event, never dead-lettered)
+            if blocked:
+                await self.apply(items[:blocked], outcome)
+            outcome.returned += len(items) - blocked
+            metrics.KEYS_UNAVAILABLE.labels(self._label).inc()
+            raise Rewind(self.settings.retry_delays[-1],
+                         f"event {items[blocked].seq}: {items[blocked].unavailable}")
         await self._check_lock()
         try:
             async for attempt in AsyncRetrying(

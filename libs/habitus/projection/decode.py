@@ -7,6 +7,11 @@
 * **Shredded events are passed over.** An event sealed with a key erasure destroyed cannot be
   read, by design: it is `shredded`, acknowledged and skipped like an event no handler wants,
   never dead-lettered (it is not bad; its user is gone).
+* **An event whose key this process cannot find waits.** A key the store lacks though no
+  erasure destroyed it (`KeyMissing`), or one wrapped by a KEK this process does not have
+  (`KekError`), is this deployment's fault, not the event's: the item is `unavailable`, and the
+  batch applies what comes before it and rewinds to it (see `habitus.projection.batch`), so
+  nothing is dead-lettered while a key volume or a KEK is missing, and it applies once fixed.
 * **Undecodable events are kept, never raised.** An event that fails validation, or whose
   upcaster raises, becomes an invalid item; it goes to HABITUS_DLQ at once (see
   `habitus.projection.dead_letters`), so one bad event never stalls the consumer.
@@ -20,7 +25,8 @@ from dataclasses import dataclass, field
 from nats.aio.msg import Msg
 
 from habitus.bus.pull import Delivery, delivery_info
-from habitus.crypto.keyring import Shredded
+from habitus.crypto.kek import KekError
+from habitus.crypto.keyring import KeyMissing, Shredded
 from habitus.events import Catalog, EventValidationError
 from habitus.projection.base import Delivered
 from habitus.subjects import parse_subject
@@ -39,6 +45,8 @@ class Item:
     invalid: str | None = None
     #: sealed with a key erasure destroyed: skipped (see the module docstring)
     shredded: bool = False
+    #: sealed with a key this process cannot find (see the module docstring): why
+    unavailable: str | None = None
     #: other deliveries of the same stream sequence in this batch (a redelivery that arrived
     #: before the first copy was handled): answered with the first, never applied twice
     copies: list[Msg] = field(default_factory=list)
@@ -65,6 +73,8 @@ def _item(msg: Msg, info: Delivery, catalog: Catalog) -> Item:
                                    info.stored_at)
     except Shredded:
         item.shredded = True
+    except (KeyMissing, KekError) as exc:
+        item.unavailable = f"{type(exc).__name__}: {exc}"
     except EventValidationError as exc:
         item.invalid = str(exc)
     except Exception as exc:  # an upcaster's bug must not stall the consumer

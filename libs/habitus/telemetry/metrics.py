@@ -68,6 +68,12 @@ RETRIES = Counter(
     "Batches retried after a transient fault (database or bus unavailable).",
     ["projection"],
 )
+KEYS_UNAVAILABLE = Counter(
+    "habitus_projection_keys_unavailable_total",
+    "Rewinds because an event's data key could not be found or unwrapped here (the key store "
+    "not mounted, a KEK missing): the projection waits for it instead of dead-lettering.",
+    ["projection"],
+)
 DLQ = Counter(
     "habitus_dlq_events_total",
     "Events sent to HABITUS_DLQ, by consumer and reason.",
