@@ -286,3 +286,29 @@ def test_the_readers_fast_path_forgets_a_destroyed_key_when_told_or_when_its_tim
     time.sleep(0.1)  # nobody told this one: its copy counts for its ttl, no longer
     with pytest.raises(Shredded):
         open_event_json(wire, expiring)
+
+
+def test_keys_are_read_ahead_for_a_batch_and_only_a_sealers_warming_creates_any(
+        ring: Keyring) -> None:
+    import asyncio
+
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.catalog import warm_keys
+
+    seal_body(TURN, ring)  # dana has keys
+    ring.forget("acme", "dana")
+    assert ring.cold([("acme", "dana"), ("acme", "eve")]) == [("acme", "dana"),
+                                                               ("acme", "eve")]
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    # a reader's warming reads dana's keys and makes none for eve (nor for the tenant)
+    asyncio.run(warm_keys(catalog, [("acme", "dana"), ("acme", "eve"), ("acme", "_tenant")],
+                          create=False))
+    assert ring.cold([("acme", "dana"), ("acme", "eve")]) == [("acme", "eve")]
+    assert ring.store.load("acme", "eve") is None
+    ring.destroy("acme", "dana")  # and an erased user's are not brought back
+    asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
+    assert ring.store.load("acme", "dana") is None
+    # a publisher's warming makes a new user's key before the batch is sealed
+    asyncio.run(warm_keys(catalog, [("acme", "eve")], create=True))
+    assert ring.cold([("acme", "eve")]) == [] and ring.store.load("acme", "eve") is not None

@@ -35,8 +35,9 @@ from nats.js.api import PubAck
 from nats.js.errors import APIError, NoStreamResponseError, TooManyStalledMsgsError
 
 from habitus.bus.streams import stream_for
+from habitus.crypto.sealing import sealable
 from habitus.events import CATALOG, Catalog, Event
-from habitus.events.catalog import TYPE_HEADER, VERSION_HEADER
+from habitus.events.catalog import TYPE_HEADER, VERSION_HEADER, warm_keys
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,8 @@ class EventPublisher:
         """
         if not events:
             return []
+        await warm_keys(self._catalog, {(e.tenant_id, e.user_id) for e in events
+                                        if sealable(e.type, e.user_id)}, create=True)
         slots: list[asyncio.Future[PubAck] | Exception] = []
         for event in events:
             if not self._connected():

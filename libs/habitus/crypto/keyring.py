@@ -10,11 +10,12 @@ memory for long.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from habitus.crypto.aead import Cipher, cipher, new_key
@@ -120,6 +121,25 @@ class Keyring:
             entry = self._unwrapped(keys)
             self._remember(owner, entry)
         return entry
+
+    def cold(self, owners: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The owners among `owners` whose keys are not in memory (reading them means the key
+        store's files, and creating a new user's an fsync)."""
+        with self._lock:
+            return [o for o in owners if o not in self._cache]
+
+    def warm(self, owners: Iterable[tuple[str, str]], create: bool) -> None:
+        """Read the keys of `owners` into memory (creating those missing when `create`: for
+        sealing), for a thread, so that an event loop about to seal or open their events does
+        not wait on the key store's files. A user without keys is left for the caller to meet
+        (`Shredded`, `KeyMissing`) when it opens."""
+        for tenant_id, user_id in owners:
+            if create:
+                self._own(tenant_id, user_id)
+                continue
+            with contextlib.suppress(LookupError):  # Shredded, KeyMissing
+                self._remember((tenant_id, user_id),
+                               self._unwrapped(self._stored(tenant_id, user_id, None)))
 
     def current(self, tenant_id: str, user_id: str) -> tuple[str, Cipher]:
         """(key id, key) to seal with: the user's current key, created if they have none."""

@@ -10,6 +10,7 @@ was destroyed by erasure raises `Shredded`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -365,3 +366,16 @@ def install_keyring(keyring: Keyring | None) -> None:
     the catalog seals and opens users' payloads with it, `COLUMNS` the projections' columns."""
     CATALOG.use_keyring(keyring)
     COLUMNS.use_keyring(keyring)
+
+
+async def warm_keys(catalog: Catalog, owners: Iterable[tuple[str, str]], *,
+                    create: bool) -> None:
+    """Read the data keys of `owners` (tenant, user) into the catalog's keyring off the event
+    loop (a thread), before a batch of their events is sealed (`create`: a new user's key is
+    made, with an fsync) or opened; those already in memory cost a lookup."""
+    keyring = catalog.keyring
+    if keyring is None:
+        return
+    cold = keyring.cold(o for o in owners if not o[1].startswith("_"))
+    if cold:
+        await asyncio.to_thread(keyring.warm, cold, create)

@@ -96,7 +96,8 @@ class Dashboard:
 QUIET_WHEN_HEALTHY = (
     "habitus_dlq_events_total", "habitus_projection_redelivered_events_total",
     "habitus_projection_republished_events_total", "habitus_projection_transient_retries_total",
-    "habitus_projection_keys_unavailable_total", "habitus_extractor_quarantined_total", "habitus_habits_observations_skipped_total",
+    "habitus_projection_keys_unavailable_total", "habitus_extractor_quarantined_total",
+    "habitus_habits_observations_skipped_total",
     "habitus_llm_budget_exhausted_total", "habitus_llm_structured_fallbacks_total",
 )
 #: filters that match only failures (a handler's non-acked messages, 5xx answers)

@@ -92,3 +92,14 @@ def owner_of(item: Item) -> tuple[str | None, str | None]:
     except ValueError:
         return None, None
     return parsed.tenant_id, parsed.user_id
+
+
+def owners_of(msgs: Sequence[Msg]) -> set[tuple[str, str]]:
+    """(tenant, user) of each delivery, from its subject's tokens (no parse of the body), for
+    reading their keys before the batch is decoded."""
+    found = set()
+    for msg in msgs:
+        tokens = msg.subject.split(".")
+        if len(tokens) in (6, 8):
+            found.add((tokens[4], tokens[5]))
+    return found

@@ -49,12 +49,13 @@ from habitus.bus.publisher import EventPublisher
 from habitus.bus.pull import delivery_info
 from habitus.db.leader import LeaderLock
 from habitus.events import CATALOG, Catalog
+from habitus.events.catalog import warm_keys
 from habitus.projection.acks import ack_all
 from habitus.projection.base import Projection
 from habitus.projection.batch import BatchApplier
 from habitus.projection.checkpoints import CheckpointStore, PartitionGone
 from habitus.projection.consumer import ProjectionConsumer, check_contiguous
-from habitus.projection.decode import Item, decode_batch
+from habitus.projection.decode import Item, decode_batch, owners_of
 from habitus.projection.faults import Fenced, Rewind, is_transient
 from habitus.projection.leadership import Leadership, Lock, lock_name
 from habitus.projection.outcome import BatchOutcome
@@ -311,6 +312,7 @@ class ProjectionRunner:
 
         async def decoded() -> list[Msg]:
             msgs = await pull  # cancelling this task cancels the pull
+            await warm_keys(self._catalog, owners_of(msgs), create=False)
             with collection_paused():
                 self._ahead = (msgs, decode_batch(msgs, self._catalog))
             return msgs
