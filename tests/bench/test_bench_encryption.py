@@ -1,12 +1,14 @@
 """What sealing users' payloads costs (issue 28's line: at most 10 % of gateway ingest and of
 the runner's throughput).
 
-Both sides run in the same run, interleaved (plain, sealed, plain, sealed) and the better of
-each taken, so drift on a shared machine favours neither:
+Both sides run in the same run, interleaved (plain, sealed, five times over); the better of
+each and the median of the five back-to-back pairs' ratios are recorded, so drift on a shared
+machine favours neither:
 
-- gateway ingest: the gateway as its own process with HABITUS_ENCRYPT_EVENTS false, then true
-  (one key per user, 50 users, created on the first sealed publish of each), 10,000 turns in
-  batches of 500 from four clients;
+- gateway ingest: the gateway as its own process with HABITUS_ENCRYPT_EVENTS false, then true,
+  10,000 turns of 50 users in batches of 500 from four clients: once for users it has seen
+  (the line: what sealing costs every event), once for 50 new users, whose keys are made and
+  synced to disk during the timed part (shown: the one-time cost of a user's first event);
 - the projection runner: 20,000 turns of 50 users published plain for one tally and sealed for
   another; each tally's runner applies its events from the start (every sealed one opened).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from typing import Any
 
@@ -36,9 +39,15 @@ pytestmark = pytest.mark.asyncio
 GATEWAY_N = 10_000
 RUNNER_N = 20_000
 BATCH = 500
+#: plain and sealed, back to back, this many times (the machine drifts by more than the
+#: difference measured: one pair is not enough)
+PAIRS = 5
 
 
-async def gateway_rate(servers: ServerUrls, pool: Any, sealed: bool) -> float:
+async def gateway_rate(servers: ServerUrls, pool: Any, sealed: bool, known: bool) -> float:
+    """Turns per second through a gateway process; `known`: its 50 users sent something
+    before the timed part (their keys exist, as for any user past their first event), else
+    each user's key is made (and synced to disk) during it."""
     tenant = unique("enc")
     key = await create_key(pool, tenant)
     bodies = [json.dumps([turn_item(f"u{j % 50}") for j in range(BATCH)]).encode()
@@ -49,7 +58,11 @@ async def gateway_rate(servers: ServerUrls, pool: Any, sealed: bool) -> float:
         url = f"{base}/v1/events"
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         async with httpx.AsyncClient(timeout=60, verify=TLS) as client:
-            await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up
+            warm_up = [turn_item(f"u{j}") for j in range(50 if known else 1)]
+            if not known:
+                warm_up[0]["user_id"] = "someone-else"  # the connection and the code warm
+            answer = await client.post(url, json=warm_up, headers=headers)
+            assert answer.status_code == 200, answer.text[:500]
             sem = asyncio.Semaphore(4)
 
             async def send(body: bytes) -> int:
@@ -93,15 +106,22 @@ async def test_sealing_costs_at_most_a_tenth(servers: ServerUrls, nc: Any, pool:
     migrate(servers.database)
     assert CATALOG.keyring is not None
     gateway: dict[bool, list[float]] = {False: [], True: []}
+    newcomers: dict[bool, list[float]] = {False: [], True: []}
     runner: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(2):
+    for _ in range(PAIRS):
         for sealed in (False, True):
-            gateway[sealed].append(await gateway_rate(servers, pool, sealed))
+            gateway[sealed].append(await gateway_rate(servers, pool, sealed, known=True))
+            newcomers[sealed].append(await gateway_rate(servers, pool, sealed, known=False))
             runner[sealed].append(await runner_rate(nc, pool, sealed))
-    for name, rates in (("gateway_ingest_sealed", gateway), ("runner_sealed", runner)):
+    for name, rates in (("gateway_ingest_sealed", gateway),
+                        ("gateway_ingest_sealed_new_users", newcomers),
+                        ("runner_sealed", runner)):
         plain, sealed_rate = max(rates[False]), max(rates[True])
+        # each pair ran back to back: its ratio is the least disturbed by the machine's drift
+        pairs = sorted(s / p for p, s in zip(rates[False], rates[True], strict=True))
         record(name, plain_per_s=round(plain), sealed_per_s=round(sealed_rate),
                ratio=round(sealed_rate / plain, 3),
+               median_pair_ratio=round(statistics.median(pairs), 3),
                runs={"plain": [round(r) for r in rates[False]],
                      "sealed": [round(r) for r in rates[True]]},
-               target=">= 0.9")
+               target=">= 0.9" if name != "gateway_ingest_sealed_new_users" else "shown")

@@ -312,3 +312,25 @@ def test_keys_are_read_ahead_for_a_batch_and_only_a_sealers_warming_creates_any(
     # a publisher's warming makes a new user's key before the batch is sealed
     asyncio.run(warm_keys(catalog, [("acme", "eve")], create=True))
     assert ring.cold([("acme", "eve")]) == [] and ring.store.load("acme", "eve") is not None
+
+
+def test_threads_warming_the_same_new_users_make_each_key_once(tmp_path: Path) -> None:
+    store = DirectoryKeyStore(tmp_path / "keys")
+    made: list[str] = []
+
+    class Counting:
+        """The store, counting the key files written (each is a write and an fsync)."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def create(self, keys: Any) -> Any:
+            made.append(keys.user_id)
+            return store.create(keys)
+
+    ring = Keyring(load_kek_ring(None, tmp_path / "kek.json"), Counting())  # type: ignore[arg-type]
+    owners = [("acme", f"u{n}") for n in range(20)]
+    with ThreadPoolExecutor(4) as pool:  # four batches naming the same twenty new users
+        list(pool.map(lambda _: ring.warm(owners, True), range(4)))
+    assert sorted(made) == sorted(u for _, u in owners)
+    assert ring.cold(owners) == []

@@ -67,6 +67,8 @@ class Keyring:
         #: (tenant, user) -> (when read, current kid, {kid: cipher}, column cipher)
         self._cache: OrderedDict[tuple[str, str], tuple[float, _Entry]] = OrderedDict()
         self._lock = threading.Lock()
+        #: (tenant, user) -> the lock of the one thread reading or making their keys
+        self._flights: dict[tuple[str, str], threading.Lock] = {}
         #: (tenant, user, kid) as a message's bytes -> (read at, key): `key_of`'s memo
         self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher]] = {}
 
@@ -115,12 +117,25 @@ class Keyring:
         """The user's keys, created if they have none."""
         owner = (tenant_id, user_id)
         entry = self._cached(owner)
-        if entry is None:
-            keys = self.store.load(tenant_id, user_id) or self.store.create(
-                self._fresh(tenant_id, user_id))
-            entry = self._unwrapped(keys)
-            self._remember(owner, entry)
-        return entry
+        if entry is not None:
+            return entry
+        # one reader or maker per user at a time: concurrent batches naming the same new users
+        # (threads warming them) wait for the first instead of each writing and syncing a key
+        # file that loses the race
+        with self._lock:
+            flight = self._flights.setdefault(owner, threading.Lock())
+        try:
+            with flight:
+                entry = self._cached(owner)
+                if entry is None:
+                    keys = self.store.load(tenant_id, user_id) or self.store.create(
+                        self._fresh(tenant_id, user_id))
+                    entry = self._unwrapped(keys)
+                    self._remember(owner, entry)
+                return entry
+        finally:
+            with self._lock:
+                self._flights.pop(owner, None)
 
     def cold(self, owners: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """The owners among `owners` whose keys are not in memory (reading them means the key
