@@ -491,6 +491,15 @@ def files_holding(roots: list[Path], needles: list[bytes]) -> list[str]:
     return found
 
 
+async def shows(tenant: Tenant, method: str, params: dict[str, Any], text: str) -> None:
+    """Wait until `method` answers with `text` (each projection catches up on its own)."""
+    deadline = time.monotonic() + 30
+    while text not in json.dumps(answer := await tenant.rpc(method, **params)):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{method} never showed {text!r}: {answer}")
+        await asyncio.sleep(0.05)
+
+
 def copy_files(source: Path, target: Path) -> None:
     """The regular files under `source` (a server's socket is not data), as a backup takes
     them; a file removed while the copy walks (a recycled WAL segment) is skipped."""
@@ -546,11 +555,11 @@ async def test_an_erased_users_words_are_unreadable_everywhere_on_disk_and_in_a_
                                  headers={"Authorization": f"Bearer {tenant.key}"})
     assert sent.status_code == 200, sent.text
     # every projection has what she said: learned, rendered, her rule, her trace searchable
-    context = await settle(tenant, zoe)
-    assert "Quantum-Fairweather" in json.dumps(context), context
-    found = (await tenant.rpc("traces.search", text="Nightingale"))["result"]
-    assert f"tr-{zoe}" in json.dumps(found), found
+    await settle(tenant, zoe)
     await settle(tenant, max_)
+    await shows(tenant, "prompt.context", {"user_id": zoe}, "Quantum-Fairweather")
+    await shows(tenant, "prompt.context", {"user_id": max_}, "Ironbridge-Tallow")
+    await shows(tenant, "traces.search", {"text": "Nightingale"}, f"tr-{zoe}")
     async with pool.connection() as conn:
         await conn.execute("CHECKPOINT")  # her rows in the heap files too, not only the WAL
 

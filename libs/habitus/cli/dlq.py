@@ -173,9 +173,9 @@ def dlq_list(consumer: Annotated[str | None, typer.Option(
         raise fail(str(exc)) from None
     settings = bus_settings("nats_url")
     from habitus.crypto.setup import keyring_from
-    from habitus.events import install_keyring
+    from habitus.events.catalog import install_keyring_once
 
-    install_keyring(keyring_from(settings))  # a user's detail is sealed with their key
+    install_keyring_once(lambda: keyring_from(settings))  # a user's detail is sealed with their key
 
     async def go() -> list[Letter]:
         async with nats(settings, "habitus-dlq") as nc:

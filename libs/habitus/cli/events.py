@@ -102,9 +102,9 @@ def tail(event_type: Annotated[str | None, typer.Option(
         raise fail(str(exc)) from None
     settings = bus_settings("nats_url")
     from habitus.crypto.setup import keyring_from
-    from habitus.events import install_keyring
+    from habitus.events.catalog import install_keyring_once
 
-    install_keyring(keyring_from(settings))
+    install_keyring_once(lambda: keyring_from(settings))
 
     async def go() -> int:
         from nats.errors import TimeoutError as NatsTimeout

@@ -23,13 +23,13 @@ def replay(
     from habitus.bus import connect
     from habitus.crypto.setup import keyring_from
     from habitus.db.pool import open_pool
-    from habitus.events import install_keyring
+    from habitus.events.catalog import install_keyring_once
     from habitus.projection.replay import replay as run_replay
     from habitus.service.projections import resolve
 
     settings = live_settings()
     # the projection runs here: it opens users' sealed payloads with the deployment's keys
-    install_keyring(keyring_from(settings))
+    install_keyring_once(lambda: keyring_from(settings))
     try:
         proj = resolve(projection)
     except (LookupError, TypeError, ImportError) as exc:

@@ -361,6 +361,14 @@ CATALOG = Catalog(
 )
 
 
+def install_keyring_once(make: Callable[[], Keyring | None]) -> None:
+    """For a command that reads users' events in a process of its own: install the keyring
+    `make` builds, unless one is installed already (the command run inside a process that
+    has one, as tests run the CLI, must not swap the keyring its services use)."""
+    if CATALOG.keyring is None:
+        install_keyring(make())
+
+
 def install_keyring(keyring: Keyring | None) -> None:
     """Install the process's keyring (its bootstrap does, from the settings) where it is used:
     the catalog seals and opens users' payloads with it, `COLUMNS` the projections' columns."""
