@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from habitus.crypto import DirectoryKeyStore, Keyring, Shredded, load_kek_ring
+from habitus.crypto import Keyring, Shredded
 from habitus.crypto.columns import COLUMNS, is_sealed
 from habitus.events.domain import HabitStatus, ReviewStatus
 from habitus.ids import TENANT_WIDE
@@ -19,6 +19,7 @@ from services.habits.analyze import habit_id_for
 from services.habits.identity import identity, sha256
 from services.habits.ledger import Habit, Support
 from services.habits.store import SEALED_JSON, SEALED_TEXT, Sealer, open_state
+from tests.support.keyrings import own_column_keyring
 
 WORDS = ("When Ottoline asks about Larkspur", "Answer in two sentences")
 
@@ -26,13 +27,8 @@ WORDS = ("When Ottoline asks about Larkspur", "Answer in two sentences")
 @pytest.fixture
 def keyring(tmp_path: Path) -> Iterator[Keyring]:
     """The process's column sealer with a keyring of the test's own (as it was, after)."""
-    ring = Keyring(load_kek_ring(None, tmp_path / "kek.json"), DirectoryKeyStore(tmp_path / "u"))
-    before = COLUMNS.keyring
-    COLUMNS.use_keyring(ring)
-    try:
+    with own_column_keyring(tmp_path) as ring:
         yield ring
-    finally:
-        COLUMNS.use_keyring(before)
 
 
 def habit() -> Habit:

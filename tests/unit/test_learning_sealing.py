@@ -11,10 +11,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from habitus.crypto import DirectoryKeyStore, Keyring, Shredded, load_kek_ring
+from habitus.crypto import Keyring, Shredded
 from habitus.crypto.columns import COLUMNS, is_sealed
 from services.stability_detector import store
 from services.stability_detector.sealing import Texts, UserText
+from tests.support.keyrings import own_column_keyring
 
 T, U = "acme", "zoe"
 SAID = "no-preamble-Ottoline"
@@ -23,13 +24,8 @@ SAID = "no-preamble-Ottoline"
 @pytest.fixture
 def keyring(tmp_path: Path) -> Iterator[Keyring]:
     """The process's column sealer with a keyring of the test's own (as it was, after)."""
-    ring = Keyring(load_kek_ring(None, tmp_path / "kek.json"), DirectoryKeyStore(tmp_path / "u"))
-    before = COLUMNS.keyring
-    COLUMNS.use_keyring(ring)
-    try:
+    with own_column_keyring(tmp_path) as ring:
         yield ring
-    finally:
-        COLUMNS.use_keyring(before)
 
 
 def row(seq: int, *, user: str = U, sentence: str | None = None) -> store.EvidenceRow:
