@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -190,24 +193,62 @@ async def test_an_event_whose_key_cannot_be_found_waits_for_it_and_is_never_dead
     before = [turn(tenant, "u1") for _ in range(3)]
     ghost, after = turn(tenant, "ghost"), [turn(tenant, "u1") for _ in range(2)]
     await publish(nc, [*before, ghost, *after])
-    key_file = keyring.store.path(tenant, "ghost")  # type: ignore[attr-defined]
-    away = key_file.with_suffix(".away")
-    key_file.rename(away)
-    keyring.forget(tenant, "ghost")  # this process's copy too
-
     runner = ProjectionRunner(projection, nc, pool, config=FAST)
-    runner.start()
-    try:
-        await eventually(lambda: _counts_are(pool, projection.schema, {"u1": 3}))
-        await asyncio.sleep(1.0)  # several rewinds (FAST waits 0.2 s between them)
-        assert await read_counts(pool, projection.schema) == {"u1": 3}
-        assert await dlq_messages(nc, projection.durable) == []
-        away.rename(key_file)  # the key store is back
-        await eventually(lambda: _counts_are(pool, projection.schema, {"u1": 5, "ghost": 1}))
-    finally:
-        await runner.stop()
+    with key_file_away(keyring, tenant, "ghost") as restore:
+        runner.start()
+        try:
+            await eventually(lambda: _counts_are(pool, projection.schema, {"u1": 3}))
+            await asyncio.sleep(1.0)  # several rewinds (FAST waits 0.2 s between them)
+            assert await read_counts(pool, projection.schema) == {"u1": 3}
+            assert await dlq_messages(nc, projection.durable) == []
+            restore()  # the key store is back
+            await eventually(lambda: _counts_are(pool, projection.schema,
+                                                 {"u1": 5, "ghost": 1}))
+        finally:
+            await runner.stop()
     assert await dlq_messages(nc, projection.durable) == []
 
 
 async def _counts_are(pool: Any, schema: str, expected: dict[str, int]) -> bool:
     return await read_counts(pool, schema) == expected
+
+
+async def test_an_event_whose_key_stays_unreadable_goes_to_the_dlq_after_the_wait(
+        nc: Any, pool: Any) -> None:
+    """A key lost for good (or a body naming a key that is not its user's) must not stop the
+    partition forever: after `key_wait_seconds` the event is dead-lettered, saying why, and
+    those after it apply."""
+    keyring = CATALOG.keyring
+    assert keyring is not None
+    projection, tenant = await new_tally(pool)
+    lost, after = turn(tenant, "lost"), [turn(tenant, "u1") for _ in range(2)]
+    await publish(nc, [turn(tenant, "u1"), lost, *after])
+    with key_file_away(keyring, tenant, "lost"):
+        await run_to_end(projection, nc, pool, config=replace(FAST, key_wait_seconds=0.5))
+
+    assert await read_counts(pool, projection.schema) == {"u1": 3}
+    [letter] = await dlq_messages(nc, projection.durable)
+    assert json.loads(letter.data)["event_id"] == lost.event_id
+    detail = opened_detail(letter.headers[dlqh.DETAIL], letter.headers[dlqh.ORIGINAL_SUBJECT])
+    assert "could not be read for 0.5 s" in detail and "KeyMissing" in detail, detail
+
+
+@contextmanager
+def key_file_away(keyring: Any, tenant: str, user: str) -> Iterator[Callable[[], None]]:
+    """The user's key file moved out of the store (and this process's copy forgotten) while
+    the block runs; it yields a function that puts it back, which leaving the block does in
+    any case: the user's events stay in the worker's streams, and every later stack reading
+    them would wait for the key."""
+    key_file = keyring.store.path(tenant, user)
+    away = key_file.with_suffix(".away")
+    key_file.rename(away)
+    keyring.forget(tenant, user)
+
+    def restore() -> None:
+        if away.exists():
+            away.rename(key_file)
+
+    try:
+        yield restore
+    finally:
+        restore()

@@ -530,7 +530,8 @@ async def test_traces_stored_before_sealing_are_found_after_the_migration(
                   prompt_tokens, completion_tokens, total_latency_seconds, cost_usd,
                   query_class, tool_calls, step_count, reward)
                 VALUES ('t', 'u1', 'old', 1, 'How does photosynthesis work?', 'a', 'm', 'e',
-                  'Chlorophyll absorbs light.', 'success', NULL, 1, 2, 10, 5, 3, 1, NULL,
+                  'Chlorophyll absorbs light; see botany.notes@example.org.', 'success', NULL,
+                  1, 2, 10, 5, 3, 1, NULL,
                   'short', 1, 2, NULL)""")
         conn.execute(
             f"""INSERT INTO {store.STEPS} (tenant_id, user_id, trace_id, ordinal, step_type,
@@ -550,8 +551,12 @@ async def test_traces_stored_before_sealing_are_found_after_the_migration(
             "old"]
         assert [h["trace_id"] for h in await store.search(
             cur, "t", '"chlorophyll absorbs" -dark', user_id="u1")] == ["old"]
+        # an address is split as the service splits it: any part of it finds the trace
+        for part in ("botany", "notes", '"botany.notes@example.org"'):
+            assert [h["trace_id"] for h in await store.search(cur, "t", part)] == ["old"], part
         got = await store.get_trace(cur, "t", "old")
-        assert got is not None and got["result"] == "Chlorophyll absorbs light."
+        assert got is not None
+        assert got["result"] == "Chlorophyll absorbs light; see botany.notes@example.org."
         assert got["steps"][0]["input"] == {"prompt": "x"}
         summary = await store.summary(cur, "t", TIME)
         assert summary["step_types"]["llm"]["avg_prompt_tokens"] == 5  # as the fold counts

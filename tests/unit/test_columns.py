@@ -108,3 +108,39 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Columns:
 def test_any_text_round_trips(shared: Columns, text: str) -> None:
     sealed = shared.seal("t", "u", text)
     assert is_sealed(sealed) and shared.open("t", "u", sealed) == text
+
+
+def test_a_value_sealed_before_an_erasure_is_shredded_even_once_the_user_has_new_keys(
+        tmp_path: Path) -> None:
+    ring = keyring(tmp_path)
+    columns = Columns(ring)
+    before = columns.seal("acme", "zoe", ADDRESS)
+    ring.destroy("acme", "zoe")
+    again = columns.seal("acme", "zoe", "terse")  # an event of hers arrived during the erasure
+    assert Columns(keyring(tmp_path)).open("acme", "zoe", again) == "terse"
+    with pytest.raises(Shredded):
+        Columns(keyring(tmp_path)).open("acme", "zoe", before)
+    columns.seal("acme", "max", "terse")  # max has keys, never erased
+    with pytest.raises(SealError):  # so a value that is not his is an error, not an erasure
+        columns.open("acme", "max", columns.seal("acme", "zoe", "terse"))
+
+
+def test_whatever_a_user_writes_reads_back_even_when_it_looks_sealed(columns: Columns) -> None:
+    plain = Columns(None)
+    for text in ("hc1:abc", "hc0:abc", "hc0:hc1:x", "hc1", "plain"):
+        assert plain.open("acme", "zoe", plain.seal("acme", "zoe", text)) == text
+        assert columns.open("acme", "_tenant", columns.seal("acme", "_tenant", text)) == text
+        assert columns.open("acme", "zoe", columns.seal("acme", "zoe", text)) == text
+        assert plain.open_json("acme", "zoe", plain.seal_json("acme", "zoe", text)) == text
+
+
+def test_a_lookup_seals_as_storing_does_but_never_makes_keys(tmp_path: Path) -> None:
+    ring = keyring(tmp_path)
+    columns = Columns(ring)
+    assert columns.lookup("acme", "zoe", "terse") == "terse"  # no keys: nothing sealed yet
+    assert ring.store.load("acme", "zoe") is None
+    stored = columns.seal("acme", "zoe", "terse")
+    assert columns.lookup("acme", "zoe", "terse") == stored
+    ring.destroy("acme", "zoe")
+    assert columns.lookup("acme", "zoe", "terse") == "terse"
+    assert ring.store.load("acme", "zoe") is None  # an erased user gets no key file back

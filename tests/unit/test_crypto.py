@@ -334,3 +334,31 @@ def test_threads_warming_the_same_new_users_make_each_key_once(tmp_path: Path) -
         list(pool.map(lambda _: ring.warm(owners, True), range(4)))
     assert sorted(made) == sorted(u for _, u in owners)
     assert ring.cold(owners) == []
+
+
+def test_a_second_owner_spliced_into_a_sealed_envelope_is_refused_not_believed(
+        ring: Keyring) -> None:
+    """A JSON parser keeps the last of two keys; the reader's fast path reads the first. A body
+    naming its user twice must not open as one user's words under the other's name."""
+    from habitus.bus.publisher import headers_for
+    from habitus.crypto.sealing import open_event_json
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.ingest import TurnRecorded
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer="gateway")
+    wire = catalog.encode(event)
+    head = b'"user_id":"dana"'
+    forged = wire.replace(head, head + b',"user_id":"mallory"', 1)
+    assert open_event_json(forged, ring) is None  # not the fast path's form
+    # the general path parses it: mallory's, under a key id that is not his
+    seal_body({**TURN, "user_id": "mallory"}, ring)
+    with pytest.raises(KeyMissing):
+        catalog.decode_message(forged, headers_for(event))
+    # and one naming dana twice (her key, so it opens) says the same either way
+    twice = wire.replace(head, head + b',"user_id":"dana"', 1)
+    assert open_event_json(twice, ring) is None
+    assert catalog.decode_message(twice, headers_for(event)) == event
+    assert catalog.decode_message(wire, headers_for(event)).user_id == "dana"

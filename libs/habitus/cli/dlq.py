@@ -83,7 +83,7 @@ def opened_detail(detail: str, original_subject: str) -> str:
         return COLUMNS.open(owner.tenant_id, owner.user_id, detail)
     except Shredded:
         return "(the user was erased: the detail is unreadable)"
-    except ValueError as exc:
+    except (LookupError, ValueError) as exc:  # KeyMissing, SealError, a KEK not here
         return f"(sealed; cannot be opened here: {exc})"
 
 

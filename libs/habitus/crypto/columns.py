@@ -15,7 +15,14 @@ opening and keep their own per-user index where they search (the trace router's 
 
 Values of the tenant itself (user ids beginning with `_`) are not sealed, as in the event log.
 A value without the prefix opens as itself: rows written before sealing was turned on, or by a
-deployment that runs without encryption (HABITUS_ENCRYPT_EVENTS=false), stay readable.
+deployment that runs without encryption (HABITUS_ENCRYPT_EVENTS=false), stay readable. A text
+left unsealed that would read as sealed (it begins `hc1:`, or the escape `hc0:`) is stored
+behind `hc0:`, so whatever a user writes reads back as written.
+
+A sealed value names no key: it is the user's column key's, derived from the first data key
+they had. After an erasure, a user may get keys again (an event of theirs that arrived during
+it); a value sealed before then does not open with the new key, and since the store remembers
+that the user's keys were destroyed, that reads as `Shredded`, as it would with no keys at all.
 """
 
 from __future__ import annotations
@@ -25,9 +32,12 @@ import json
 from collections.abc import Iterable
 from typing import Any, Final
 
-from habitus.crypto.keyring import Keyring
+from habitus.crypto.aead import SealError
+from habitus.crypto.keyring import Keyring, Shredded
 
 PREFIX: Final = "hc1:"
+#: stands before an unsealed text that would otherwise read as sealed (or as escaped)
+ESCAPE: Final = "hc0:"
 
 
 def _sealable(user_id: str) -> bool:
@@ -36,6 +46,11 @@ def _sealable(user_id: str) -> bool:
 
 def is_sealed(value: object) -> bool:
     return isinstance(value, str) and value.startswith(PREFIX)
+
+
+def _plain(text: str) -> str:
+    """`text` as stored unsealed: as it is, unless it would read as sealed or escaped."""
+    return ESCAPE + text if text.startswith((PREFIX, ESCAPE)) else text
 
 
 class Columns:
@@ -52,9 +67,22 @@ class Columns:
         """`text` sealed for the user: the same text gives the same value, every time."""
         keyring = self.keyring
         if keyring is None or not text or not _sealable(user_id):
-            return text
+            return _plain(text)
         blob = keyring.column(tenant_id, user_id).seal(text.encode())
         return PREFIX + base64.b64encode(blob).decode()
+
+    def lookup(self, tenant_id: str, user_id: str, text: str) -> str:
+        """What `seal` stores for `text`, to look it up, without making keys for a user who
+        has none (a read must not create key files, least of all for an erased user): with no
+        keys nothing of theirs was sealed, so the unsealed form is the one to find."""
+        keyring = self.keyring
+        if keyring is None or not text or not _sealable(user_id):
+            return _plain(text)
+        try:
+            column = keyring.existing_column(tenant_id, user_id)
+        except LookupError:  # no keys (never sealed anything), or destroyed
+            return _plain(text)
+        return PREFIX + base64.b64encode(column.seal(text.encode())).decode()
 
     def seal_all(self, tenant_id: str, user_id: str, texts: Iterable[str]) -> list[str]:
         return [self.seal(tenant_id, user_id, text) for text in texts]
@@ -63,14 +91,26 @@ class Columns:
         """The text of a value `seal` made (any other value as it is). Raises `Shredded` once
         the user's keys are destroyed, `SealError` when the value is another user's or was
         altered, ValueError when a sealed value meets a process without a keyring."""
+        if value.startswith(ESCAPE):
+            return value[len(ESCAPE):]
         if not is_sealed(value):
             return value
         keyring = self.keyring
         if keyring is None:
             raise ValueError("a sealed column value, and this process has no keyring "
                              "(HABITUS_ENCRYPT_EVENTS is off here but not where it was written)")
-        blob = base64.b64decode(value[len(PREFIX):], validate=True)
-        return keyring.existing_column(tenant_id, user_id).open(blob).decode()
+        try:
+            blob = base64.b64decode(value[len(PREFIX):], validate=True)
+        except ValueError:
+            raise SealError("a sealed column value that is not base64") from None
+        try:
+            return keyring.existing_column(tenant_id, user_id).open(blob).decode()
+        except SealError:
+            if keyring.store.erased(tenant_id, user_id):
+                # sealed with keys an erasure destroyed; the user has new ones since
+                raise Shredded(f"a value of {tenant_id}/{user_id} sealed with destroyed "
+                               "keys") from None
+            raise
 
     def open_all(self, tenant_id: str, user_id: str, values: Iterable[str]) -> list[str]:
         return [self.open(tenant_id, user_id, value) for value in values]
@@ -79,12 +119,14 @@ class Columns:
         """A JSON value for a `jsonb` column, sealed whole: a JSON string holding the sealed
         JSON text (unchanged when nothing is sealed: no keyring, or the tenant's own)."""
         if self.keyring is None or not _sealable(user_id):
-            return value
+            return _plain(value) if isinstance(value, str) else value
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
         return self.seal(tenant_id, user_id, text)
 
     def open_json(self, tenant_id: str, user_id: str, value: Any) -> Any:
         """What `seal_json` sealed (any other JSON value as it is)."""
+        if isinstance(value, str) and value.startswith(ESCAPE):
+            return value[len(ESCAPE):]
         if not is_sealed(value):
             return value
         return json.loads(self.open(tenant_id, user_id, value))

@@ -140,8 +140,10 @@ class Keyring:
     def cold(self, owners: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         """The owners among `owners` whose keys are not in memory (reading them means the key
         store's files, and creating a new user's an fsync)."""
+        now = time.monotonic()
         with self._lock:
-            return [o for o in owners if o not in self._cache]
+            return [o for o in owners
+                    if (found := self._cache.get(o)) is None or now - found[0] > self._ttl]
 
     def warm(self, owners: Iterable[tuple[str, str]], create: bool) -> None:
         """Read the keys of `owners` into memory (creating those missing when `create`: for
@@ -152,7 +154,9 @@ class Keyring:
             if create:
                 self._own(tenant_id, user_id)
                 continue
-            with contextlib.suppress(LookupError):  # Shredded, KeyMissing
+            # a key that cannot be read here (destroyed, missing, its KEK absent, its file
+            # unreadable) is left for the decoding of that user's events to meet and report
+            with contextlib.suppress(LookupError, ValueError, OSError):
                 self._remember((tenant_id, user_id),
                                self._unwrapped(self._stored(tenant_id, user_id, None)))
 

@@ -67,8 +67,11 @@ _KID_MARK = b'","sealed":{"kid":"'
 _KID_END = b'",' + SEALED_END
 # ids and types are plain tokens (habitus.ids, the envelope's patterns: no quotes, no
 # backslashes), and the envelope's fields come in its model's order, so a byte search finds them
-_HEAD = re.compile(rb'"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
+_HEAD = re.compile(rb'\{"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
                    rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)"')
+#: keys a body names once: a second one would win in a JSON parser while the first was used
+#: to open the payload (the general path, which parses, then refuses the body)
+_ONCE = (b'"event_id":', b'"type":', b'"tenant_id":', b'"user_id":')
 
 
 def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
@@ -80,9 +83,11 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
         return None
     mark = data.rfind(_PAYLOAD_MARK)
     kid_at = data.rfind(_KID_MARK)
-    head = _HEAD.search(data, 0, mark)
+    head = _HEAD.match(data, 0, mark)  # the envelope's first fields, from its first byte
     if mark < 0 or kid_at < mark or head is None:
         return None
+    if any(data.count(key, 0, mark) != 1 for key in _ONCE):
+        return None  # not the form this writes: the general path decides
     event_id, event_type, tenant_id, user_id = head.groups()
     kid = data[kid_at + len(_KID_MARK):-len(_KID_END)]
     try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -68,6 +69,8 @@ class BatchSettings(IsolationSettings, Protocol):
     def transient_attempts(self) -> int: ...
     @property
     def transient_max_wait(self) -> float: ...
+    @property
+    def key_wait_seconds(self) -> float: ...
 
 
 class BatchApplier:
@@ -99,6 +102,8 @@ class BatchApplier:
         # Events up to this sequence already had their consequences published (before a
         # replay): rebuilding them must not publish those consequences again.
         self.emitted_seq = 0
+        # since when (time.monotonic) the event at a sequence waits for a key it cannot read
+        self.key_waits: dict[int, float] = {}
         # failed apply attempts per stream sequence (poison detection survives rewinds)
         self.attempts: dict[int, int] = {}
 
@@ -114,13 +119,23 @@ class BatchApplier:
                        None)
         if blocked is not None:
             # a key this process cannot find: apply what comes before, then wait for it (a
-            # system fault, never counted against the event, never dead-lettered)
+            # system fault, not counted against the event), up to `key_wait_seconds`: a key
+            # lost for good, or a body naming a key that is not its user's, must not stop the
+            # partition forever, so it then goes to the DLQ (`habitus dlq replay` once fixed)
+            held = items[blocked]
+            since = self.key_waits.setdefault(held.seq, time.monotonic())
+            if time.monotonic() - since >= self.settings.key_wait_seconds:
+                held.invalid = (f"its data key could not be read for "
+                                f"{self.settings.key_wait_seconds:g} s: {held.unavailable}")
+                held.unavailable = None
+                del self.key_waits[held.seq]
+                await self.apply(items, outcome)
+                return
             if blocked:
                 await self.apply(items[:blocked], outcome)
             outcome.returned += len(items) - blocked
             metrics.KEYS_UNAVAILABLE.labels(self._label).inc()
-            raise Rewind(self.settings.retry_delays[-1],
-                         f"event {items[blocked].seq}: {items[blocked].unavailable}")
+            raise Rewind(self.settings.retry_delays[-1], f"event {held.seq}: {held.unavailable}")
         await self._check_lock()
         try:
             async for attempt in AsyncRetrying(

@@ -492,3 +492,5 @@ def _opened_detail(detail: str, tenant_id: str | None, user_id: str | None) -> s
         return COLUMNS.open(tenant_id, user_id, detail)
     except Shredded:
         return "(the user was erased: the detail is unreadable)"
+    except (LookupError, ValueError) as exc:  # KeyMissing, SealError, a KEK not here
+        return f"(sealed; cannot be opened here: {exc})"

@@ -39,9 +39,10 @@ class DeadLetters:
         """Publish the item to HABITUS_DLQ; `failed_attempts` are this runner's failed applies
         of it (the deliveries reported are the larger of those and the stream's count). The
         detail can quote the event, so its header is sealed with the user's key
-        (`habitus dlq list` opens it; cut first so the sealed value fits the header)."""
+        (`habitus dlq list` opens it; cut to 1,400 bytes first so the sealed value, base64 of
+        them and a tag, fits the header's 2,000 characters)."""
         tenant_id, user_id = owner_of(item)
-        sealed = (COLUMNS.seal(tenant_id, user_id, detail[:1400])
+        sealed = (COLUMNS.seal(tenant_id, user_id, _cut(detail, 1400))
                   if tenant_id and user_id else detail)
         await send_to_dlq(
             self._js,
@@ -58,11 +59,13 @@ class DeadLetters:
         )
         metrics.DLQ.labels(self.projection.durable, reason).inc()
         # the why in the message itself too: a plain log (a test's captured log, a terminal)
-        # shows the message only
+        # shows the message only; of a user's event, only what names the error (the rest can
+        # quote the event, and logs are files: `habitus dlq list` shows the whole detail)
+        shown = detail[:300] if sealed is detail else detail.split(":", 1)[0][:100]
         log.error(
-            "event sent to DLQ: %s (%s): %s", self._label, reason, detail[:300],
+            "event sent to DLQ: %s (%s): %s", self._label, reason, shown,
             extra={"projection": self._label, "seq": item.seq, "reason": reason,
-                   "detail": detail[:500]},
+                   "detail": shown},
         )
 
     async def record(self, cur: AsyncCursor[Any], item: Item, reason: str, detail: str
@@ -72,3 +75,8 @@ class DeadLetters:
         event_id = item.delivered.event.event_id if item.delivered else None
         await self._store.record_dead_letter(cur, self._label, item.seq, event_id, reason,
                                              detail, tenant_id, user_id)
+
+
+def _cut(text: str, size: int) -> str:
+    """`text` cut to at most `size` bytes of UTF-8, on a character boundary."""
+    return text.encode()[:size].decode(errors="ignore")

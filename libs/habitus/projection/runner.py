@@ -84,6 +84,9 @@ class RunnerConfig:
     #: how often (at most) the lag and ack-pending gauges ask the server (two or three small
     #: requests): when idle, and between batches under load
     lag_interval: float = 5.0
+    #: how long an event whose data key cannot be read here waits (its partition with it)
+    #: before it goes to the DLQ: a key store or KEK being fixed, not one lost for good
+    key_wait_seconds: float = 3600.0
 
 
 class ProjectionRunner:

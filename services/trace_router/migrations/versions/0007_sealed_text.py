@@ -53,10 +53,16 @@ def upgrade() -> None:
             trace_id text NOT NULL,
             PRIMARY KEY (tenant_id, user_id, term, trace_id)
         )""")
+    # the words of the traces stored before, split as the service splits them (lowercased
+    # runs of letters and digits, at most 100 characters: an address or a path is several
+    # words, as a search for any part of it reads it), plain: those rows are plain beside them
     op.execute("""
         INSERT INTO traces.search_terms (tenant_id, user_id, term, trace_id)
-        SELECT t.tenant_id, t.user_id, w.term, t.trace_id
-        FROM traces.traces t, unnest(tsvector_to_array(t.search)) AS w(term)""")
+        SELECT DISTINCT t.tenant_id, t.user_id, w.m[1], t.trace_id
+        FROM traces.traces t,
+             regexp_matches(lower(t.query || ' ' || coalesce(t.result, '')),
+                            '([[:alnum:]]+)', 'g') AS w(m)
+        WHERE length(w.m[1]) <= 100""")
     op.execute("DROP INDEX IF EXISTS traces.traces_search")
     op.execute("ALTER TABLE traces.traces DROP COLUMN search")
 
