@@ -14,6 +14,7 @@ publish, and answered once PROFILE.md and the prompt show the outcome.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -171,16 +172,31 @@ class ProfileRpc:
         context, cache = await self._context(p, rc)
         result = answer(context)
         if p.request is not None:
-            result = await self._with_habits(result, p, rc)
-            if p.examples != 0 or p.skills:
-                result = await self._with_examples(result, p, rc)
+            result = await self._for_request(result, p, rc)
         metrics.CONTEXT_SECONDS.labels(cache).observe(time.perf_counter() - started)
         return result
 
-    async def _with_habits(self, result: dict[str, Any], p: PromptContextParams,
+    async def _for_request(self, result: dict[str, Any], p: PromptContextParams,
                            rc: RpcContext) -> dict[str, Any]:
-        """The cached context plus the habits section for this request (never cached: it
-        depends on the request). The habits service unavailable, or failing, means no
+        """The cached context plus what depends on the request: the habits section, then the
+        in-context examples (when asked for). With no `budget_chars` neither section's size
+        depends on the other, so both services are asked at once (one round trip on the read
+        every agent turn makes, not two); with one, the examples get what the habits left."""
+        if p.examples == 0 and not p.skills:
+            return _appended(result, "habits", *await self._habits(p, rc))
+        if p.budget_chars is None:
+            (habits, steered_by), examples = await asyncio.gather(
+                self._habits(p, rc), self._examples(p, rc, None))
+            return _appended(_appended(result, "habits", habits, steered_by), "examples",
+                             examples)
+        result = _appended(result, "habits", *await self._habits(p, rc))
+        left = max(0, p.budget_chars - len(result["text"]) - 1)
+        return _appended(result, "examples", await self._examples(p, rc, left))
+
+    async def _habits(self, p: PromptContextParams, rc: RpcContext
+                      ) -> tuple[str, list[str] | None]:
+        """The habits section for this request and the habits that steered it (never cached:
+        it depends on the request). The habits service unavailable, or failing, means no
         habits section (guidance fails closed), never a failed prompt."""
         try:
             chosen = await self.ctx.rpc.call(
@@ -190,40 +206,29 @@ class ProfileRpc:
                 timeout=self.ctx.settings.rpc_timeout_seconds * 3)
         except RpcError as exc:
             log.info("no habits section", extra={"reason": exc.message})
-            return result
-        section = str(chosen.get("section") or "")
-        if not section:
-            return result
-        sections = [*result["sections"], {"name": "habits", "content": section}]
-        return {**result, "sections": sections,
-                "text": "\n".join(x for x in (result["text"], section) if x),
-                "steered_by": list(chosen.get("steered_by", []))}
+            return "", None
+        return str(chosen.get("section") or ""), list(chosen.get("steered_by", []))
 
-    async def _with_examples(self, result: dict[str, Any], p: PromptContextParams,
-                             rc: RpcContext) -> dict[str, Any]:
-        """The context plus the in-context `examples` section for this request (the trace
-        router's `icl.context`: the user's own good traces of the request's class), within
-        what is left of the budget. Opt-in, and never a failed prompt: the router unavailable
-        means no section."""
+    async def _examples(self, p: PromptContextParams, rc: RpcContext,
+                        budget_chars: int | None) -> str:
+        """The in-context `examples` section for this request (the trace router's
+        `icl.context`: the user's own good traces of the request's class), within
+        `budget_chars`. Opt-in, and never a failed prompt: the router unavailable means no
+        section."""
         params: dict[str, Any] = {"user_id": p.user_id, "request": p.request}
         if p.examples is not None:
             params["examples"] = p.examples
         if p.skills is not None:
             params["skills"] = p.skills
-        if p.budget_chars is not None:
-            params["budget_chars"] = max(0, p.budget_chars - len(result["text"]) - 1)
+        if budget_chars is not None:
+            params["budget_chars"] = budget_chars
         try:
             found = await self.ctx.rpc.call("icl.context", rc.tenant_id, params,
                                             correlation_id=rc.correlation_id)
         except RpcError as exc:
             log.info("no examples section", extra={"reason": exc.message})
-            return result
-        section = str(found.get("section") or "")
-        if not section:
-            return result
-        return {**result, "sections": [*result["sections"],
-                                       {"name": "examples", "content": section}],
-                "text": "\n".join(x for x in (result["text"], section) if x)}
+            return ""
+        return str(found.get("section") or "")
 
     async def _context(self, p: PromptContextParams, rc: RpcContext
                        ) -> tuple[dict[str, Any], str]:
@@ -270,3 +275,15 @@ class ProfileRpc:
             await self.cache.put(t, u, field, result, generation, inputs.stamp)
         return result, inputs.stamp
 
+
+def _appended(result: dict[str, Any], name: str, section: str,
+              steered_by: list[str] | None = None) -> dict[str, Any]:
+    """`result` with the section `name` added after the others (unchanged when it is empty;
+    `steered_by`, the habits that shaped the prompt, replaces the result's when given)."""
+    if not section:
+        return result
+    added = {**result, "sections": [*result["sections"], {"name": name, "content": section}],
+             "text": "\n".join(x for x in (result["text"], section) if x)}
+    if steered_by is not None:
+        added["steered_by"] = steered_by
+    return added

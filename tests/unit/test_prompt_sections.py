@@ -739,3 +739,20 @@ def test_budget_property(
         assert "user_profile" not in by_name and "user_files" not in by_name
     if by_name.get("user_profile", "") != user_profile_section(facets):
         assert "user_files" not in by_name
+
+
+def test_the_request_sections_follow_the_cached_ones_habits_first() -> None:
+    """prompt.context asks habits and the examples at once; what it answers is in one order:
+    the cached sections, the habits, then the examples, and only the habits say what steered."""
+    from services.profile_renderer.rpc import _appended
+
+    cached = {"sections": [{"name": "user_profile", "content": "## Profile"}],
+              "text": "## Profile", "steered_by": []}
+    habits = _appended(cached, "habits", "## Habits", ["When: status report"])
+    both = _appended(habits, "examples", "## Examples")
+    assert [s["name"] for s in both["sections"]] == ["user_profile", "habits", "examples"]
+    assert both["text"] == "## Profile\n## Habits\n## Examples"
+    assert both["steered_by"] == ["When: status report"]
+    assert _appended(cached, "habits", "", ["ignored"]) is cached  # an empty section: nothing
+    assert _appended({"sections": [], "text": "", "steered_by": []}, "examples", "## E"
+                     )["text"] == "## E"
