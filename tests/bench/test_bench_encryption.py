@@ -15,7 +15,6 @@ machine favours neither:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import statistics
 import time
@@ -33,7 +32,7 @@ from habitus.telemetry.gc_tuning import tune_gc
 from tests.conftest import ServerUrls
 from tests.integration.runner_support import new_tally, publish
 from tests.support.factories import turn, turn_item, unique
-from tests.support.http import TLS
+from tests.support.http import TLS, post_all
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -73,16 +72,8 @@ async def gateway_rate(servers: ServerUrls, pool: Any, sealed: bool, known: bool
                 warm_up[0]["user_id"] = "someone-else"  # the connection and the code warm
             answer = await client.post(url, json=warm_up, headers=headers)
             assert answer.status_code == 200, answer.text[:500]
-            sem = asyncio.Semaphore(4)
-
-            async def send(body: bytes) -> int:
-                async with sem:
-                    r = await client.post(url, content=body, headers=headers)
-                    assert r.status_code == 200, r.text[:500]
-                    return int(r.json()["accepted"])
-
             started, cpu_started = time.perf_counter(), gateway_cpu()
-            accepted = sum(await asyncio.gather(*(send(b) for b in bodies)))
+            accepted = await post_all(client, url, bodies, headers)
             elapsed = time.perf_counter() - started
             if cpu is not None:
                 cpu.append((gateway_cpu() - cpu_started) / GATEWAY_N)

@@ -19,7 +19,7 @@ from habitus.events import CATALOG
 from habitus.service.migrations import migrate
 from tests.conftest import ServerUrls
 from tests.support.factories import turn, turn_item, unique
-from tests.support.http import TLS
+from tests.support.http import TLS, post_all
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -54,15 +54,7 @@ async def test_gateway_ingest_ratio(servers: ServerUrls, nc: Any, pool: Any, rec
         async with httpx.AsyncClient(timeout=60, verify=TLS) as client:
             await client.post(url, content=bodies[0][:2] + b"]", headers=headers)  # warm-up
             started = time.perf_counter()
-            sem = asyncio.Semaphore(4)
-
-            async def send(body: bytes) -> int:
-                async with sem:
-                    r = await client.post(url, content=body, headers=headers)
-                    assert r.status_code == 200, r.text[:500]
-                    return int(r.json()["accepted"])
-
-            accepted = sum(await asyncio.gather(*(send(b) for b in bodies)))
+            accepted = await post_all(client, url, bodies, headers)
             elapsed = time.perf_counter() - started
     assert accepted == N
     rate = N / elapsed

@@ -42,7 +42,7 @@ from habitus.service.migrations import migrate
 from tests.bench import trace_corpus
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
-from tests.support.http import TLS
+from tests.support.http import TLS, post_all
 from tests.support.processes import serve
 
 pytestmark = pytest.mark.asyncio
@@ -252,16 +252,8 @@ async def habitus_side(stack: Stack, count: int) -> dict[str, Any]:
     post_headers = {**headers, "Content-Type": "application/json"}
     async with httpx.AsyncClient(base_url=stack.base, timeout=120, verify=TLS) as client:
         await client.get("/healthz")
-        sem = asyncio.Semaphore(4)
-
-        async def send(body: bytes) -> int:
-            async with sem:
-                r = await client.post("/v1/events", content=body, headers=post_headers)
-                assert r.status_code == 200, r.text[:500]
-                return int(r.json()["accepted"])
-
         started = time.perf_counter()
-        accepted = sum(await asyncio.gather(*(send(b) for b in bodies)))
+        accepted = await post_all(client, "/v1/events", bodies, post_headers)
         accepted_at = time.perf_counter() - started
         await until_counted(client, headers, count)
         elapsed = time.perf_counter() - started
