@@ -100,6 +100,33 @@ def test_rotating_a_users_key_keeps_what_the_old_one_sealed(ring: Keyring) -> No
     assert open_body(before, fresh) == open_body(after, fresh) == TURN
 
 
+def test_the_publishing_path_seals_with_a_rotated_key_at_once_here_and_after_ttl_elsewhere(
+        tmp_path: Path) -> None:
+    """The sealer memo (the hot path's current key) follows a rotation: at once in the process
+    that rotated, and within the keys' ttl in one that was not told."""
+    from habitus.crypto.sealing import open_event_json, seal_event_json
+
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    rotating, elsewhere = Keyring(kek, store), Keyring(kek, store, ttl=0.05)
+    event = json.dumps({"event_id": "e1", "type": "TurnRecorded", "schema_version": 1,
+                        "tenant_id": "acme", "user_id": "dana", "payload": TURN["payload"]},
+                       separators=(",", ":")).encode()
+
+    def kid_of(ring: Keyring) -> str:
+        wire = seal_event_json(event, "acme", "dana", "e1", "TurnRecorded", ring)
+        opened = open_event_json(wire, Keyring(kek, store))
+        assert opened is not None and json.loads(opened)["payload"] == TURN["payload"]
+        return str(json.loads(wire)["sealed"]["kid"])
+
+    first = kid_of(rotating)
+    assert kid_of(elsewhere) == first  # both memos hold the first key now
+    second = rotating.rotate("acme", "dana")
+    assert kid_of(rotating) == second != first
+    time.sleep(0.1)
+    assert kid_of(elsewhere) == second
+
+
 def test_rotating_the_kek_rewraps_every_key_and_the_old_kek_can_go(ring: Keyring,
                                                                     tmp_path: Path) -> None:
     sealed = [seal_body({**TURN, "user_id": f"u{n}"}, ring) for n in range(5)]
@@ -273,9 +300,9 @@ def test_the_readers_fast_path_forgets_a_destroyed_key_when_told_or_when_its_tim
         Keyring(kek, store)
     order = ("event_id", "type", "schema_version", "tenant_id", "user_id", "occurred_at",
              "producer")  # as the envelope's model writes it
-    envelope = json.dumps({k: TURN[k] for k in order}, separators=(",", ":")).encode()
-    wire = seal_event_json(envelope, json.dumps(TURN["payload"]).encode(), "acme", "dana",
-                           "e1", "TurnRecorded", erasing)
+    event = json.dumps({**{k: TURN[k] for k in order}, "payload": TURN["payload"]},
+                       separators=(",", ":")).encode()
+    wire = seal_event_json(event, "acme", "dana", "e1", "TurnRecorded", erasing)
     for ring in (told, expiring):  # each reads it once: the key is in its memo now
         opened = open_event_json(wire, ring)
         assert opened is not None and json.loads(opened)["payload"] == TURN["payload"]

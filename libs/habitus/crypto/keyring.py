@@ -45,6 +45,18 @@ def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_ty
     return f"habitus/data/{tenant_id}/{user_id}/{kid}/{event_id}/{event_type}".encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Sealer:
+    """What sealing one user's payloads needs, made once per key: the current key id (as
+    text and as the bytes a body carries), its cipher, and the associated data's fixed part
+    (`data_context` up to the event id)."""
+
+    kid: str
+    kid_bytes: bytes
+    cipher: Cipher
+    context_prefix: bytes
+
+
 @dataclass(frozen=True)
 class _Entry:
     current: str
@@ -71,6 +83,8 @@ class Keyring:
         self._flights: dict[tuple[str, str], threading.Lock] = {}
         #: (tenant, user, kid) as a message's bytes -> (read at, key): `key_of`'s memo
         self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher]] = {}
+        #: (tenant, user) -> (read at, sealer): `sealer`'s memo, lock-free like `_memo`
+        self._sealers: dict[tuple[str, str], tuple[float, Sealer]] = {}
 
     def _unwrap(self, keys: UserKeys, key: WrappedKey) -> bytes:
         context = dek_context(keys.tenant_id, keys.user_id, key.kid)
@@ -164,6 +178,24 @@ class Keyring:
         """(key id, key) to seal with: the user's current key, created if they have none."""
         entry = self._own(tenant_id, user_id)
         return entry.current, entry.ciphers[entry.current]
+
+    def sealer(self, tenant_id: str, user_id: str) -> Sealer:
+        """`current`, for the publishing hot path (every event of a user is sealed): a
+        lock-free memo in front of it, counting as long as the keys it came from (`ttl`),
+        cleared by `forget` (a rotation, an erasure)."""
+        sealers = self._sealers  # the dict as it is now: `forget` replaces it, never edits it
+        owner = (tenant_id, user_id)
+        found = sealers.get(owner)
+        if found is not None and time.monotonic() - found[0] <= self._ttl:
+            return found[1]
+        entry = self._own(tenant_id, user_id)
+        kid = entry.current
+        made = Sealer(kid, kid.encode(), entry.ciphers[kid],
+                      data_context(tenant_id, user_id, kid, "", "")[:-1])
+        if len(sealers) >= self._cache_size:
+            sealers.clear()
+        sealers[owner] = (entry.read_at, made)
+        return made
 
     def column(self, tenant_id: str, user_id: str) -> ColumnCipher:
         """The user's deterministic cipher for what projections keep (habitus.crypto.columns),
@@ -261,8 +293,9 @@ class Keyring:
     def forget(self, tenant_id: str, user_id: str) -> None:
         with self._lock:
             self._cache.pop((tenant_id, user_id), None)
-            # rare (an erasure, a rotation): the memo refills from the cache as it is read
+            # rare (an erasure, a rotation): the memos refill from the cache as they are read
             self._memo = {}
+            self._sealers = {}
 
     def destroy(self, tenant_id: str, user_id: str) -> bool:
         """Destroy the user's keys (erasure): from here on nothing they sealed opens."""

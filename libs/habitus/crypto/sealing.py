@@ -51,17 +51,21 @@ def seal_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
 SEALED_END: Final = b'"alg":"A256GCM"}}'
 
 
-def seal_event_json(envelope: bytes, payload: bytes, tenant_id: str, user_id: str,
-                    event_id: str, event_type: str, keyring: Keyring) -> bytes:
-    """The sealed body from an envelope's JSON (an object without `payload`) and the
-    payload's JSON: no parse and re-encode of the event on the publishing path."""
-    kid, key = keyring.current(tenant_id, user_id)
-    blob = base64.b64encode(seal(key, payload, data_context(tenant_id, user_id, kid, event_id,
-                                                            event_type)))
-    return (envelope[:-1] + b',"payload":"' + blob + b'","sealed":{"kid":"' + kid.encode()
-            + b'",' + SEALED_END)
+def seal_event_json(body: bytes, tenant_id: str, user_id: str, event_id: str,
+                    event_type: str, keyring: Keyring) -> bytes:
+    """The sealed form of an event's JSON as the envelope's model writes it (its payload the
+    last field), for the publishing path: the payload's bytes are cut out and sealed, nothing
+    parsed or encoded again. `,"payload":` cannot occur inside a JSON string (its quotes would
+    be escaped), so the first one is the field's."""
+    mark = body.index(_FIELD)
+    sealer = keyring.sealer(tenant_id, user_id)
+    context = sealer.context_prefix + f"{event_id}/{event_type}".encode()
+    blob = binascii.b2a_base64(seal(sealer.cipher, body[mark + len(_FIELD):-1], context),
+                               newline=False)
+    return b"".join((body[:mark], _PAYLOAD_MARK, blob, _KID_MARK, sealer.kid_bytes, _KID_END))
 
 
+_FIELD = b',"payload":'
 _PAYLOAD_MARK = b',"payload":"'
 _KID_MARK = b'","sealed":{"kid":"'
 _KID_END = b'",' + SEALED_END

@@ -147,12 +147,8 @@ class Catalog:
         keyring = self.keyring
         if keyring is None or not sealable(event.type, event.user_id):
             return event.to_json()
-        body = event.to_json()
-        # the payload is the envelope's last field, and `,"payload":` cannot occur inside a
-        # JSON string (its quotes would be escaped): split once, serialise once
-        mark = body.index(b',"payload":')
-        return seal_event_json(body[:mark] + b"}", body[mark + 11:-1], event.tenant_id,
-                               event.user_id, event.event_id, event.type, keyring)
+        return seal_event_json(event.to_json(), event.tenant_id, event.user_id, event.event_id,
+                               event.type, keyring)
 
     def spec(self, type_name: str) -> EventSpec:
         try:
