@@ -140,6 +140,11 @@ async def test_sealing_costs_at_most_a_tenth(servers: ServerUrls, nc: Any, pool:
     for name, cpus in (("gateway_ingest_sealed_cpu", gateway_cpus),
                        ("runner_sealed_cpu", runner_cpu)):
         plain_cpu, sealed_cpu = min(cpus[False]), min(cpus[True])
+        # the line: the median of the back-to-back pairs' ratios (one lucky run on either
+        # side moves the best-of-five ratio by 10 % on this machine; it moves the median little)
+        pairs = sorted(p / s for p, s in zip(cpus[False], cpus[True], strict=True))
         record(name, plain_us_per_event=round(plain_cpu * 1e6, 2),
                sealed_us_per_event=round(sealed_cpu * 1e6, 2),
-               ratio=round(plain_cpu / sealed_cpu, 3), target=">= 0.9")
+               best_ratio=round(plain_cpu / sealed_cpu, 3),
+               ratio=round(statistics.median(pairs), 3),
+               pairs=[round(r, 3) for r in pairs], target=">= 0.9")

@@ -27,10 +27,11 @@ that the user's keys were destroyed, that reads as `Shredded`, as it would with 
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Iterable
 from typing import Any, Final
+
+import pybase64
 
 from habitus.crypto.aead import SealError
 from habitus.crypto.keyring import Keyring, Shredded
@@ -69,7 +70,7 @@ class Columns:
         if keyring is None or not text or not _sealable(user_id):
             return _plain(text)
         blob = keyring.column(tenant_id, user_id).seal(text.encode())
-        return PREFIX + base64.b64encode(blob).decode()
+        return PREFIX + pybase64.b64encode_as_string(blob)
 
     def lookup(self, tenant_id: str, user_id: str, text: str) -> str:
         """What `seal` stores for `text`, to look it up, without making keys for a user who
@@ -82,7 +83,7 @@ class Columns:
             column = keyring.existing_column(tenant_id, user_id)
         except LookupError:  # no keys (never sealed anything), or destroyed
             return _plain(text)
-        return PREFIX + base64.b64encode(column.seal(text.encode())).decode()
+        return PREFIX + pybase64.b64encode_as_string(column.seal(text.encode()))
 
     def seal_all(self, tenant_id: str, user_id: str, texts: Iterable[str]) -> list[str]:
         return [self.seal(tenant_id, user_id, text) for text in texts]
@@ -100,7 +101,7 @@ class Columns:
             raise ValueError("a sealed column value, and this process has no keyring "
                              "(HABITUS_ENCRYPT_EVENTS is off here but not where it was written)")
         try:
-            blob = base64.b64decode(value[len(PREFIX):], validate=True)
+            blob = pybase64.b64decode(value[len(PREFIX):], validate=True)
         except ValueError:
             raise SealError("a sealed column value that is not base64") from None
         try:

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+import pybase64
+
 from habitus.crypto.aead import open_sealed, seal
 from habitus.crypto.keyring import Keyring, data_context
 
@@ -60,8 +62,7 @@ def seal_event_json(body: bytes, tenant_id: str, user_id: str, event_id: str,
     mark = body.index(_FIELD)
     sealer = keyring.sealer(tenant_id, user_id)
     context = sealer.context_prefix + f"{event_id}/{event_type}".encode()
-    blob = binascii.b2a_base64(seal(sealer.cipher, body[mark + len(_FIELD):-1], context),
-                               newline=False)
+    blob = pybase64.b64encode(seal(sealer.cipher, body[mark + len(_FIELD):-1], context))
     return b"".join((body[:mark], _PAYLOAD_MARK, blob, _KID_MARK, sealer.kid_bytes, _KID_END))
 
 
@@ -73,9 +74,11 @@ _KID_END = b'",' + SEALED_END
 # backslashes), and the envelope's fields come in its model's order, so a byte search finds them
 _HEAD = re.compile(rb'\{"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
                    rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)"')
-#: keys a body names once: a second one would win in a JSON parser while the first was used
-#: to open the payload (the general path, which parses, then refuses the body)
-_ONCE = (b'"event_id":', b'"type":', b'"tenant_id":', b'"user_id":')
+#: a second of the keys `_HEAD` read, later in the envelope: it would win in a JSON parser
+#: while the first was used to open the payload (the general path, which parses, then refuses
+#: the body, decides). The envelope's other values are plain tokens or numbers, so the pattern
+#: cannot meet a value's bytes.
+_AGAIN = re.compile(rb'"(?:event_id|type|tenant_id|user_id)":')
 
 
 def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
@@ -90,12 +93,12 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
     head = _HEAD.match(data, 0, mark)  # the envelope's first fields, from its first byte
     if mark < 0 or kid_at < mark or head is None:
         return None
-    if any(data.count(key, 0, mark) != 1 for key in _ONCE):
+    if _AGAIN.search(data, head.end(), mark) is not None:
         return None  # not the form this writes: the general path decides
     event_id, event_type, tenant_id, user_id = head.groups()
     kid = data[kid_at + len(_KID_MARK):-len(_KID_END)]
     try:
-        blob = binascii.a2b_base64(data[mark + len(_PAYLOAD_MARK):kid_at], strict_mode=True)
+        blob = pybase64.b64decode(data[mark + len(_PAYLOAD_MARK):kid_at], validate=True)
     except binascii.Error:
         return None
     key = keyring.key_of(tenant_id, user_id, kid)
