@@ -15,6 +15,7 @@ from typing import Any
 
 from psycopg import AsyncCursor
 
+from habitus.crypto.columns import COLUMNS, ColumnMemo
 from habitus.events.domain import ReextractionRequested
 from habitus.events.ingest import (
     DocumentIngested,
@@ -59,13 +60,15 @@ class WindowsProjection(Projection):
         self._loaded: dict[store.SourceKey, OpenWindow] = {}
         self._closed: list[tuple[str, str, ClosedWindow]] = []
         self._reflections: dict[tuple[str, str, str], int] = {}
+        self._texts = ColumnMemo(COLUMNS)
 
     async def apply_batch(self, cur: AsyncCursor[Any], batch: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
         sources = {self._source_key(d) for d in batch}
         sessions = {(d.event.tenant_id, d.event.user_id, d.event.payload.session_id)
                     for d in batch if isinstance(d.event.payload, TurnRecorded)}
-        self._loaded = await store.load_open(cur, sources)
+        self._texts = ColumnMemo(COLUMNS)  # a batch's: it must not outlive an erasure
+        self._loaded = await store.load_open(cur, sources, self._texts)
         self._open = {k: self._loaded.get(k) for k in sources}
         self._closed = []
         self._reflections = {k: 0 for k in sessions} | await store.load_reflections(
@@ -115,11 +118,12 @@ class WindowsProjection(Projection):
 
     async def before_commit(self, cur: AsyncCursor[Any], batch: Sequence[Delivered]) -> None:
         await store.save_open(cur, {k: w for k, w in self._open.items()
-                                    if w is not self._loaded.get(k)})
-        await store.insert_closed(cur, self._closed)
+                                    if w is not self._loaded.get(k)}, self._texts)
+        await store.insert_closed(cur, self._closed, self._texts)
         await store.save_reflections(
             cur, {k: n for k, n in self._reflections.items() if n > 0})
         self._open, self._loaded, self._closed, self._reflections = {}, {}, [], {}
+        self._texts = ColumnMemo(COLUMNS)
 
     handlers = {
         TurnRecorded: on_turns,

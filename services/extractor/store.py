@@ -26,7 +26,7 @@ from typing import Any
 from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
-from habitus.crypto.columns import COLUMNS
+from habitus.crypto.columns import COLUMNS, ColumnMemo
 from habitus.crypto.keyring import Shredded
 from habitus.ids import TENANT_WIDE
 from services.extractor.windowing import ClosedWindow, OpenWindow, Piece
@@ -43,27 +43,29 @@ SOURCES = f"{SCHEMA}.sources"
 SourceKey = tuple[str, str, str]  # tenant, user, source
 
 
-def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece]) -> str:
-    """A window's pieces as its `chunks` column keeps them: each text sealed for the user."""
-    texts = COLUMNS.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
-    return json.dumps([{**p.as_dict(), "text": text} for p, text in zip(pieces, texts,
+def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: ColumnMemo
+                 ) -> str:
+    """A window's pieces as its `chunks` column keeps them: each text sealed for the user
+    (through the batch's memo: an open window is written back every batch it grows in)."""
+    sealed = texts.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
+    return json.dumps([{**p.as_dict(), "text": text} for p, text in zip(pieces, sealed,
                                                                           strict=True)],
                       ensure_ascii=False)
 
 
-def _pieces(tenant_id: str, user_id: str, doc: Any) -> tuple[Piece, ...]:
+def _pieces(tenant_id: str, user_id: str, doc: Any, texts: ColumnMemo) -> tuple[Piece, ...]:
     """The pieces a `chunks` column holds, their texts opened (a text stored before sealing
     opens as itself). Raises `Shredded` once the user's keys are destroyed."""
     items = json.loads(doc) if isinstance(doc, str) else doc
-    return tuple(Piece.from_dict({**item, "text": COLUMNS.open(tenant_id, user_id,
-                                                               item["text"])})
+    return tuple(Piece.from_dict({**item, "text": texts.open(tenant_id, user_id,
+                                                             item["text"])})
                  for item in items)
 
 
 # --------------------------------------------------------------------------- the windows fold
 
 
-async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
+async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey], texts: ColumnMemo
                     ) -> dict[SourceKey, OpenWindow]:
     """The open windows of the sources a batch touches (one read for all of its users); one
     of a user erased meanwhile is left out rather than failing the batch."""
@@ -80,7 +82,7 @@ async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
     found: dict[SourceKey, OpenWindow] = {}
     for t, u, s, seq, at, chunks in await cur.fetchall():
         try:
-            found[(t, u, s)] = OpenWindow(seq, at, _pieces(t, u, chunks))
+            found[(t, u, s)] = OpenWindow(seq, at, _pieces(t, u, chunks, texts))
         except Shredded:
             # the user was erased after this batch's events were read: their window is
             # unreadable, and their erasure removes whatever the batch writes for them
@@ -88,8 +90,8 @@ async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
     return found
 
 
-async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow | None]
-                    ) -> None:
+async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow | None],
+                    texts: ColumnMemo) -> None:
     gone = [k for k, w in windows.items() if w is None]
     kept = [(k, w) for k, w in windows.items() if w is not None]
     if gone:
@@ -104,12 +106,13 @@ async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow |
                 ON CONFLICT (tenant_id, user_id, source) DO UPDATE SET
                     opened_seq = EXCLUDED.opened_seq, opened_at = EXCLUDED.opened_at,
                     tokens = EXCLUDED.tokens, chunks = EXCLUDED.chunks""",
-            [(*k, w.opened_seq, w.opened_at, w.tokens, _chunks_json(k[0], k[1], w.pieces))
+            [(*k, w.opened_seq, w.opened_at, w.tokens, _chunks_json(k[0], k[1], w.pieces, texts))
              for k, w in kept])
 
 
 async def insert_closed(cur: AsyncCursor[Any],
-                        closed: Sequence[tuple[str, str, ClosedWindow]]) -> None:
+                        closed: Sequence[tuple[str, str, ClosedWindow]], texts: ColumnMemo
+                        ) -> None:
     if not closed:
         return
     await cur.executemany(
@@ -118,7 +121,7 @@ async def insert_closed(cur: AsyncCursor[Any],
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb)
             ON CONFLICT (tenant_id, user_id, window_id) DO NOTHING""",
         [(t, u, w.window_id, w.source, w.kind, w.opened_seq, w.closed_seq, w.closed_at,
-          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces)) for t, u, w in closed])
+          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces, texts)) for t, u, w in closed])
 
 
 async def load_reflections(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]
@@ -178,7 +181,8 @@ _WINDOW_COLUMNS = ("tenant_id, user_id, window_id, source, kind, closed_seq, clo
 
 def _window(row: Sequence[Any]) -> WindowRow:
     t, u, w, s, k, seq, at, chunks, state, attempts, nxt = row
-    return WindowRow(t, u, w, s, k, seq, at, _pieces(t, u, chunks), state, attempts, nxt)
+    return WindowRow(t, u, w, s, k, seq, at, _pieces(t, u, chunks, ColumnMemo(COLUMNS)), state,
+                     attempts, nxt)
 
 
 async def due_ticks(cur: AsyncCursor[Any], opened_before: float, limit: int = 500

@@ -26,7 +26,7 @@ from prometheus_client import REGISTRY
 
 from habitus.auth.keys import create_key
 from habitus.bus import connect, ensure_streams
-from habitus.crypto.columns import COLUMNS, is_sealed
+from habitus.crypto.columns import COLUMNS, ColumnMemo, is_sealed
 from habitus.db.pool import open_pool
 from habitus.events import CATALOG
 from habitus.events.evidence import TurnRef
@@ -384,6 +384,11 @@ async def test_what_the_user_said_is_sealed_in_every_column_and_reads_back_throu
         "summary"]
 
 
+def memo() -> ColumnMemo:
+    """A batch's memo of sealed texts, as the windows projection makes one per batch."""
+    return ColumnMemo(COLUMNS)
+
+
 def _pieces(seq: int, text: str) -> list[Piece]:
     ref = TurnRef(session_id="s1", turn_id=f"t{seq}")
     return [Piece(ChunkDraft("user_turn", ref, text, float(seq)), f"e{seq}", seq)]
@@ -404,11 +409,11 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
                                  stored_at=1.0, limits=limits)
             hers = add_material("conversations", None, _pieces(1, f"{secret} too."), seq=1,
                                 stored_at=1.0, limits=limits)
-            await store.save_open(cur, {key: first.open, erased_key: hers.open})
-            loaded = await store.load_open(cur, [key])
+            await store.save_open(cur, {key: first.open, erased_key: hers.open}, memo())
+            loaded = await store.load_open(cur, [key], memo())
             grown = add_material("conversations", loaded[key], _pieces(2, f"{secret} again."),
                                  seq=2, stored_at=2.0, limits=limits)
-            await store.save_open(cur, {key: grown.open})
+            await store.save_open(cur, {key: grown.open}, memo())
             # a row written before sealing (plain chunks) still opens as it is
             plain = [p.as_dict() for p in _pieces(3, "plain words")]
             await cur.execute(
@@ -423,7 +428,7 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             assert all(is_sealed(c["text"]) for c in chunks)
             # a user erased meanwhile: their window no longer opens, and is left out
             CATALOG.keyring.destroy(tenant, erased)
-            found = await store.load_open(cur, [key, old_key, erased_key])
+            found = await store.load_open(cur, [key, old_key, erased_key], memo())
             assert set(found) == {key, old_key}
             assert [p.draft.text for p in found[key].pieces] == [f"I am {secret}.",
                                                                  f"{secret} again."]
@@ -432,7 +437,7 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             # closed windows too; the worker passes over an erased user's
             closed = reflection("conversations", _pieces(4, f"{secret} closed."), seq=4,
                                 stored_at=4.0)
-            await store.insert_closed(cur, [(tenant, dana, closed)])
+            await store.insert_closed(cur, [(tenant, dana, closed)], memo())
             await cur.execute("SELECT chunks FROM extractor.windows "
                               "WHERE tenant_id = %s AND user_id = %s", (tenant, dana))
             [(chunks,)] = await cur.fetchall()

@@ -144,3 +144,33 @@ def test_a_lookup_seals_as_storing_does_but_never_makes_keys(tmp_path: Path) -> 
     ring.destroy("acme", "zoe")
     assert columns.lookup("acme", "zoe", "terse") == "terse"
     assert ring.store.load("acme", "zoe") is None  # an erased user gets no key file back
+
+
+def test_a_batchs_memo_seals_and_opens_each_text_once_to_the_same_values(
+        columns: Columns) -> None:
+    """A window read, grown and written back in one batch (and its texts written again into
+    a closed window) costs one opening or sealing per distinct text, with the values sealing
+    them one by one gives."""
+    from habitus.crypto.columns import ColumnMemo
+
+    class Counting(Columns):
+        def __init__(self, inner: Columns) -> None:
+            super().__init__(inner.keyring)
+            self.seals = 0
+
+        def seal(self, tenant_id: str, user_id: str, text: str) -> str:
+            self.seals += 1
+            return super().seal(tenant_id, user_id, text)
+
+    counting = Counting(columns)
+    stored = columns.seal_all("acme", "zoe", ["first", "second"])
+    memo = ColumnMemo(counting)
+    assert [memo.open("acme", "zoe", v) for v in stored] == ["first", "second"]
+    written = memo.seal_all("acme", "zoe", ["first", "second", "third"])
+    again = memo.seal_all("acme", "zoe", ["third", "first"])
+    assert counting.seals == 1  # only "third" was sealed
+    assert written == columns.seal_all("acme", "zoe", ["first", "second", "third"])
+    assert again == [written[2], written[0]]
+    # per user: the same text of another user is sealed for them
+    assert memo.seal_all("acme", "max", ["first"]) == [columns.seal("acme", "max", "first")]
+    assert counting.seals == 2

@@ -331,14 +331,40 @@ def test_keys_are_read_ahead_for_a_batch_and_only_a_sealers_warming_creates_any(
     # a reader's warming reads dana's keys and makes none for eve (nor for the tenant)
     asyncio.run(warm_keys(catalog, [("acme", "dana"), ("acme", "eve"), ("acme", "_tenant")],
                           create=False))
-    assert ring.cold([("acme", "dana"), ("acme", "eve")]) == [("acme", "eve")]
+    assert ring.cold([("acme", "dana"), ("acme", "eve")], creating=True) == [("acme", "eve")]
     assert ring.store.load("acme", "eve") is None
+    # eve has no keys (her events were never sealed): readers' batches naming her do not read
+    # the store again for the keys' ttl
+    assert ring.cold([("acme", "dana"), ("acme", "eve")]) == []
     ring.destroy("acme", "dana")  # and an erased user's are not brought back
     asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
     assert ring.store.load("acme", "dana") is None
     # a publisher's warming makes a new user's key before the batch is sealed
     asyncio.run(warm_keys(catalog, [("acme", "eve")], create=True))
-    assert ring.cold([("acme", "eve")]) == [] and ring.store.load("acme", "eve") is not None
+    assert ring.cold([("acme", "eve")], creating=True) == []
+    assert ring.store.load("acme", "eve") is not None
+
+
+def test_a_reader_looks_again_for_keys_it_found_missing_once_their_time_is_up(
+        tmp_path: Path) -> None:
+    import asyncio
+
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.catalog import warm_keys
+
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    reader, writer = Keyring(kek, store, ttl=0.05), Keyring(kek, store)
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(reader)
+    asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
+    assert reader.cold([("acme", "dana")]) == []  # found missing just now
+    seal_body(TURN, writer)  # her first sealed event, from another process
+    time.sleep(0.1)
+    assert reader.cold([("acme", "dana")]) == [("acme", "dana")]
+    asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
+    assert reader.cold([("acme", "dana")]) == []
+    assert open_body(seal_body(TURN, writer), reader) == TURN
 
 
 def test_threads_warming_the_same_new_users_make_each_key_once(tmp_path: Path) -> None:

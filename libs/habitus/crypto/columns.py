@@ -133,5 +133,32 @@ class Columns:
         return json.loads(self.open(tenant_id, user_id, value))
 
 
+class ColumnMemo:
+    """One batch's sealed values and their texts, for a projection that reads values and
+    writes them back (or writes one text into several rows) within the batch: each text is
+    opened, or sealed, once. Exact, since sealing is deterministic (the same text gives the
+    same value); it lives for one batch, so it keeps nothing past an erasure."""
+
+    def __init__(self, columns: Columns) -> None:
+        self._columns = columns
+        self._sealed: dict[tuple[str, str, str], str] = {}
+
+    def open(self, tenant_id: str, user_id: str, value: str) -> str:
+        text = self._columns.open(tenant_id, user_id, value)
+        if is_sealed(value):
+            self._sealed[(tenant_id, user_id, text)] = value
+        return text
+
+    def seal_all(self, tenant_id: str, user_id: str, texts: Iterable[str]) -> list[str]:
+        known, columns, out = self._sealed, self._columns, []
+        for text in texts:
+            value = known.get((tenant_id, user_id, text))
+            if value is None:
+                value = known[(tenant_id, user_id, text)] = columns.seal(tenant_id, user_id,
+                                                                         text)
+            out.append(value)
+        return out
+
+
 #: the process's column sealer (its keyring installed where the event catalog's is)
 COLUMNS: Final = Columns()

@@ -10,7 +10,6 @@ memory for long.
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import threading
 import time
@@ -48,13 +47,14 @@ def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_ty
 @dataclass(frozen=True, slots=True)
 class Sealer:
     """What sealing one user's payloads needs, made once per key: the current key id (as
-    text and as the bytes a body carries), its cipher, and the associated data's fixed part
-    (`data_context` up to the event id)."""
+    text and as the bytes a body carries), its cipher, the associated data's fixed part
+    (`data_context` up to the event id), and the user's column cipher."""
 
     kid: str
     kid_bytes: bytes
     cipher: Cipher
     context_prefix: bytes
+    column: ColumnCipher
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,10 @@ class Keyring:
         self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher]] = {}
         #: (tenant, user) -> (read at, sealer): `sealer`'s memo, lock-free like `_memo`
         self._sealers: dict[tuple[str, str], tuple[float, Sealer]] = {}
+        #: (tenant, user) -> when a reader's warming found no keys of theirs (plain events of
+        #: a user who never had anything sealed, an erased user): not looked for again for
+        #: `ttl`, or every batch naming them would read the store
+        self._absent: dict[tuple[str, str], float] = {}
 
     def _unwrap(self, keys: UserKeys, key: WrappedKey) -> bytes:
         context = dek_context(keys.tenant_id, keys.user_id, key.kid)
@@ -102,6 +106,7 @@ class Keyring:
 
     def _remember(self, owner: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
+            self._absent.pop(owner, None)
             self._cache[owner] = (entry.read_at, entry)
             self._cache.move_to_end(owner)
             while len(self._cache) > self._cache_size:
@@ -151,13 +156,17 @@ class Keyring:
             with self._lock:
                 self._flights.pop(owner, None)
 
-    def cold(self, owners: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    def cold(self, owners: Iterable[tuple[str, str]], *, creating: bool = False
+             ) -> list[tuple[str, str]]:
         """The owners among `owners` whose keys are not in memory (reading them means the key
-        store's files, and creating a new user's an fsync)."""
-        now = time.monotonic()
+        store's files, and creating a new user's an fsync). For a reader (`creating` false),
+        not those whose keys a reader's warming found missing within `ttl`."""
+        now, ttl = time.monotonic(), self._ttl
+        absent = {} if creating else self._absent
         with self._lock:
             return [o for o in owners
-                    if (found := self._cache.get(o)) is None or now - found[0] > self._ttl]
+                    if ((found := self._cache.get(o)) is None or now - found[0] > ttl)
+                    and now - absent.get(o, -ttl - 1.0) > ttl]
 
     def warm(self, owners: Iterable[tuple[str, str]], create: bool) -> None:
         """Read the keys of `owners` into memory (creating those missing when `create`: for
@@ -170,9 +179,14 @@ class Keyring:
                 continue
             # a key that cannot be read here (destroyed, missing, its KEK absent, its file
             # unreadable) is left for the decoding of that user's events to meet and report
-            with contextlib.suppress(LookupError, ValueError, OSError):
+            try:
                 self._remember((tenant_id, user_id),
                                self._unwrapped(self._stored(tenant_id, user_id, None)))
+            except (LookupError, ValueError, OSError):
+                with self._lock:
+                    if len(self._absent) >= self._cache_size:
+                        self._absent.clear()
+                    self._absent[(tenant_id, user_id)] = time.monotonic()
 
     def current(self, tenant_id: str, user_id: str) -> tuple[str, Cipher]:
         """(key id, key) to seal with: the user's current key, created if they have none."""
@@ -191,7 +205,7 @@ class Keyring:
         entry = self._own(tenant_id, user_id)
         kid = entry.current
         made = Sealer(kid, kid.encode(), entry.ciphers[kid],
-                      data_context(tenant_id, user_id, kid, "", "")[:-1])
+                      data_context(tenant_id, user_id, kid, "", "")[:-1], entry.column)
         if len(sealers) >= self._cache_size:
             sealers.clear()
         sealers[owner] = (entry.read_at, made)
@@ -199,13 +213,16 @@ class Keyring:
 
     def column(self, tenant_id: str, user_id: str) -> ColumnCipher:
         """The user's deterministic cipher for what projections keep (habitus.crypto.columns),
-        created with the user's keys if they have none."""
-        return self._own(tenant_id, user_id).column
+        created with the user's keys if they have none (per value sealed: `sealer`'s memo)."""
+        return self.sealer(tenant_id, user_id).column
 
     def existing_column(self, tenant_id: str, user_id: str) -> ColumnCipher:
         """The user's column cipher to open with: `Shredded` when their keys were destroyed,
         `KeyMissing` when the store lacks keys nobody destroyed (never created here)."""
         owner = (tenant_id, user_id)
+        found = self._sealers.get(owner)
+        if found is not None and time.monotonic() - found[0] <= self._ttl:
+            return found[1].column
         entry = self._cached(owner)
         if entry is None:
             keys = self._stored(tenant_id, user_id, None)

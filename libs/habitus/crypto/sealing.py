@@ -88,12 +88,14 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
     it). Raises `Shredded` and `SealError` as `open_body` does."""
     if not data.endswith(SEALED_END):
         return None
-    mark = data.rfind(_PAYLOAD_MARK)
-    kid_at = data.rfind(_KID_MARK)
-    head = _HEAD.match(data, 0, mark)  # the envelope's first fields, from its first byte
-    if mark < 0 or kid_at < mark or head is None:
+    head = _HEAD.match(data)  # the envelope's first fields, from its first byte
+    if head is None:
         return None
-    if _AGAIN.search(data, head.end(), mark) is not None:
+    # the envelope's other values are plain tokens and numbers: the first payload mark after
+    # its head is the field's
+    mark = data.find(_PAYLOAD_MARK, head.end())
+    kid_at = data.rfind(_KID_MARK)
+    if mark < 0 or kid_at < mark or _AGAIN.search(data, head.end(), mark) is not None:
         return None  # not the form this writes: the general path decides
     event_id, event_type, tenant_id, user_id = head.groups()
     kid = data[kid_at + len(_KID_MARK):-len(_KID_END)]
@@ -101,11 +103,12 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
         blob = pybase64.b64decode(data[mark + len(_PAYLOAD_MARK):kid_at], validate=True)
     except binascii.Error:
         return None
-    key = keyring.key_of(tenant_id, user_id, kid)
     # `data_context` built from the bytes as they are: ids and types are ASCII tokens, and the
     # pattern above admits no escapes, so these are the bytes it would encode
-    context = b"habitus/data/%s/%s/%s/%s/%s" % (tenant_id, user_id, kid, event_id, event_type)
-    return data[:mark] + b',"payload":' + open_sealed(key, blob, context) + b"}"
+    payload = open_sealed(keyring.key_of(tenant_id, user_id, kid), blob,
+                          b"habitus/data/%s/%s/%s/%s/%s" % (tenant_id, user_id, kid, event_id,
+                                                            event_type))
+    return b"".join((data[:mark], _FIELD, payload, b"}"))
 
 
 def is_sealed(body: Mapping[str, Any]) -> bool:

@@ -380,6 +380,6 @@ async def warm_keys(catalog: Catalog, owners: Iterable[tuple[str, str]], *,
     keyring = catalog.keyring
     if keyring is None:
         return
-    cold = keyring.cold(o for o in owners if not o[1].startswith("_"))
+    cold = keyring.cold((o for o in owners if not o[1].startswith("_")), creating=create)
     if cold:
         await asyncio.to_thread(keyring.warm, cold, create)
