@@ -10,10 +10,14 @@ after the other, two identical plain runs differed by up to 20 % here, twice wha
   once for users each has seen (the line: what sealing costs every event), once for 50 new
   users, whose keys are made and synced to disk during the round (shown: the one-time cost of
   a user's first event);
-- the projection runner: two tallies' runners, each in a process of its own (sealing off in
-  one, on in the other), applying 20,000 turns of 50 users from the start, one tally's
-  published plain and the other's sealed (every one opened), five rounds; each process's CPU
-  time is its runner's.
+- the projection runner: two runners, each in a process of its own (sealing off in one, on
+  in the other: the plain one has no keyring, as with HABITUS_ENCRYPT_EVENTS=false), applying
+  their projection from the start, one reading events published plain and the other the same
+  events sealed, five rounds; each process's CPU time is its runner's. Two projections, each
+  held to the line: the extractor's windows (10,000 turns, e-mails and document chunks of 50
+  users: the first real consumer each ingested event meets, its sealed columns included) and
+  a tally (20,000 turns: a projection that does almost nothing, so the runner's own cost per
+  event, against which opening weighs most).
 
 Each round gives a ratio (plain CPU per event ÷ sealed); the line is their median.
 """
@@ -242,4 +246,4 @@ async def test_sealing_costs_at_most_a_tenth(servers: ServerUrls, nc: Any, pool:
     record("runner_sealed_extractor_windows", **summary(windows), target=">= 0.9")
     tally = [await runner_round(servers, nc, pool, "tally", RUNNER_N)
              for _ in range(RUNNER_ROUNDS)]
-    record("runner_sealed_tally", **summary(tally), target="shown")
+    record("runner_sealed_tally", **summary(tally), target=">= 0.9")
