@@ -50,6 +50,18 @@ def test_a_correction_names_the_new_value_only() -> None:
     assert all(f[2] != "pnpm" for f in found)
 
 
+def test_a_language_taken_back_by_accepting_another_is_read_as_that_one() -> None:
+    """Said after "Please answer me in Spanish" (a new user's trial): a correction that names
+    the language it accepts, not one it asks for, was read as nothing, and the profile kept
+    Spanish. A language someone's English is praised in is no preference."""
+    assert read("Actually, not Spanish: English is fine after all.") == [
+        ("style", "language", "en", "standing")]
+    assert read("I changed my mind, English is fine.") == [
+        ("style", "language", "en", "standing")]
+    assert read("Your English is fine, by the way.") == []
+    assert read("The German translation is fine.") == []
+
+
 def test_a_clause_that_is_an_example_but_for_its_values_takes_that_examples_label() -> None:
     """"I moved to Berlin last month" is the bank's "I moved to Madrid last month" with
     another city, yet two looser `none` examples outvoted it, and a relocation was missed."""
