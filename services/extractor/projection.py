@@ -68,7 +68,7 @@ class WindowsProjection(Projection):
         sessions = {(d.event.tenant_id, d.event.user_id, d.event.payload.session_id)
                     for d in batch if isinstance(d.event.payload, TurnRecorded)}
         self._texts = ColumnMemo(COLUMNS)  # a batch's: it must not outlive an erasure
-        self._loaded = await store.load_open(cur, sources, self._texts)
+        self._loaded = await store.load_open(cur, sources)
         self._open = {k: self._loaded.get(k) for k in sources}
         self._closed = []
         self._reflections = {k: 0 for k in sessions} | await store.load_reflections(

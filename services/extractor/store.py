@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg.types.json import Jsonb
 
-from habitus.crypto.columns import COLUMNS, ColumnMemo
+from habitus.crypto.columns import COLUMNS, ColumnMemo, is_sealed
 from habitus.crypto.keyring import Shredded
 from habitus.ids import TENANT_WIDE
-from services.extractor.windowing import ClosedWindow, OpenWindow, Piece
+from services.extractor.windowing import ClosedWindow, Kept, OpenWindow, Piece
 
 SCHEMA = "extractor"
 OPEN_WINDOWS = f"{SCHEMA}.open_windows"
@@ -43,13 +43,18 @@ SOURCES = f"{SCHEMA}.sources"
 SourceKey = tuple[str, str, str]  # tenant, user, source
 
 
-def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: ColumnMemo
-                 ) -> str:
-    """A window's pieces as its `chunks` column keeps them: each text sealed for the user
-    (through the batch's memo: an open window is written back every batch it grows in)."""
+def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: ColumnMemo,
+                 kept: Kept | None = None) -> str:
+    """A window's pieces as its `chunks` column keeps them, each text sealed for the user
+    (through the batch's memo): what it kept from its row as it was (a text from before
+    sealing is sealed now), then the pieces added since."""
     sealed = texts.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
-    return json.dumps([{**p.as_dict(), "text": text} for p, text in zip(pieces, sealed,
-                                                                          strict=True)],
+    before = [item if is_sealed(item["text"]) else
+              {**item, "text": texts.seal_all(tenant_id, user_id, [
+                  texts.open(tenant_id, user_id, item["text"])])[0]}
+              for item in (kept.items if kept else ())]
+    return json.dumps([*before, *({**p.as_dict(), "text": text}
+                                  for p, text in zip(pieces, sealed, strict=True))],
                       ensure_ascii=False)
 
 
@@ -65,29 +70,32 @@ def _pieces(tenant_id: str, user_id: str, doc: Any, texts: ColumnMemo) -> tuple[
 # --------------------------------------------------------------------------- the windows fold
 
 
-async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey], texts: ColumnMemo
+async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
                     ) -> dict[SourceKey, OpenWindow]:
-    """The open windows of the sources a batch touches (one read for all of its users); one
-    of a user erased meanwhile is left out rather than failing the batch."""
+    """The open windows of the sources a batch touches (one read for all of its users), their
+    pieces kept as their rows hold them, unopened (`Kept`): most are written back grown, and
+    only the few that close are opened (`insert_closed`)."""
     keys = list(keys)
     if not keys:
         return {}
     tenants, users, sources = (list(col) for col in zip(*keys, strict=True))
     await cur.execute(
-        f"""SELECT tenant_id, user_id, source, opened_seq, opened_at, chunks
+        f"""SELECT tenant_id, user_id, source, opened_seq, opened_at, tokens, chunks
             FROM {OPEN_WINDOWS}
             WHERE (tenant_id, user_id, source) IN (
                 SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))""",
         (tenants, users, sources))
-    found: dict[SourceKey, OpenWindow] = {}
-    for t, u, s, seq, at, chunks in await cur.fetchall():
-        try:
-            found[(t, u, s)] = OpenWindow(seq, at, _pieces(t, u, chunks, texts))
-        except Shredded:
-            # the user was erased after this batch's events were read: their window is
-            # unreadable, and their erasure removes whatever the batch writes for them
-            continue
-    return found
+    return {(t, u, s): OpenWindow(seq, at, (), Kept(tuple(
+                json.loads(chunks) if isinstance(chunks, str) else chunks), int(tokens)))
+            for t, u, s, seq, at, tokens, chunks in await cur.fetchall()}
+
+
+def opened(tenant_id: str, user_id: str, pieces: Sequence[Piece], kept: Kept | None,
+           texts: ColumnMemo) -> tuple[Piece, ...]:
+    """Every piece of a window in order, what it kept opened. Raises `Shredded` once the
+    user's keys are destroyed."""
+    before = _pieces(tenant_id, user_id, list(kept.items), texts) if kept else ()
+    return (*before, *pieces)
 
 
 async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow | None],
@@ -106,14 +114,24 @@ async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow |
                 ON CONFLICT (tenant_id, user_id, source) DO UPDATE SET
                     opened_seq = EXCLUDED.opened_seq, opened_at = EXCLUDED.opened_at,
                     tokens = EXCLUDED.tokens, chunks = EXCLUDED.chunks""",
-            [(*k, w.opened_seq, w.opened_at, w.tokens, _chunks_json(k[0], k[1], w.pieces, texts))
-             for k, w in kept])
+            [(*k, w.opened_seq, w.opened_at, w.tokens,
+              _chunks_json(k[0], k[1], w.pieces, texts, w.kept)) for k, w in kept])
 
 
 async def insert_closed(cur: AsyncCursor[Any],
                         closed: Sequence[tuple[str, str, ClosedWindow]], texts: ColumnMemo
                         ) -> None:
-    if not closed:
+    """Store closed windows, what each kept opened first (its id is derived from its texts);
+    one of a user erased after this batch's events were read no longer opens and is left
+    out: their erasure removes whatever the batch writes for them."""
+    whole = []
+    for t, u, w in closed:
+        try:
+            whole.append((t, u, replace(w, pieces=opened(t, u, w.pieces, w.kept, texts),
+                                        kept=None) if w.kept is not None else w))
+        except Shredded:
+            continue
+    if not whole:
         return
     await cur.executemany(
         f"""INSERT INTO {WINDOWS} (tenant_id, user_id, window_id, source, kind, opened_seq,
@@ -121,7 +139,7 @@ async def insert_closed(cur: AsyncCursor[Any],
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb)
             ON CONFLICT (tenant_id, user_id, window_id) DO NOTHING""",
         [(t, u, w.window_id, w.source, w.kind, w.opened_seq, w.closed_seq, w.closed_at,
-          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces, texts)) for t, u, w in closed])
+          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces, texts)) for t, u, w in whole])
 
 
 async def load_reflections(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]

@@ -55,14 +55,32 @@ class Piece:
 
 
 @dataclass(frozen=True)
+class Kept:
+    """The pieces a window already held when a batch read it back, as its row keeps them (each
+    text sealed for its user), carried through the fold unopened: only a window that closes
+    needs its texts (its id is derived from them), and an open window of a busy source is read
+    back and written again every batch it grows in. `tokens` is what its row says they count."""
+
+    items: tuple[Mapping[str, Any], ...]
+    tokens: int
+
+
+@dataclass(frozen=True)
 class OpenWindow:
     opened_seq: int
     opened_at: float
+    #: the pieces added since it was read back (all of them, for a window made in the batch)
     pieces: tuple[Piece, ...] = ()
+    kept: Kept | None = None
 
     @cached_property
     def tokens(self) -> int:
-        return sum(p.tokens for p in self.pieces)
+        return (self.kept.tokens if self.kept else 0) + sum(p.tokens for p in self.pieces)
+
+    @property
+    def size(self) -> int:
+        """How many pieces it holds."""
+        return (len(self.kept.items) if self.kept else 0) + len(self.pieces)
 
 
 @dataclass(frozen=True)
@@ -74,16 +92,21 @@ class ClosedWindow:
     closed_at: float
     closed_by: ClosedBy
     pieces: tuple[Piece, ...]
+    #: what it held, unopened, before the batch that closed it (the store opens them: `pieces`
+    #: then holds every piece in order)
+    kept: Kept | None = None
 
     @property
     def tokens(self) -> int:
-        return sum(p.tokens for p in self.pieces)
+        return (self.kept.tokens if self.kept else 0) + sum(p.tokens for p in self.pieces)
 
     @property
     def window_id(self) -> str:
         """The material's identity: the same pieces of the same source give the same id, in
         every replay. The prompt version is not part of it (a new prompt does not make old
         material new); stored answers are keyed by this id and the version."""
+        if self.kept is not None:
+            raise ValueError("a closed window's kept pieces must be opened before its id")
         return window_hash(self.source, self.kind, [p.draft.key for p in self.pieces],
                            [p.draft.text for p in self.pieces], "")
 
@@ -98,7 +121,8 @@ class Fold:
 
 def _close(source: str, window: OpenWindow, seq: int, at: float, by: ClosedBy
            ) -> ClosedWindow:
-    return ClosedWindow(source, "extract", window.opened_seq, seq, at, by, window.pieces)
+    return ClosedWindow(source, "extract", window.opened_seq, seq, at, by, window.pieces,
+                        window.kept)
 
 
 def add_material(source: str, window: OpenWindow | None, pieces: Sequence[Piece], *,
@@ -117,13 +141,13 @@ def add_material(source: str, window: OpenWindow | None, pieces: Sequence[Piece]
     adding = sum(p.tokens for p in pieces)
     if out.open is not None and (
             out.open.tokens + adding > limits.window_tokens
-            or len(out.open.pieces) + len(pieces) > limits.max_chunks):
+            or out.open.size + len(pieces) > limits.max_chunks):
         out.closed.append(_close(source, out.open, seq, stored_at, "tokens"))
         out.open = None
     if out.open is None:
         out.open = OpenWindow(seq, stored_at)
     out.open = replace(out.open, pieces=out.open.pieces + tuple(pieces))
-    if out.open.tokens >= limits.window_tokens or len(out.open.pieces) >= limits.max_chunks:
+    if out.open.tokens >= limits.window_tokens or out.open.size >= limits.max_chunks:
         out.closed.append(_close(source, out.open, seq, stored_at, "tokens"))
         out.open = None
     return out

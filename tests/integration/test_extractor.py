@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -27,6 +28,7 @@ from prometheus_client import REGISTRY
 from habitus.auth.keys import create_key
 from habitus.bus import connect, ensure_streams
 from habitus.crypto.columns import COLUMNS, ColumnMemo, is_sealed
+from habitus.crypto.keyring import Shredded
 from habitus.db.pool import open_pool
 from habitus.events import CATALOG
 from habitus.events.evidence import TurnRef
@@ -39,7 +41,7 @@ from services.extractor import prompts, rpc, store, worker
 from services.extractor.main import build as extractor
 from services.extractor.material import ChunkDraft
 from services.extractor.settings import ExtractorSettings
-from services.extractor.windowing import Limits, Piece, add_material, reflection
+from services.extractor.windowing import Limits, Piece, add_material, reflection, tick
 from services.gateway.main import service as gateway
 from services.stability_detector.main import service as stability_detector
 from tests.conftest import ServerUrls
@@ -410,7 +412,7 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             hers = add_material("conversations", None, _pieces(1, f"{secret} too."), seq=1,
                                 stored_at=1.0, limits=limits)
             await store.save_open(cur, {key: first.open, erased_key: hers.open}, memo())
-            loaded = await store.load_open(cur, [key], memo())
+            loaded = await store.load_open(cur, [key])
             grown = add_material("conversations", loaded[key], _pieces(2, f"{secret} again."),
                                  seq=2, stored_at=2.0, limits=limits)
             await store.save_open(cur, {key: grown.open}, memo())
@@ -426,13 +428,44 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             assert [c["seq"] for c in chunks] == [1, 2]
             assert secret not in json.dumps(chunks)
             assert all(is_sealed(c["text"]) for c in chunks)
-            # a user erased meanwhile: their window no longer opens, and is left out
+            # read back, windows keep their pieces as their rows hold them, unopened
+            found = await store.load_open(cur, [key, old_key, erased_key])
+            assert set(found) == {key, old_key, erased_key}
+            assert found[key].pieces == () and found[key].size == 2
+            assert found[key].tokens == grown.open.tokens
+            texts = memo()
+            assert [p.draft.text for p in store.opened(tenant, dana, (), found[key].kept, texts)
+                    ] == [f"I am {secret}.", f"{secret} again."]
+            assert [p.draft.text for p in store.opened(tenant, old, (), found[old_key].kept,
+                                                       texts)] == ["plain words"]
+            # a user erased meanwhile: their window no longer opens
             CATALOG.keyring.destroy(tenant, erased)
-            found = await store.load_open(cur, [key, old_key, erased_key], memo())
-            assert set(found) == {key, old_key}
-            assert [p.draft.text for p in found[key].pieces] == [f"I am {secret}.",
-                                                                 f"{secret} again."]
-            assert [p.draft.text for p in found[old_key].pieces] == ["plain words"]
+            with pytest.raises(Shredded):
+                store.opened(tenant, erased, (), found[erased_key].kept, memo())
+            # the row from before sealing, grown and written back, is sealed now
+            more = add_material("conversations", found[old_key], _pieces(4, "more words"),
+                                seq=4, stored_at=4.0, limits=limits)
+            await store.save_open(cur, {old_key: more.open}, memo())
+            await cur.execute("SELECT chunks FROM extractor.open_windows "
+                              "WHERE tenant_id = %s AND user_id = %s", (tenant, old))
+            [(chunks,)] = await cur.fetchall()
+            assert [c["seq"] for c in chunks] == [3, 4]
+            assert all(is_sealed(c["text"]) for c in chunks) and "plain words" not in str(chunks)
+            # a window that closes is opened whole first (its id is its texts'); the erased
+            # user's no longer opens and is left out
+            dana_closed = tick("conversations", found[key], 1, seq=5, stored_at=5.0).closed
+            erased_closed = tick("conversations", found[erased_key], 1, seq=5,
+                                 stored_at=5.0).closed
+            await store.insert_closed(cur, [(tenant, dana, *dana_closed),
+                                            (tenant, erased, *erased_closed)], memo())
+            await cur.execute("SELECT user_id, window_id, chunks FROM extractor.windows "
+                              "WHERE tenant_id = %s", (tenant,))
+            [(who, window_id, chunks)] = await cur.fetchall()
+            whole = replace(dana_closed[0], pieces=store.opened(
+                tenant, dana, (), found[key].kept, memo()), kept=None)
+            assert who == dana and window_id == whole.window_id
+            assert [c["seq"] for c in chunks] == [1, 2] and secret not in json.dumps(chunks)
+            await cur.execute("DELETE FROM extractor.windows WHERE tenant_id = %s", (tenant,))
 
             # closed windows too; the worker passes over an erased user's
             closed = reflection("conversations", _pieces(4, f"{secret} closed."), seq=4,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from services.extractor.material import ChunkDraft
 from services.extractor.store import WindowRow
 from services.extractor.validation import validate_extraction
 from services.extractor.windowing import (
+    Kept,
     Limits,
     OpenWindow,
     Piece,
@@ -40,6 +42,29 @@ def piece(text: str, seq: int, *, kind: str = "user_turn") -> Piece:
 
 def chars(tokens: int) -> str:
     return "x" * (tokens * 4)
+
+
+def test_a_window_read_back_unopened_folds_and_closes_as_the_same_window_opened() -> None:
+    """What a window kept from its row (unopened: `Kept`) counts as its pieces did, so it
+    closes where the opened window would; a closed one has no id until the store opens it."""
+    held = [piece(chars(30), 1), piece(chars(30), 2)]
+    as_opened = OpenWindow(1, 0.0, tuple(held))
+    as_kept = OpenWindow(1, 0.0, (), Kept(tuple(p.as_dict() for p in held), as_opened.tokens))
+    assert (as_kept.tokens, as_kept.size) == (60, 2)
+    for more in ([piece(chars(30), 3)], [piece(chars(30), 3), piece(chars(30), 4)],
+                 [piece(chars(5), n) for n in range(3, 7)]):
+        opened = add_material("docs", as_opened, more, seq=9, stored_at=1, limits=LIMITS)
+        kept = add_material("docs", as_kept, more, seq=9, stored_at=1, limits=LIMITS)
+        assert [(w.closed_by, w.tokens) for w in kept.closed] == [
+            (w.closed_by, w.tokens) for w in opened.closed]
+        assert (kept.open is None) == (opened.open is None)
+        if kept.open is not None and opened.open is not None:
+            assert (kept.open.tokens, kept.open.size) == (opened.open.tokens,
+                                                          len(opened.open.pieces))
+    [closed] = tick("docs", as_kept, 1, seq=9, stored_at=2).closed
+    assert closed.kept is as_kept.kept and closed.tokens == 60
+    with pytest.raises(ValueError):
+        _ = closed.window_id
 
 
 def test_material_joins_the_open_window_until_the_tokens_fill_it() -> None:
