@@ -19,8 +19,8 @@ and stay plain: the worker's lanes, the re-extraction requests and the counts se
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import AsyncCursor
@@ -43,9 +43,9 @@ SOURCES = f"{SCHEMA}.sources"
 SourceKey = tuple[str, str, str]  # tenant, user, source
 
 
-def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: ColumnMemo,
-                 kept: Kept | None = None) -> str:
-    """A window's pieces as its `chunks` column keeps them, each text sealed for the user
+def _stored(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: ColumnMemo,
+            kept: Kept | None = None) -> list[Mapping[str, Any]]:
+    """A window's chunks as its `chunks` column keeps them, each text sealed for the user
     (through the batch's memo): what it kept from its row as it was (a text from before
     sealing is sealed now), then the pieces added since."""
     sealed = texts.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
@@ -53,9 +53,12 @@ def _chunks_json(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: C
               {**item, "text": texts.seal_all(tenant_id, user_id, [
                   texts.open(tenant_id, user_id, item["text"])])[0]}
               for item in (kept.items if kept else ())]
-    return json.dumps([*before, *({**p.as_dict(), "text": text}
-                                  for p, text in zip(pieces, sealed, strict=True))],
-                      ensure_ascii=False)
+    return [*before, *({**p.as_dict(), "text": text}
+                       for p, text in zip(pieces, sealed, strict=True))]
+
+
+def _chunks_json(items: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
 
 
 def _pieces(tenant_id: str, user_id: str, doc: Any, texts: ColumnMemo) -> tuple[Piece, ...]:
@@ -90,14 +93,6 @@ async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
             for t, u, s, seq, at, tokens, chunks in await cur.fetchall()}
 
 
-def opened(tenant_id: str, user_id: str, pieces: Sequence[Piece], kept: Kept | None,
-           texts: ColumnMemo) -> tuple[Piece, ...]:
-    """Every piece of a window in order, what it kept opened. Raises `Shredded` once the
-    user's keys are destroyed."""
-    before = _pieces(tenant_id, user_id, list(kept.items), texts) if kept else ()
-    return (*before, *pieces)
-
-
 async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow | None],
                     texts: ColumnMemo) -> None:
     gone = [k for k, w in windows.items() if w is None]
@@ -115,31 +110,27 @@ async def save_open(cur: AsyncCursor[Any], windows: dict[SourceKey, OpenWindow |
                     opened_seq = EXCLUDED.opened_seq, opened_at = EXCLUDED.opened_at,
                     tokens = EXCLUDED.tokens, chunks = EXCLUDED.chunks""",
             [(*k, w.opened_seq, w.opened_at, w.tokens,
-              _chunks_json(k[0], k[1], w.pieces, texts, w.kept)) for k, w in kept])
+              _chunks_json(_stored(k[0], k[1], w.pieces, texts, w.kept))) for k, w in kept])
 
 
 async def insert_closed(cur: AsyncCursor[Any],
                         closed: Sequence[tuple[str, str, ClosedWindow]], texts: ColumnMemo
                         ) -> None:
-    """Store closed windows, what each kept opened first (its id is derived from its texts);
-    one of a user erased after this batch's events were read no longer opens and is left
-    out: their erasure removes whatever the batch writes for them."""
-    whole = []
-    for t, u, w in closed:
-        try:
-            whole.append((t, u, replace(w, pieces=opened(t, u, w.pieces, w.kept, texts),
-                                        kept=None) if w.kept is not None else w))
-        except Shredded:
-            continue
-    if not whole:
+    """Store closed windows, each with the id of its chunks as stored (sealed): nothing is
+    opened, what a window kept from its row included."""
+    if not closed:
         return
+    rows = []
+    for t, u, w in closed:
+        items = _stored(t, u, w.pieces, texts, w.kept)
+        rows.append((t, u, w.window_id([item["text"] for item in items]), w.source, w.kind,
+                     w.opened_seq, w.closed_seq, w.closed_at, w.closed_by, w.tokens,
+                     _chunks_json(items)))
     await cur.executemany(
         f"""INSERT INTO {WINDOWS} (tenant_id, user_id, window_id, source, kind, opened_seq,
                                    closed_seq, closed_at, closed_by, tokens, chunks)
             VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb)
-            ON CONFLICT (tenant_id, user_id, window_id) DO NOTHING""",
-        [(t, u, w.window_id, w.source, w.kind, w.opened_seq, w.closed_seq, w.closed_at,
-          w.closed_by, w.tokens, _chunks_json(t, u, w.pieces, texts)) for t, u, w in whole])
+            ON CONFLICT (tenant_id, user_id, window_id) DO NOTHING""", rows)
 
 
 async def load_reflections(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]

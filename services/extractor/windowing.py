@@ -92,23 +92,26 @@ class ClosedWindow:
     closed_at: float
     closed_by: ClosedBy
     pieces: tuple[Piece, ...]
-    #: what it held, unopened, before the batch that closed it (the store opens them: `pieces`
-    #: then holds every piece in order)
+    #: what it held, unopened, before the batch that closed it (its pieces came after)
     kept: Kept | None = None
 
     @property
     def tokens(self) -> int:
         return (self.kept.tokens if self.kept else 0) + sum(p.tokens for p in self.pieces)
 
-    @property
-    def window_id(self) -> str:
-        """The material's identity: the same pieces of the same source give the same id, in
-        every replay. The prompt version is not part of it (a new prompt does not make old
-        material new); stored answers are keyed by this id and the version."""
-        if self.kept is not None:
-            raise ValueError("a closed window's kept pieces must be opened before its id")
-        return window_hash(self.source, self.kind, [p.draft.key for p in self.pieces],
-                           [p.draft.text for p in self.pieces], "")
+    def chunk_keys(self) -> list[str]:
+        """Each chunk's key, in order: what it kept, then its pieces."""
+        kept = [Piece.from_dict(item).draft.key for item in self.kept.items] if self.kept else []
+        return [*kept, *(p.draft.key for p in self.pieces)]
+
+    def window_id(self, texts: Sequence[str]) -> str:
+        """The material's identity, from each chunk's text as its row keeps it (`texts`, in
+        order): the same pieces of the same source give the same id, in every replay. Where
+        texts are sealed for their user (deterministically), so is what the id is derived from:
+        it is no plain fingerprint of what they said, and a closing window need not be opened.
+        The prompt version is not part of it (a new prompt does not make old material new);
+        stored answers are keyed by this id and the version."""
+        return window_hash(self.source, self.kind, self.chunk_keys(), texts, "")
 
 
 @dataclass

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -433,15 +432,16 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             assert set(found) == {key, old_key, erased_key}
             assert found[key].pieces == () and found[key].size == 2
             assert found[key].tokens == grown.open.tokens
-            texts = memo()
-            assert [p.draft.text for p in store.opened(tenant, dana, (), found[key].kept, texts)
-                    ] == [f"I am {secret}.", f"{secret} again."]
-            assert [p.draft.text for p in store.opened(tenant, old, (), found[old_key].kept,
-                                                       texts)] == ["plain words"]
+
+            def kept_texts(user: str, window: Any) -> list[str]:
+                return [COLUMNS.open(tenant, user, item["text"]) for item in window.kept.items]
+
+            assert kept_texts(dana, found[key]) == [f"I am {secret}.", f"{secret} again."]
+            assert kept_texts(old, found[old_key]) == ["plain words"]
             # a user erased meanwhile: their window no longer opens
             CATALOG.keyring.destroy(tenant, erased)
             with pytest.raises(Shredded):
-                store.opened(tenant, erased, (), found[erased_key].kept, memo())
+                kept_texts(erased, found[erased_key])
             # the row from before sealing, grown and written back, is sealed now
             more = add_material("conversations", found[old_key], _pieces(4, "more words"),
                                 seq=4, stored_at=4.0, limits=limits)
@@ -451,20 +451,23 @@ async def test_an_open_window_grows_with_its_chunks_sealed_and_older_rows_still_
             [(chunks,)] = await cur.fetchall()
             assert [c["seq"] for c in chunks] == [3, 4]
             assert all(is_sealed(c["text"]) for c in chunks) and "plain words" not in str(chunks)
-            # a window that closes is opened whole first (its id is its texts'); the erased
-            # user's no longer opens and is left out
-            dana_closed = tick("conversations", found[key], 1, seq=5, stored_at=5.0).closed
-            erased_closed = tick("conversations", found[erased_key], 1, seq=5,
-                                 stored_at=5.0).closed
-            await store.insert_closed(cur, [(tenant, dana, *dana_closed),
-                                            (tenant, erased, *erased_closed)], memo())
-            await cur.execute("SELECT user_id, window_id, chunks FROM extractor.windows "
+            # a window that closes is stored as it was kept, unopened, under the id of its
+            # chunks as stored: the same id a window of the same pieces made in one batch gets
+            [dana_closed] = tick("conversations", found[key], 1, seq=5, stored_at=5.0).closed
+            await store.insert_closed(cur, [(tenant, dana, dana_closed)], memo())
+            await cur.execute("SELECT window_id, chunks FROM extractor.windows "
                               "WHERE tenant_id = %s", (tenant,))
-            [(who, window_id, chunks)] = await cur.fetchall()
-            whole = replace(dana_closed[0], pieces=store.opened(
-                tenant, dana, (), found[key].kept, memo()), kept=None)
-            assert who == dana and window_id == whole.window_id
+            [(window_id, chunks)] = await cur.fetchall()
             assert [c["seq"] for c in chunks] == [1, 2] and secret not in json.dumps(chunks)
+            assert chunks == [dict(item) for item in found[key].kept.items]
+            at_once = tick("conversations", add_material(
+                "conversations", None, _pieces(1, f"I am {secret}.") + _pieces(
+                    2, f"{secret} again."), seq=1, stored_at=1.0, limits=limits).open,
+                1, seq=5, stored_at=5.0).closed[0]
+            sealed = COLUMNS.seal_all(tenant, dana, [f"I am {secret}.", f"{secret} again."])
+            assert window_id == at_once.window_id(sealed) == dana_closed.window_id(
+                [c["text"] for c in chunks])
+            assert window_id != at_once.window_id([f"I am {secret}.", f"{secret} again."])
             await cur.execute("DELETE FROM extractor.windows WHERE tenant_id = %s", (tenant,))
 
             # closed windows too; the worker passes over an erased user's

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -62,9 +61,11 @@ def test_a_window_read_back_unopened_folds_and_closes_as_the_same_window_opened(
             assert (kept.open.tokens, kept.open.size) == (opened.open.tokens,
                                                           len(opened.open.pieces))
     [closed] = tick("docs", as_kept, 1, seq=9, stored_at=2).closed
-    assert closed.kept is as_kept.kept and closed.tokens == 60
-    with pytest.raises(ValueError):
-        _ = closed.window_id
+    [same] = tick("docs", as_opened, 1, seq=9, stored_at=2).closed
+    assert closed.kept is as_kept.kept and closed.tokens == same.tokens == 60
+    texts = [p.draft.text for p in held]
+    assert closed.chunk_keys() == same.chunk_keys()
+    assert closed.window_id(texts) == same.window_id(texts)
 
 
 def test_material_joins_the_open_window_until_the_tokens_fill_it() -> None:
@@ -138,7 +139,10 @@ def test_the_window_id_is_its_material_not_the_time_it_closed() -> None:
     a = reflection("conversations", [piece("keep it short", 1)], seq=5, stored_at=10)
     b = reflection("conversations", [piece("keep it short", 1)], seq=6, stored_at=99)
     c = reflection("conversations", [piece("keep it shorter", 1)], seq=5, stored_at=10)
-    assert a.window_id == b.window_id != c.window_id
+    assert a.window_id(["keep it short"]) == b.window_id(["keep it short"]) != c.window_id(
+        ["keep it shorter"])
+    # the id is the texts' as stored: sealed texts make another (keyed) id
+    assert a.window_id(["hc1:c2VhbGVk"]) != a.window_id(["keep it short"])
     assert a.kind == "reflect" and a.closed_by == "reflection"
 
 
