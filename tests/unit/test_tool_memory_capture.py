@@ -451,3 +451,41 @@ def test_joined_prohibitions_are_rules_of_their_own(message: str,
 ])
 def test_edicts_found_in_review(message: str, expected: list[str]) -> None:
     assert edicts(message) == expected
+
+
+@pytest.mark.parametrize(("message", "tool"), [
+    # a new user's trial: "Nunca mandes correos..." made no rule, where the reader had learned
+    # the same user's Spanish preferences
+    ("Nunca mandes correos a Sarah.", "gmail_send"),
+    ("Por favor, no le escribas a mi jefe por Slack.", "slack_post"),
+    ("Deja de usar el navegador para eso.", "browser_open"),
+    ("Schick Sarah niemals E-Mails.", "gmail_send"),
+    ("Nie wieder E-Mails an Sarah schicken.", "gmail_send"),
+    ("Bitte keine E-Mails an Sarah.", "gmail_send"),
+    ("Ab jetzt verwende nicht den Browser.", "browser_open"),
+    ("N'envoie jamais d'e-mails à Sarah.", "gmail_send"),
+    ("Ne m'écris plus sur Slack.", "slack_post"),
+    ("Arrête d'utiliser le terminal.", "bash"),
+])
+def test_spanish_german_and_french_prohibitions_are_rules_on_their_tools(message: str,
+                                                                         tool: str) -> None:
+    turn = TurnRecorded(session_id="s1", turn_id="t1", channel="web", user_message=message,
+                        assistant_message="ok", user_at=1.0, assistant_at=2.0,
+                        tool_calls=[ToolCall(tool_name=name, ok=True) for name in (
+                            "slack_post", "gmail_send", "browser_open", "bash")])
+    [rule] = capture("acme", "dana", turn)
+    assert (rule.tool_name, rule.rule, rule.priority) == (tool, message, "critical")
+
+
+@pytest.mark.parametrize("message", [
+    # what the user says of themselves, reassurance, refusals, questions, idioms
+    "No sé.", "No te preocupes.", "No tengo tiempo.", "Nunca he usado Slack.", "No, gracias.",
+    "No olvides enviar el informe.", "No me digas.", "¿No puedes mandar correos?",
+    "Ich benutze nie sudo.", "Keine Ahnung.", "Kein Problem!", "Nie gehört.", "Nie wieder!",
+    "Sarah schickt nie E-Mails.", "Schick mir die Datei.", "Ich weiß nicht.",
+    "Je n'aime pas Slack.", "N'oublie pas le rapport.", "Ne t'inquiète pas.", "Non merci.",
+    # English that opens as Spanish would
+    "No changes needed.", "No messages yet.", "No issues found.", "No notes today.",
+])
+def test_what_orders_nothing_in_spanish_german_and_french(message: str) -> None:
+    assert edicts(message) == []
