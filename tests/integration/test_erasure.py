@@ -72,6 +72,9 @@ from tests.support.services import every_service, skip_history
 from tests.support.streams import fetch_all
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+#: how long a user's material may take to reach every view: a bound on waiting, not a timing
+#: claim (alone, it takes a second or two; beside the suite's heaviest files once, over 30 s)
+SETTLE_SECONDS = 90
 #: tables a user's ordinary data never reaches (records of dead letters: none here)
 NEVER_FILLED = {"learning.dead_letters", "producers.dead_letters", "profile.dead_letters",
                 "tools.dead_letters", "traces.dead_letters", "extractor.dead_letters",
@@ -306,7 +309,7 @@ async def settle(tenant: Tenant, user: str) -> dict[str, Any]:
     memory has captured the rule from the same turns."""
     await extracted(tenant, user)
     await tenant.rpc("learning.rebuild_cache", user_id=user)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SETTLE_SECONDS
     while not (await tenant.rpc("memory.tool_rule_list", user_id=user))["result"]["rules"]:
         if time.monotonic() > deadline:
             raise AssertionError(f"{user}'s tool rule was never captured")
@@ -495,7 +498,7 @@ def files_holding(roots: list[Path], needles: list[bytes]) -> list[str]:
 
 async def shows(tenant: Tenant, method: str, params: dict[str, Any], text: str) -> None:
     """Wait until `method` answers with `text` (each projection catches up on its own)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SETTLE_SECONDS
     while text not in json.dumps(answer := await tenant.rpc(method, **params)):
         if time.monotonic() > deadline:
             raise AssertionError(f"{method} never showed {text!r}: {answer}")
