@@ -32,8 +32,7 @@ same tool gets the same id in every turn, and a tool's repeated-failure rule has
 
 Everything here is pure (no clock, no I/O) and cheap: this runs on every turn, so a message is
 first gated on a substring check ("never", "don", "stop", "do not", or the other languages'
-words), which most messages fail,
-and every pattern is compiled at import.
+words), which most messages fail, and every pattern is compiled at import.
 """
 
 from __future__ import annotations
