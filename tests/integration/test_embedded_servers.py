@@ -59,6 +59,21 @@ def test_free_port_never_hands_out_standard_or_duplicate_ports() -> None:
     assert len(set(ports)) == len(ports)
 
 
+def test_free_ports_come_from_below_the_ephemeral_range_and_are_bindable() -> None:
+    """The source port of an outgoing connection comes from the kernel's ephemeral range; a
+    port handed out from there could be taken by a database connection and held while a pinned
+    server waits for it (a test's `habitus up` gateway restarted for minutes on exit code 3)."""
+    ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    held = []
+    for port in (free_port() for _ in range(20)):
+        assert port < ephemeral
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", port))  # free, as said
+        held.append(sock)
+    for sock in held:
+        sock.close()
+
+
 def test_wait_for_tcp() -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))

@@ -3,10 +3,13 @@ waiting until one accepts TCP connections."""
 
 from __future__ import annotations
 
+import functools
+import random
 import socket
 import threading
 import time
 from collections.abc import Collection
+from pathlib import Path
 from typing import Final
 
 from habitus.runtime.embedded.errors import EmbeddedServerError
@@ -21,13 +24,53 @@ _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
 
+#: where free_port looks first: below the kernel's ephemeral range (Linux: 32768 - 60999), which
+#: the source ports of outgoing connections come from. A port the kernel chose for a bind of port
+#: 0 is in that range, and once the probe closed it, a connection to the database made right
+#: then can take it as its source port and hold it as long as it stays open: a server pinned to
+#: the port (a gateway given HABITUS_HTTP_PORT) then cannot bind it for minutes.
+_LOW_PORTS: Final = range(20_000, 32_768)
+
+
+@functools.cache
+def _low_ports() -> range:
+    """`_LOW_PORTS` below the start of the kernel's ephemeral range (32768 where it cannot be
+    read)."""
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        ephemeral = int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32_768
+    return range(_LOW_PORTS.start, min(_LOW_PORTS.stop, ephemeral))
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = LOCALHOST, *, avoid: Collection[int] = STANDARD_PORTS) -> int:
     """Return a TCP port that is free on `host` now, never one of `avoid` (the standard ports).
 
-    Binds port 0 and lets the kernel choose, retrying when it picks an avoided port or one this
-    process already handed out. The port can still be taken before the server binds it; the servers
-    retry with a new port when that happens and the caller did not pin one.
+    Tries random ports below the kernel's ephemeral range first (no outgoing connection takes
+    one of those as its source port), then lets the kernel choose (port 0), in both cases never
+    a port this process already handed out. The port can still be taken before the server binds
+    it; the servers retry with a new port when that happens and the caller did not pin one.
     """
+    low = _low_ports()
+    for _ in range(50 if len(low) else 0):
+        port = random.choice(low)
+        if port in avoid or not _bindable(host, port):
+            continue
+        with _handed_out_lock:
+            if port in _handed_out:
+                continue
+            _handed_out.add(port)
+        return port
     for _ in range(100):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind((host, 0))
@@ -39,7 +82,7 @@ def free_port(host: str = LOCALHOST, *, avoid: Collection[int] = STANDARD_PORTS)
                 continue
             _handed_out.add(port)
         return port
-    raise EmbeddedServerError(f"no free TCP port on {host} after 100 attempts")
+    raise EmbeddedServerError(f"no free TCP port on {host} after 150 attempts")
 
 
 def _tcp_accepts(host: str, port: int, timeout: float = 1.0) -> bool:
