@@ -8,7 +8,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -62,19 +62,7 @@ def free_port(host: str = LOCALHOST, *, avoid: Collection[int] = STANDARD_PORTS)
     it; the servers retry with a new port when that happens and the caller did not pin one.
     """
     low = _low_ports()
-    for _ in range(50 if len(low) else 0):
-        port = random.choice(low)
-        if port in avoid or not _bindable(host, port):
-            continue
-        with _handed_out_lock:
-            if port in _handed_out:
-                continue
-            _handed_out.add(port)
-        return port
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((host, 0))
-            port = int(sock.getsockname()[1])
+    for port in _candidates(host, low):
         if port in avoid:
             continue
         with _handed_out_lock:
@@ -83,6 +71,19 @@ def free_port(host: str = LOCALHOST, *, avoid: Collection[int] = STANDARD_PORTS)
             _handed_out.add(port)
         return port
     raise EmbeddedServerError(f"no free TCP port on {host} after 150 attempts")
+
+
+def _candidates(host: str, low: range) -> Iterator[int]:
+    """Free ports to offer: 50 random tries below the ephemeral range, then 100 of the
+    kernel's choosing."""
+    for _ in range(50 if len(low) else 0):
+        port = random.choice(low)
+        if _bindable(host, port):
+            yield port
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            yield int(sock.getsockname()[1])
 
 
 def _tcp_accepts(host: str, port: int, timeout: float = 1.0) -> bool:
