@@ -50,8 +50,8 @@ def _stored(tenant_id: str, user_id: str, pieces: Sequence[Piece], texts: Column
     sealing is sealed now), then the pieces added since."""
     sealed = texts.seal_all(tenant_id, user_id, [p.draft.text for p in pieces])
     before = [item if is_sealed(item["text"]) else
-              {**item, "text": texts.seal_all(tenant_id, user_id, [
-                  texts.open(tenant_id, user_id, item["text"])])[0]}
+              {**item, "text": texts.seal(tenant_id, user_id,
+                                          texts.open(tenant_id, user_id, item["text"]))}
               for item in (kept.items if kept else ())]
     return [*before, *({**p.as_dict(), "text": text}
                        for p, text in zip(pieces, sealed, strict=True))]
@@ -61,12 +61,12 @@ def _chunks_json(items: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps(list(items), ensure_ascii=False)
 
 
-def _pieces(tenant_id: str, user_id: str, doc: Any, texts: ColumnMemo) -> tuple[Piece, ...]:
+def _pieces(tenant_id: str, user_id: str, doc: Any) -> tuple[Piece, ...]:
     """The pieces a `chunks` column holds, their texts opened (a text stored before sealing
     opens as itself). Raises `Shredded` once the user's keys are destroyed."""
     items = json.loads(doc) if isinstance(doc, str) else doc
-    return tuple(Piece.from_dict({**item, "text": texts.open(tenant_id, user_id,
-                                                             item["text"])})
+    return tuple(Piece.from_dict({**item, "text": COLUMNS.open(tenant_id, user_id,
+                                                               item["text"])})
                  for item in items)
 
 
@@ -76,8 +76,8 @@ def _pieces(tenant_id: str, user_id: str, doc: Any, texts: ColumnMemo) -> tuple[
 async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
                     ) -> dict[SourceKey, OpenWindow]:
     """The open windows of the sources a batch touches (one read for all of its users), their
-    pieces kept as their rows hold them, unopened (`Kept`): most are written back grown, and
-    only the few that close are opened (`insert_closed`)."""
+    pieces kept as their rows hold them, unopened (`Kept`): they are written back, grown or
+    closed, as they are."""
     keys = list(keys)
     if not keys:
         return {}
@@ -190,8 +190,7 @@ _WINDOW_COLUMNS = ("tenant_id, user_id, window_id, source, kind, closed_seq, clo
 
 def _window(row: Sequence[Any]) -> WindowRow:
     t, u, w, s, k, seq, at, chunks, state, attempts, nxt = row
-    return WindowRow(t, u, w, s, k, seq, at, _pieces(t, u, chunks, ColumnMemo(COLUMNS)), state,
-                     attempts, nxt)
+    return WindowRow(t, u, w, s, k, seq, at, _pieces(t, u, chunks), state, attempts, nxt)
 
 
 async def due_ticks(cur: AsyncCursor[Any], opened_before: float, limit: int = 500

@@ -57,9 +57,9 @@ class Piece:
 @dataclass(frozen=True)
 class Kept:
     """The pieces a window already held when a batch read it back, as its row keeps them (each
-    text sealed for its user), carried through the fold unopened: only a window that closes
-    needs its texts (its id is derived from them), and an open window of a busy source is read
-    back and written again every batch it grows in. `tokens` is what its row says they count."""
+    text sealed for its user), carried through the fold unopened: an open window of a busy
+    source is read back and written again every batch it grows in, and a closing one's id is
+    derived from its texts as stored. `tokens` is what its row says they count."""
 
     items: tuple[Mapping[str, Any], ...]
     tokens: int

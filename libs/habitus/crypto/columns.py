@@ -149,15 +149,15 @@ class ColumnMemo:
             self._sealed[(tenant_id, user_id, text)] = value
         return text
 
+    def seal(self, tenant_id: str, user_id: str, text: str) -> str:
+        value = self._sealed.get((tenant_id, user_id, text))
+        if value is None:
+            value = self._sealed[(tenant_id, user_id, text)] = self._columns.seal(
+                tenant_id, user_id, text)
+        return value
+
     def seal_all(self, tenant_id: str, user_id: str, texts: Iterable[str]) -> list[str]:
-        known, columns, out = self._sealed, self._columns, []
-        for text in texts:
-            value = known.get((tenant_id, user_id, text))
-            if value is None:
-                value = known[(tenant_id, user_id, text)] = columns.seal(tenant_id, user_id,
-                                                                         text)
-            out.append(value)
-        return out
+        return [self.seal(tenant_id, user_id, text) for text in texts]
 
 
 #: the process's column sealer (its keyring installed where the event catalog's is)
