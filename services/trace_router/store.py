@@ -38,7 +38,7 @@ from typing import Any
 from psycopg import AsyncCursor
 from pydantic_core import to_json
 
-from habitus.crypto.columns import COLUMNS, is_sealed
+from habitus.crypto.columns import COLUMNS, ESCAPE, PREFIX, ColumnMemo, is_sealed
 from habitus.crypto.keyring import KeyMissing, Shredded
 from services.trace_router import search as text_search
 
@@ -243,23 +243,26 @@ class Sealer:
     """Seals a batch's values for their users, each distinct value once per user."""
 
     def __init__(self) -> None:
-        self._sealed: dict[tuple[str, str, str], str] = {}
+        self._memo = ColumnMemo(COLUMNS)
 
     def text(self, tenant_id: str, user_id: str, text: str) -> str:
-        key = (tenant_id, user_id, text)
-        found = self._sealed.get(key)
-        if found is None:
-            found = self._sealed[key] = COLUMNS.seal(tenant_id, user_id, text)
-        return found
+        return self._memo.seal(tenant_id, user_id, text)
 
     def json(self, tenant_id: str, user_id: str, value: str | None) -> str | None:
         """JSON text for a jsonb column, sealed whole (as a JSON string of the sealed text);
-        null and `{}`, which hold no text, as they are."""
+        null and `{}`, which hold no text, as they are. Unsealed (no keyring, the tenant's
+        own), a JSON string that would read as sealed or escaped is escaped as `seal_json`
+        escapes it."""
         if value is None or value == "{}":
             return value
         sealed = self.text(tenant_id, user_id, value)
-        # the prefix and base64 need no escaping in a JSON string
-        return f'"{sealed}"' if is_sealed(sealed) else value
+        if is_sealed(sealed):
+            # the prefix and base64 need no escaping in a JSON string
+            return f'"{sealed}"'
+        if value.startswith(('"' + PREFIX, '"' + ESCAPE)):
+            return json.dumps(COLUMNS.seal_json(tenant_id, user_id, json.loads(value)),
+                              ensure_ascii=False)
+        return value
 
 
 _QUERY_AT = TRACE_COLUMNS.index("query")

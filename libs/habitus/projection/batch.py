@@ -231,6 +231,9 @@ class BatchApplier:
     def _forget_attempts(self) -> None:
         for seq in [s for s in self.attempts if s <= self.checkpoint]:
             del self.attempts[seq]
+        # an event whose key came back and applied: a later wait for it starts afresh
+        for seq in [s for s in self.key_waits if s <= self.checkpoint]:
+            del self.key_waits[seq]
 
     def _delay_for(self, attempts: int) -> float:
         return retry_delay(self.settings.retry_delays, attempts)
