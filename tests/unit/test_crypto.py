@@ -110,7 +110,9 @@ def test_the_publishing_path_seals_with_a_rotated_key_at_once_here_and_after_ttl
     store = DirectoryKeyStore(tmp_path / "keys")
     rotating, elsewhere = Keyring(kek, store), Keyring(kek, store, ttl=0.05)
     event = json.dumps({"event_id": "e1", "type": "TurnRecorded", "schema_version": 1,
-                        "tenant_id": "acme", "user_id": "dana", "payload": TURN["payload"]},
+                        "tenant_id": "acme", "user_id": "dana", "occurred_at": 1.7e9,
+                        "producer": "tests", "causation_id": None, "correlation_id": None,
+                        "payload": TURN["payload"]},
                        separators=(",", ":")).encode()
 
     def kid_of(ring: Keyring) -> str:
@@ -300,7 +302,8 @@ def test_the_readers_fast_path_forgets_a_destroyed_key_when_told_or_when_its_tim
         Keyring(kek, store)
     order = ("event_id", "type", "schema_version", "tenant_id", "user_id", "occurred_at",
              "producer")  # as the envelope's model writes it
-    event = json.dumps({**{k: TURN[k] for k in order}, "payload": TURN["payload"]},
+    event = json.dumps({**{k: TURN[k] for k in order}, "causation_id": None,
+                        "correlation_id": None, "payload": TURN["payload"]},
                        separators=(",", ":")).encode()
     wire = seal_event_json(event, "acme", "dana", "e1", "TurnRecorded", erasing)
     for ring in (told, expiring):  # each reads it once: the key is in its memo now
@@ -415,3 +418,46 @@ def test_a_second_owner_spliced_into_a_sealed_envelope_is_refused_not_believed(
     assert open_event_json(twice, ring) is None
     assert catalog.decode_message(twice, headers_for(event)) == event
     assert catalog.decode_message(wire, headers_for(event)).user_id == "dana"
+
+
+def test_a_sealed_body_whose_key_id_is_no_key_id_is_bad_not_a_missing_key(
+        ring: Keyring) -> None:
+    """A missing key makes a projection wait for it (a key volume not mounted); a body whose key
+    id could never be one of ours is the body's fault, and is refused at once (it is
+    dead-lettered instead of stalling its consumer)."""
+    from habitus.bus.publisher import headers_for
+    from habitus.events import CATALOG, Catalog, EventValidationError
+    from habitus.events.ingest import TurnRecorded
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer="gateway")
+    wire = catalog.encode(event)
+    kid = json.loads(wire)["sealed"]["kid"].encode()
+    with pytest.raises(EventValidationError, match="not a key id"):
+        catalog.decode_message(wire.replace(kid, b'k1\\" x'), headers_for(event))
+    with pytest.raises(KeyMissing):  # a well-formed id the store lacks: wait for the store
+        catalog.decode_message(wire.replace(kid, b"k0123456789ab"), headers_for(event))
+    sealed = seal_body(TURN, ring)
+    with pytest.raises(ValueError, match="key id"):  # the general path says the same
+        open_body({**sealed, "sealed": {**sealed["sealed"], "kid": 'k1" x'}}, ring)
+    assert catalog.decode_message(wire, headers_for(event)) == event
+
+
+def test_an_envelope_the_fast_path_does_not_read_still_opens_by_the_general_path(
+        ring: Keyring) -> None:
+    """The reader's fast path matches the envelope as the model writes it; a producer name with
+    a quote in it (escaped in the JSON) is outside that form, and the event still decodes."""
+    from habitus.bus.publisher import headers_for
+    from habitus.crypto.sealing import open_event_json
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.ingest import TurnRecorded
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer='the "night" batch')
+    wire = catalog.encode(event)
+    assert open_event_json(wire, ring) is None
+    assert catalog.decode_message(wire, headers_for(event)) == event

@@ -10,6 +10,7 @@ memory for long.
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -17,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from habitus.crypto.aead import Cipher, cipher, new_key
+from habitus.crypto.aead import Cipher, SealError, cipher, new_key
 from habitus.crypto.deterministic import ColumnCipher, column_cipher
 from habitus.crypto.kek import KekRing
 from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
@@ -26,6 +27,13 @@ from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
 class Shredded(LookupError):
     """The user's key is gone: what it sealed can no longer be read, by design."""
 
+
+#: what a key id looks like (`Keyring.rotate` makes "k" and twelve hex digits)
+_KID = re.compile(rb"[A-Za-z0-9_.-]{1,64}")
+
+
+def is_key_id(kid: str) -> bool:
+    return _KID.fullmatch(kid.encode()) is not None
 
 class KeyMissing(LookupError):
     """The key store lacks a key no erasure destroyed: a store not mounted or misconfigured,
@@ -81,8 +89,9 @@ class Keyring:
         self._lock = threading.Lock()
         #: (tenant, user) -> the lock of the one thread reading or making their keys
         self._flights: dict[tuple[str, str], threading.Lock] = {}
-        #: (tenant, user, kid) as a message's bytes -> (read at, key): `key_of`'s memo
-        self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher]] = {}
+        #: (tenant, user, kid) as a message's bytes -> (read at, key, associated data's
+        #: prefix): `opener`'s memo
+        self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher, bytes]] = {}
         #: (tenant, user) -> (read at, sealer): `sealer`'s memo, lock-free like `_memo`
         self._sealers: dict[tuple[str, str], tuple[float, Sealer]] = {}
         #: (tenant, user) -> when a reader's warming found no keys of theirs (plain events of
@@ -251,22 +260,27 @@ class Keyring:
             self._remember(owner, entry)
         return entry.ciphers[kid]
 
-    def key_of(self, tenant_id: bytes, user_id: bytes, kid: bytes) -> Cipher:
-        """`key`, for a reader holding the ids as a message's bytes: a lock-free memo in front
-        of it, for the hot path (every sealed event a consumer reads). An entry counts as long
-        as the keys it came from (`ttl` from when they were read), and `forget` clears it."""
+    def opener(self, tenant_id: bytes, user_id: bytes, kid: bytes) -> tuple[Cipher, bytes]:
+        """`key`, for a reader holding the ids as a message's bytes, with the associated
+        data's fixed part (`data_context` up to the event id, as bytes): a lock-free memo in
+        front of it, for the hot path (every sealed event a consumer reads). An entry counts
+        as long as the keys it came from (`ttl` from when they were read), and `forget`
+        clears it."""
         memo = self._memo
         found = memo.get((tenant_id, user_id, kid))
         if found is not None and time.monotonic() - found[0] <= self._ttl:
-            return found[1]
+            return found[1], found[2]
+        if _KID.fullmatch(kid) is None:  # whoever wrote it, no key of ours has this id
+            raise SealError(f"sealed: {kid[:80]!r} is not a key id")
         owner = (tenant_id.decode(), user_id.decode())
         key = self.key(*owner, kid.decode())
+        prefix = b"habitus/data/%s/%s/%s/" % (tenant_id, user_id, kid)
         entry = self._cached(owner)
         if entry is not None:
             if len(memo) >= self._cache_size:
                 memo.clear()
-            memo[(tenant_id, user_id, kid)] = (entry.read_at, key)
-        return key
+            memo[(tenant_id, user_id, kid)] = (entry.read_at, key, prefix)
+        return key, prefix
 
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""

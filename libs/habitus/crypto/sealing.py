@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import pybase64
+from cryptography.exceptions import InvalidTag
 
-from habitus.crypto.aead import open_sealed, seal
-from habitus.crypto.keyring import Keyring, data_context
+from habitus.crypto.aead import NONCE_BYTES, SealError, open_sealed, seal
+from habitus.crypto.keyring import Keyring, data_context, is_key_id
 
 ALGORITHM: Final = "A256GCM"
 #: event types never sealed: they must be readable after the user's key is destroyed
@@ -70,45 +71,51 @@ _FIELD = b',"payload":'
 _PAYLOAD_MARK = b',"payload":"'
 _KID_MARK = b'","sealed":{"kid":"'
 _KID_END = b'",' + SEALED_END
-# ids and types are plain tokens (habitus.ids, the envelope's patterns: no quotes, no
-# backslashes), and the envelope's fields come in its model's order, so a byte search finds them
-_HEAD = re.compile(rb'\{"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
-                   rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)"')
-#: a second of the keys `_HEAD` read, later in the envelope: it would win in a JSON parser
-#: while the first was used to open the payload (the general path, which parses, then refuses
-#: the body, decides). The envelope's other values are plain tokens or numbers, so the pattern
-#: cannot meet a value's bytes.
-_AGAIN = re.compile(rb'"(?:event_id|type|tenant_id|user_id)":')
+# The envelope as its model writes it, up to its sealed payload's first byte: every field in
+# the model's order (`ENVELOPE_FIELDS`), ids and types plain tokens (habitus.ids, the
+# envelope's patterns: no quotes, no backslashes), the rest numbers, null, or strings without
+# escapes. Matched whole, it leaves no room for a key given twice (a JSON parser would take
+# the second, while the first opened the payload), and no search for the payload's field.
+_ENVELOPE = re.compile(
+    rb'\{"event_id":"([^"\\]+)","type":"([^"\\]+)","schema_version":[0-9]+,'
+    rb'"tenant_id":"([^"\\]+)","user_id":"([^"\\]+)","occurred_at":[-+.eE0-9]+,'
+    rb'"producer":"[^"\\]*","causation_id":(?:null|"[^"\\]*"),'
+    rb'"correlation_id":(?:null|"[^"\\]*"),"payload":"')
 
 
 def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
     """The plain JSON of a body `seal_event_json` wrote (the envelope, then the opened
     payload), for the reader's fast path: the owner and key id read from the bytes, nothing
     parsed here. None when the body is not in that exact form (the general path then opens
-    it). Raises `Shredded` and `SealError` as `open_body` does."""
-    if not data.endswith(SEALED_END):
+    it). Raises `Shredded` and `SealError` as `open_body` does.
+
+    Every sealed event a consumer reads comes through here, so it is written for the
+    interpreter's sake: one regular expression for the envelope, one search from the end for
+    the key id, the key and the associated data's fixed part from one memo."""
+    envelope = _ENVELOPE.match(data)
+    if envelope is None or not data.endswith(SEALED_END):
         return None
-    head = _HEAD.match(data)  # the envelope's first fields, from its first byte
-    if head is None:
-        return None
-    # the envelope's other values are plain tokens and numbers: the first payload mark after
-    # its head is the field's
-    mark = data.find(_PAYLOAD_MARK, head.end())
-    kid_at = data.rfind(_KID_MARK)
-    if mark < 0 or kid_at < mark or _AGAIN.search(data, head.end(), mark) is not None:
+    start = envelope.end()
+    kid_at = data.rfind(_KID_MARK, start)
+    if kid_at < 0:
         return None  # not the form this writes: the general path decides
-    event_id, event_type, tenant_id, user_id = head.groups()
-    kid = data[kid_at + len(_KID_MARK):-len(_KID_END)]
+    event_id, event_type, tenant_id, user_id = envelope.groups()
+    cipher, prefix = keyring.opener(tenant_id, user_id,
+                                    data[kid_at + len(_KID_MARK):-len(_KID_END)])
     try:
-        blob = pybase64.b64decode(data[mark + len(_PAYLOAD_MARK):kid_at], validate=True)
+        blob = pybase64.b64decode(data[start:kid_at], validate=True)
     except binascii.Error:
         return None
-    # `data_context` built from the bytes as they are: ids and types are ASCII tokens, and the
-    # pattern above admits no escapes, so these are the bytes it would encode
-    payload = open_sealed(keyring.key_of(tenant_id, user_id, kid), blob,
-                          b"habitus/data/%s/%s/%s/%s/%s" % (tenant_id, user_id, kid, event_id,
-                                                            event_type))
-    return b"".join((data[:mark], _FIELD, payload, b"}"))
+    if len(blob) < NONCE_BYTES + 16:
+        raise SealError("too short to be sealed")
+    # the associated data as `data_context` builds it: ids and types are ASCII tokens, and
+    # the pattern admits no escapes, so these are the bytes it would encode
+    try:
+        payload = cipher.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:],
+                                 b"%s%s/%s" % (prefix, event_id, event_type))
+    except InvalidTag:
+        raise SealError("does not open with this key for this owner") from None
+    return b"%s%s}" % (data[:start - 1], payload)
 
 
 def is_sealed(body: Mapping[str, Any]) -> bool:
@@ -122,9 +129,10 @@ def open_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
     if not is_sealed(body):
         return dict(body)
     sealed = body["sealed"]
-    if sealed.get("alg") != ALGORITHM or not isinstance(sealed.get("kid"), str):
+    kid = sealed.get("kid")
+    if sealed.get("alg") != ALGORITHM or not isinstance(kid, str) or not is_key_id(kid):
         raise ValueError(f"sealed: unknown algorithm or key id ({dict(sealed)!r})")
-    tenant_id, user_id, kid = str(body["tenant_id"]), str(body["user_id"]), sealed["kid"]
+    tenant_id, user_id = str(body["tenant_id"]), str(body["user_id"])
     key = keyring.key(tenant_id, user_id, kid)
     try:
         blob = base64.b64decode(str(body["payload"]), validate=True)

@@ -256,7 +256,8 @@ class Catalog:
         version, validate straight from JSON (no intermediate dict); otherwise take the general
         path with upcasting. A sealed body (it ends as `seal_event_json` ends it) is opened
         first, to the same plain JSON."""
-        if self.keyring is not None and data.endswith(SEALED_END):
+        sealed = data.endswith(SEALED_END)
+        if sealed and self.keyring is not None:
             try:
                 plain = open_event_json(data, self.keyring)
             except Shredded:
@@ -265,8 +266,8 @@ class Catalog:
                 raise EventValidationError.single("payload", f"sealed, and does not open: "
                                                              f"{exc}") from None
             if plain is not None:
-                data = plain
-        if headers and not data.endswith(SEALED_END):
+                data, sealed = plain, False
+        if headers and not sealed:
             type_name = headers.get(TYPE_HEADER)
             spec = self._by_type.get(type_name) if type_name else None
             if spec is not None and headers.get(VERSION_HEADER) == str(spec.version):
