@@ -37,14 +37,17 @@ class City:
 
 def fold(text: str) -> str:
     """Lower-case, accents removed, spaces squashed: how names are compared."""
+    if text.isascii():  # most names: nothing to decompose (the gazetteer folds 150,000)
+        return " ".join(text.lower().replace("-", " ").split())
     decomposed = unicodedata.normalize("NFKD", text)
     plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return " ".join(plain.lower().replace("-", " ").split())
 
 
 def _latin(name: str) -> bool:
-    return all(ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") or not ch.isalpha()
-               for ch in name)
+    return name.isascii() or all(
+        ch.isascii() or unicodedata.name(ch, "").startswith("LATIN") or not ch.isalpha()
+        for ch in name)
 
 
 #: cities of at least this many people are known by their alternate names too

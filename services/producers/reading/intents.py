@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from habitus import encoder
+from habitus.encoder_cache import encode_cached
 
 if TYPE_CHECKING:  # numpy is imported by the classifier's methods (see habitus.encoder)
     import numpy as np
@@ -65,12 +66,13 @@ _ENCODED_LOCK = threading.Lock()
 
 def encoded(texts: Sequence[str]) -> encoder.Matrix:
     """The encoder's rows for `texts`, encoded once per process for the same texts in the same
-    order (the arrays are read-only, so sharing them is safe)."""
+    order (the arrays are read-only, so sharing them is safe), and once per machine while the
+    texts and the encoder's release stay the same (habitus.encoder_cache)."""
     key = tuple(texts)
     with _ENCODED_LOCK:
         matrix = _ENCODED.get(key)
         if matrix is None:
-            matrix = encoder.encode(key)
+            matrix = encode_cached(key)  # and between processes, on disk
             matrix.flags.writeable = False
             _ENCODED[key] = matrix
         return matrix
