@@ -43,6 +43,20 @@ def test_what_states_nothing(message: str) -> None:
     assert read(message) == []
 
 
+@pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
+def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
+    """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no
+    name at all, because a name that is a language is refused."""
+    assert read(f"My name is {name}.") == [("identity", "name", name, "standing")]
+    assert read(f"Hi, I'm {name}.") == [("identity", "name", name, "standing")]
+
+
+@pytest.mark.parametrize("message", ["I am German.", "Ich bin Deutscher.", "Je suis Français.",
+                                     "I'm Brazilian."])
+def test_a_language_or_its_people_is_still_no_name(message: str) -> None:
+    assert [s for s in read(message) if s[1] == "name"] == []
+
+
 def test_a_correction_names_the_new_value_only() -> None:
     found = read("Scratch what I said about pnpm: we moved to bun last week, "
                  "so use bun from now on.")

@@ -71,6 +71,15 @@ def is_written_name(word: str) -> bool:
                for lang in ("en", "de", "fr", "es"))
 
 
+def names_language(word: str) -> bool:
+    """Whether `word` names a language, or its people, in words ("German", "Deutsch",
+    "Deutscher", "Farsi"), never by a code: "Ben" and "Dan" are people, though ISO 639 codes
+    of Bengali and Danish."""
+    low = word.lower()
+    return low in _ALIASES or is_written_name(low) or (
+        canonical_language(low) is not None and not langcodes.tag_is_valid(low))
+
+
 def language_name(tag: str) -> str:
     """The English name of a tag, for prompts and PROFILE.md ("de" -> "German")."""
     return str(langcodes.Language.get(tag).display_name())

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from habitus.vocabulary import canonical_language, canonical_timezone, roles, tools
-from habitus.vocabulary.languages import is_written_name
+from habitus.vocabulary.languages import is_written_name, names_language
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.roles import canonical_role
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
@@ -149,7 +149,7 @@ def _name(text: str) -> str:
 def _is_other_value(text: str) -> bool:
     """A capitalised word that is a language, a city, a tool or a role is no person's name."""
     low = text.lower()
-    return (canonical_language(low) is not None or tools.canonical_tool(low) is not None
+    return (names_language(low) or tools.canonical_tool(low) is not None
             or low in roles.TRANSLATED or low.split()[-1] in ROLE_HEADS or "team" in low
             or canonical_timezone(text) is not None or low in _ZONE_WORDS)
 
