@@ -43,6 +43,18 @@ def test_what_states_nothing(message: str) -> None:
     assert read(message) == []
 
 
+@pytest.mark.parametrize("message", ["Prefiero respuestas cortas.", "Respuestas cortas, por favor.",
+                                     "Prefiero respuestas más cortas.",
+                                     "Vivo en Valencia y prefiero respuestas cortas."])
+def test_spanish_short_answers_are_read_in_the_feminine_too(message: str) -> None:
+    """"respuestas" is feminine: "cortas" went unread where "cortos" was read."""
+    assert ("style", "verbosity", "terse", "standing") in read(message)
+
+
+def test_spanish_cutting_is_not_brevity() -> None:
+    assert [s for s in read("Ayer cortaron la luz en la oficina.") if s[1] == "verbosity"] == []
+
+
 @pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
 def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
     """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no

@@ -143,7 +143,7 @@ _BARE_COMPARATIVE_RE = re.compile(
     r"(?:be\s+)?(?:a\s+bit\s+|a\s+little\s+|way\s+|much\s+)?(?:more|less)\s+(?:formal|casual|"
     r"friendly|direct|polite|detailed|concise|brief)|"
     r"kürzer|länger|ausführlicher|plus\s+court|plus\s+long|plus\s+de\s+détails|"
-    r"más\s+corto|más\s+cortito|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|"
+    r"más\s+cort[oa]s?|más\s+cortit[oa]s?|más\s+largo|más\s+detalles)(?:\s+(?:please|pls|plz|bitte|"
     r"por\s+favor|porfa|stp|svp|s'il\s+te\s+plaît))?$", _I)
 #: a task in the sentence ("explain X but keep it short"): its style words are for this answer
 _TASK_RE = re.compile(
@@ -303,7 +303,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
                      r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|länger\w*|"
                      r"lange\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
-                     r"bref|brève|plus\s+long\w*|corto\w*|cortit\w*|breve\w*|detall\w*|más\s+larg\w*|"
+                     r"bref|brève|plus\s+long\w*|cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
                      r"resum\w*|"
                      r"resumid\w*|en\s+dos\s+líneas|al\s+grano)",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
@@ -456,7 +456,7 @@ _FLIP_AFTER_RE = re.compile(
     r"no\s+necesito|je\s+n'ai\s+pas\s+besoin)", _I)
 TERSE_WORDS = _TERSE_WORDS = re.compile(
     r"\b(?:short|shorter|shortest|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|"
-    r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|corto\w*|cortit\w*|breve\w*|"
+    r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|cort[oa]s?|cortit[oa]s?|breve\w*|"
     r"resum\w*)\b", _I)
 #: padding: "without the fluff", "sin tanto rollo", "ohne Blabla" ask for less
 _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|chichi|"
