@@ -90,7 +90,7 @@ class Access:
         self._check_cost(cost, budget)
         limiter = self.limiters[budget]
         try:
-            pipe = self._redis.pipeline(transaction=True)
+            pipe = self._redis.pipeline(transaction=False)  # the charge is one script
             charge = limiter.queue(pipe, caller.principal.key_hash, cost)
             reads(pipe)
             results = await pipe.execute()
@@ -101,7 +101,7 @@ class Access:
             return list(results)
         allowed, retry_after = await limiter.settle(charge, results[0])
         self._refuse_unless(allowed, retry_after, budget)
-        return list(results[2:])
+        return list(results[1:])
 
     def _check_cost(self, cost: int, budget: Budget) -> None:
         per_minute = self._per_minute(budget)

@@ -21,6 +21,12 @@ from redis.exceptions import RedisError
 
 log = logging.getLogger(__name__)
 
+#: a window's counter outlives its minute by one, then goes
+_EXPIRY_SECONDS = 120
+#: the charge: add to the window's counter and (re)set its expiry, as one step
+_CHARGE = ("local n = redis.call('INCRBY', KEYS[1], ARGV[1]) "
+           "redis.call('EXPIRE', KEYS[1], ARGV[2]) return n")
+
 
 @dataclass(frozen=True)
 class Charge:
@@ -38,16 +44,18 @@ class RateLimiter:
         self._prefix = f"habitus:rl:{scope}:" if scope else "habitus:rl:"
 
     def queue(self, pipe: Pipeline, key_id: str, cost: int = 1) -> Charge | None:
-        """Queue the charge on `pipe` (a MULTI/EXEC pipeline, so the counter never lives
-        without its expiry) as its next two commands; None: this budget is unlimited and
-        nothing was queued. The caller executes the pipeline and hands the first of the two
-        results to `settle`: a read can ride in the same round trip as its charge."""
+        """Queue the charge on `pipe` as its next command; None: this budget is unlimited and
+        nothing was queued. The caller executes the pipeline and hands that command's result
+        to `settle`: a read can ride in the same round trip as its charge.
+
+        One script rather than INCRBY and EXPIRE inside MULTI/EXEC: Redis runs a script
+        whole, so the counter still never lives without its expiry, and the pipeline needs no
+        transaction around it (four commands and replies become one on every request)."""
         if self._per_minute <= 0:
             return None
         now = time.time()
         name = f"{self._prefix}{key_id}:{int(now // 60)}"
-        pipe.incrby(name, cost)
-        pipe.expire(name, 120)
+        pipe.eval(_CHARGE, 1, name, cost, _EXPIRY_SECONDS)
         return Charge(name, cost, int(60 - now % 60) + 1)
 
     async def settle(self, charge: Charge | None, count: Any) -> tuple[bool, int]:
@@ -69,9 +77,9 @@ class RateLimiter:
         if self._per_minute <= 0:
             return True, 0
         try:
-            pipe = self._redis.pipeline(transaction=True)
+            pipe = self._redis.pipeline(transaction=False)
             charge = self.queue(pipe, key_id, cost)
-            count, _ = await pipe.execute()
+            [count] = await pipe.execute()
         except RedisError as exc:
             log.warning("rate limiter unavailable; allowing", extra={"error": repr(exc)})
             return True, 0

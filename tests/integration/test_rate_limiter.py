@@ -29,10 +29,10 @@ async def test_a_charge_sent_with_reads_counts_and_a_refused_one_is_taken_back(
             await asyncio.sleep(60 - time.time() % 60)
         outcomes = []
         for cost in (2, 2, 2, 1):
-            pipe = redis.pipeline(transaction=True)
+            pipe = redis.pipeline(transaction=False)
             charge = limiter.queue(pipe, key, cost)
             pipe.get(f"probe:{key}")
-            count, _, probe = await pipe.execute()
+            count, probe = await pipe.execute()
             assert probe == b"value"  # the read rode in the same round trip
             outcomes.append((await limiter.settle(charge, count))[0])
         # 2 + 2 fit, the third 2 would make 6: refused and taken back, so 1 more still fits.
