@@ -96,21 +96,27 @@ async def checkpoints(database_url: str, projections: list[tuple[str, str]]
     return out
 
 
-async def partitions(nc: Any, database_url: str, names: list[str] | None = None
-                     ) -> list[PartitionState]:
-    """Every partition of every installed projection (or of `names`), in flow order."""
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+async def partitions(nc: Any, database: str | psycopg.AsyncConnection[Any],
+                     names: list[str] | None = None) -> list[PartitionState]:
+    """Every partition of every installed projection (or of `names`), in flow order.
+    `database`: a connection string (a connection is made for the call), or an open
+    autocommit connection, for a caller that measures again and again (the demo's wait,
+    the load run's sampling) and should not connect each time."""
+    if not isinstance(database, str):
+        return await states(nc.jetstream(), database, names)
+    async with await psycopg.AsyncConnection.connect(database, autocommit=True) as conn:
         return await states(nc.jetstream(), conn, names)
 
 
-async def measure(nc: Any, database_url: str, names: list[str] | None = None) -> list[Lag]:
+async def measure(nc: Any, database: str | psycopg.AsyncConnection[Any],
+                  names: list[str] | None = None) -> list[Lag]:
     """The lag of every installed projection (or of `names`), in flow order: its partitions
     taken together."""
     infos = installed(names)
     js = nc.jetstream()
     dead = await dlq_counts(js)
     parts: dict[str, list[PartitionState]] = {}
-    for part in await partitions(nc, database_url, [p.name for p in infos]):
+    for part in await partitions(nc, database, [p.name for p in infos]):
         parts.setdefault(part.projection, []).append(part)
     out = []
     for p in infos:
