@@ -143,12 +143,13 @@ class ProjectionConsumer:
             await sub.stop()
             sub.drain_buffer()  # never handed out; the next claim starts from the checkpoint
 
-    def fetch(self) -> asyncio.Task[list[Msg]]:
-        """Start fetching the next batch (raises NATS' TimeoutError when there is none)."""
+    def fetch(self, timeout: float | None = None) -> asyncio.Task[list[Msg]]:
+        """Start fetching the next batch, waiting up to `timeout` (the settings' fetch
+        timeout by default) for it; raises NATS' TimeoutError when there is none."""
         assert self._sub is not None
-        return asyncio.create_task(
-            self._sub.fetch(self.settings.batch_size, timeout=self.settings.fetch_timeout)
-        )
+        return asyncio.create_task(self._sub.fetch(
+            self.settings.batch_size,
+            timeout=self.settings.fetch_timeout if timeout is None else timeout))
 
     @staticmethod
     async def discard(fetch: asyncio.Task[list[Msg]]) -> None:

@@ -72,6 +72,13 @@ log = logging.getLogger(__name__)
 class RunnerConfig:
     batch_size: int = 500
     fetch_timeout: float = 1.0
+    #: how long an idle runner's fetch may wait at most: each fetch that finds nothing waits
+    #: twice as long as the one before, from `fetch_timeout` up to this, and the first batch
+    #: brings it back. A fetch returns as soon as an event arrives, so waiting longer costs
+    #: no latency; what an idle fetch's end does (the lock, the fence's epoch and what is
+    #: pending checked, three round trips) then runs every few seconds, not every second,
+    #: in each of the dozens of runners a deployment keeps idle
+    idle_fetch_timeout: float = 4.0
     ack_wait: float = 30.0
     #: deliveries of an event whose apply keeps failing before it goes to the DLQ
     max_deliver: int = 5
@@ -308,10 +315,10 @@ class ProjectionRunner:
     async def _drop_subscription(self) -> None:
         await self._consumer.stop()
 
-    def _fetch(self) -> asyncio.Task[list[Msg]]:
+    def _fetch(self, timeout: float | None = None) -> asyncio.Task[list[Msg]]:
         """Fetch the next batch and decode it as soon as it arrives: while the current batch
         waits on the database, not after it (`handle_batch` takes the decoded items)."""
-        pull = self._consumer.fetch()
+        pull = self._consumer.fetch(timeout)
 
         async def decoded() -> list[Msg]:
             msgs = await pull  # cancelling this task cancels the pull
@@ -332,8 +339,9 @@ class ProjectionRunner:
         wait and the decoding overlap the database work. Batches are still applied one after
         the other, in order."""
         fetch = self._fetch()
-        # A stop does not wait out an idle fetch (up to fetch_timeout): what it would bring is
-        # discarded anyway, and the next claim starts again from the checkpoint.
+        idle_wait = self.config.fetch_timeout
+        # A stop does not wait out an idle fetch (up to idle_fetch_timeout): what it would
+        # bring is discarded anyway, and the next claim starts again from the checkpoint.
         stopping = asyncio.ensure_future(self._stopping.wait())
         try:
             while not self._stopping.is_set():
@@ -347,8 +355,11 @@ class ProjectionRunner:
                     await self._check_epoch()
                     if await self._mark_caught_up() and self._cutover is not None:
                         await self._finish_drain()
-                    fetch = self._fetch()
+                    idle_wait = min(2 * idle_wait, max(self.config.idle_fetch_timeout,
+                                                       self.config.fetch_timeout))
+                    fetch = self._fetch(idle_wait)
                     continue
+                idle_wait = self.config.fetch_timeout
                 self._check_contiguous(msgs)
                 fetch = self._fetch()
                 outcome = await self.handle_batch(msgs)
