@@ -55,6 +55,30 @@ def test_spanish_cutting_is_not_brevity() -> None:
     assert [s for s in read("Ayer cortaron la luz en la oficina.") if s[1] == "verbosity"] == []
 
 
+@pytest.mark.parametrize("message", ["Please don't use tables, I read these on my phone.",
+                                     "No tables please.", "Keine Tabellen bitte.",
+                                     "Pas de tableaux.", "Sin tablas, por favor."])
+def test_no_tables_is_a_veto_on_tables(message: str) -> None:
+    """A veto the vocabulary has (format=tables) had no words to be read by."""
+    assert read(message) == [("veto", "format=tables", "banned", "standing")]
+
+
+@pytest.mark.parametrize("message", ["Tables please.", "I prefer tables."])
+def test_asking_for_tables_is_still_the_format(message: str) -> None:
+    assert read(message) == [("style", "format", "tables", "standing")]
+
+
+@pytest.mark.parametrize("message", ["Tutoie-moi.", "Trátame de tú, por favor.",
+                                     "Háblame de tú."])
+def test_the_familiar_you_asked_for_is_a_casual_tone(message: str) -> None:
+    assert read(message) == [("style", "tone", "casual", "standing")]
+
+
+def test_tables_and_tu_in_other_senses_state_nothing() -> None:
+    assert read("The table is missing a column.") == []
+    assert read("Hablamos de tú a tú en la reunión.") == []
+
+
 @pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
 def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
     """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no

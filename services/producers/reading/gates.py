@@ -323,7 +323,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
         "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
                 r"blunt\w*|sugar\w*|straightforward|polite|duz\w*|siez\w*|förmlich\w*|"
                 r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
-                r"décontract\w*|tute\w*|usted|formal|amable|direct[oa])",
+                r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa])",
     }.items()
 }
 #: asking for something to be written: its style words describe that text, not the answers
@@ -376,8 +376,8 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
     "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|siez\w*|förmlich\w*|"
                               r"vouvoy\w*|formel\w*|usted|formal", _I),
     "tone=casual": re.compile(r"casual\w*|informal\w*|relax\w*|laid[- ]back|stiff|duz\w*|"
-                              r"locker\w*|tutoy\w*|décontract\w*|tute\w*|tutéa\w*|coworker|"
-                              r"friend\b", _I),
+                              r"locker\w*|tutoy\w*|tutoie\w*|décontract\w*|tute\w*|tutéa\w*|"
+                              r"de\s+tú\b|coworker|friend\b", _I),
     "preamble=skip": re.compile(
         r"\b(?:skip\w*|no|without|straight|directly|get\s+to|cut|drop|lead\s+with|don't|"
         r"dont|stop|answer\s+first|pad\w*|ohne|keine?|direkt|sans|pas\s+d|droit\s+au\s+but|"

@@ -129,6 +129,10 @@ _VETO_THINGS = (
      "format=headings"),
     (re.compile(r"\bnumbered\s+lists?\b|nummerierte\w*\s+listen|listes?\s+numérotées|"
                 r"listas?\s+numeradas", _I), "format=numbered-lists"),
+    (re.compile(r"\btables?\b|\btabellen?\b|\btableaux?\b|\btablas?\b", _I),
+     "format=tables"),
+    (re.compile(r"\bcode\s*blocks?\b|\bcodeblöcke\w*|\bblocs?\s+de\s+code\b|"
+                r"\bbloques?\s+de\s+código\b", _I), "format=code-blocks"),
     (re.compile(r"\bdisclaimers?\b|haftungsausschl|avertissements|descargos", _I),
      "content=disclaimers"),
     (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
