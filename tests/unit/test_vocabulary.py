@@ -87,12 +87,17 @@ def test_every_confirmation_question_reads_back_as_its_facet() -> None:
               ("identity", "location", "Berlin"), ("identity", "employer", "Northwind"),
               ("tooling", "database", "postgres"), ("tooling", "package_manager", "bun"),
               ("tooling", "runtime", "bun"), ("identity", "timezone", "Asia/Kolkata"),
-              ("identity", "preferred_name", "Sam"), ("style", "code", "code-first")]
+              ("identity", "preferred_name", "Sam"), ("style", "code", "code-first"),
+              ("veto", "format=tables", "banned"), ("veto", "format=nested-bullets", "banned"),
+              ("veto", "content=apologies", "banned"), ("veto", "tool=jquery", "banned"),
+              ("veto", "content=disclaimers", "banned")]
     clauses = [first_person(describe(*f)) + "." for f in facets]
     for facet, statements in zip(facets, reader.read(clauses), strict=True):
         assert [(s.facet_class, s.key, s.value) for s in statements] == [facet]
     assert confirmation_question("style", "verbosity", "terse") == (
         "Should I remember that you prefer short answers?")
+    assert confirmation_question("veto", "format=tables", "banned") == (
+        "Should I remember that you don't want tables in answers?")
 
 
 def test_no_deterministic_producer_emits_outside_the_vocabulary() -> None:

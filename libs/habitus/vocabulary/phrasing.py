@@ -49,6 +49,11 @@ _CHANNELS = {"sms": "text message", "email": "email", "phone": "phone", "teams":
              "whatsapp": "WhatsApp"}
 
 
+#: how the things a veto bans on answers read (habitus.vocabulary.keys.VETO_THINGS)
+_VETOED = {"nested-bullets": "nested bullet lists", "markdown": "Markdown",
+           "long-replies": "long replies"}
+
+
 def tool_name(tool: str) -> str:
     """A catalogue tool as people write it ("postgres" -> "Postgres")."""
     return _TOOL_NAMES.get(tool, tool.capitalize() if tool.isalpha() else tool)
@@ -78,8 +83,10 @@ def describe(facet_class: str, key: str, value: str) -> str:
             return f"you use {tool_name(value)} as your {key.replace('_', ' ')}"
         return f"you use {tool_name(value)}"
     if facet_class == "veto":
-        _, _, thing = key.partition("=")
-        return f"you never want {tool_name(thing) if '-' not in thing else thing} suggested"
+        kind, _, thing = key.partition("=")
+        if kind in ("format", "content", "style"):  # a way of answering, not a tool
+            return f"you don't want {_VETOED.get(thing, thing.replace('-', ' '))} in answers"
+        return f"you never want {tool_name(thing)} suggested"
     if facet_class == "channel":
         return f"you prefer to be reached by {_CHANNELS.get(value, value.capitalize())}"
     return f"your goal is: {value}"
