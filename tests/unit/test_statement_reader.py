@@ -79,6 +79,26 @@ def test_tables_and_tu_in_other_senses_state_nothing() -> None:
     assert read("Hablamos de tú a tú en la reunión.") == []
 
 
+@pytest.mark.parametrize(("message", "register"), [
+    ("Could you be a bit less formal?", "casual"), ("Sei bitte weniger förmlich.", "casual"),
+    ("Moins formel, s'il te plaît.", "casual"), ("Don't be so casual with me.", "formal")])
+def test_a_register_said_away_is_the_other_one(message: str, register: str) -> None:
+    """"Less formal" was read as formal: the tone's words were taken at face value."""
+    assert [s[:3] for s in read(message)] == [("style", "tone", register)]
+
+
+@pytest.mark.parametrize("message", ["Not so formal please.",
+                                     "No need to be so formal with me."])
+def test_not_so_formal_is_never_read_as_formal(message: str) -> None:
+    """"so" joined two clauses here, leaving "formal please" to be read alone."""
+    assert ("style", "tone", "formal", "standing") not in read(message)
+
+
+def test_so_still_joins_two_clauses() -> None:
+    assert read("I'm on mobile so keep it short.") == [
+        ("style", "verbosity", "terse", "standing")]
+
+
 @pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
 def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
     """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no

@@ -443,7 +443,7 @@ def imperative(clause: str) -> bool:
 _FLIP_RE = re.compile(
     r"\b(?:no|not|never|don't|dont|do\s+not|doesn't|without|hate|dislike|can't\s+stand|"
     r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
-    r"ohne|kein|nie|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
+    r"ohne|kein|nie|weniger|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
     r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
     r"en\s+lugar\s+de|don't\s+bother\s+with|forget)\b"
     r"(?:\s+\S+){0,3}\s*$", _I)
@@ -507,7 +507,21 @@ def polarity(key: str, value: str, clause: str) -> str | None:
     if key == "examples":
         example = _EXAMPLE_WORD.search(clause)
         return None if example is not None and _flipped(clause, example) else value
+    if key == "tone" and value in _TONE_WORDS:
+        # "not so formal", "less formal please", "weniger förmlich": the other register
+        word = _TONE_WORDS[value].search(clause)
+        if word is not None and _flipped(clause, word):
+            return "casual" if value == "formal" else "formal"
     return value
+
+
+#: the words of the two registers, whole (so "informal" is never read as "formal")
+_TONE_WORDS = {
+    "formal": re.compile(r"\b(?:formal\w*|förmlich\w*|formel\w*|siez\w*|vouvoy\w*|usted)",
+                         _I),
+    "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker\w*|duz\w*|tutoy\w*|"
+                         r"tutoie\w*|tute\w*|tutéa\w*|décontract\w*)", _I),
+}
 
 
 def negated_padding(clause: str) -> bool:

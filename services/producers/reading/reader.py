@@ -213,7 +213,10 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if "=" in label:
         key, _, value = label.partition("=")
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
-        if turned is None or not gates.states_style(key, clause, turned):
+        # a value turned by the clause's own words ("not so formal") came from the key's
+        # words: the turned value's own words are not there to be found
+        if turned is None or not gates.states_style(key, clause,
+                                                    turned if turned == value else None):
             # the encoder read a style statement but named a key the words do not hold:
             # the one key whose words are there, when they alone decide its value
             return _style_by_words(clause)
