@@ -99,6 +99,14 @@ def test_so_still_joins_two_clauses() -> None:
         ("style", "verbosity", "terse", "standing")]
 
 
+@pytest.mark.parametrize(("message", "tag"), [
+    ("Please reply in British English.", "en-GB"), ("Answer in Brazilian Portuguese.", "pt-BR"),
+    ("Mexican Spanish please.", "es-MX"), ("In plain English please.", "en")])
+def test_a_regional_language_is_its_regional_tag(message: str, tag: str) -> None:
+    """"in British English" read nothing: the answer frame ("in") was two words away."""
+    assert [s[:3] for s in read(message)] == [("style", "language", tag)]
+
+
 @pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
 def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
     """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no

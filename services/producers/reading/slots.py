@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from habitus.vocabulary import canonical_language, canonical_timezone, roles, tools
-from habitus.vocabulary.languages import is_written_name, names_language
+from habitus.vocabulary.languages import is_language_tag, is_written_name, names_language
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.roles import canonical_role
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
@@ -122,6 +122,8 @@ _CHANNELS = {
 }
 _CHANNEL_RE = re.compile(r"\b(" + "|".join(map(re.escape, sorted(_CHANNELS, key=len,
                                                                    reverse=True))) + r")\b", _I)
+#: the word just before another ("British" before "English")
+_WORD_BEFORE_RE = re.compile(r"([^\W\d_]+)\s+$")
 _VETO_THINGS = (
     (re.compile(r"\bnested\s+(?:bullets?|lists?)|verschachtelte|listes?\s+imbriquées|"
                 r"listas?\s+anidadas", _I), "format=nested-bullets"),
@@ -225,7 +227,13 @@ def find(clause: str, sentence: str) -> list[Slot]:
             continue  # "Bengaluru" is no Bengali, "more" no Mossi
         tag = canonical_language(word)
         if tag is not None and tools.canonical_tool(word.lower()) is None:
-            slots.append(Slot("language", tag, m.start(), m.end()))
+            start = m.start()
+            before = _WORD_BEFORE_RE.search(clause[:start])
+            regional = canonical_language(f"{before.group(1)} {word}") if before else None
+            if before and regional and regional.startswith(f"{tag}-") and (
+                    is_language_tag(regional)):  # "British English" is en-GB
+                tag, start = regional, before.start(1)
+            slots.append(Slot("language", tag, start, m.end()))
     for start, end, written, name in tools.mentions(clause):
         sentence_start = start == 0 or clause[:start].strip(" \x00") == ""
         if name in tools.AMBIGUOUS and (written == name or (
