@@ -107,6 +107,14 @@ def test_a_regional_language_is_its_regional_tag(message: str, tag: str) -> None
     assert [s[:3] for s in read(message)] == [("style", "language", tag)]
 
 
+def test_a_month_is_no_place() -> None:
+    """March (Cambridgeshire) and Mai (Kenya) are cities of the gazetteer: "I moved to Lisbon
+    in March" was two locations, Lisbon and March."""
+    assert read("I moved to Lisbon in March.") == [
+        ("identity", "location", "Lisbon", "standing")]
+    assert [s for s in read("Ich bin im Mai nach Hamburg gezogen.") if s[2] == "Mai"] == []
+
+
 @pytest.mark.parametrize("name", ["Ben", "Dan", "Eve", "Tom"])
 def test_a_name_that_is_also_a_language_code_is_a_name(name: str) -> None:
     """"ben" and "dan" are ISO 639 codes (Bengali, Danish): "My name is Ben." was read as no

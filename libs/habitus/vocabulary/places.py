@@ -18,11 +18,12 @@ from functools import lru_cache
 from typing import Any
 
 #: index keys that are ordinary words much more often than places ("Of", "Mobile", "Nice" are
-#: cities too): a user saying "I'm in a good mood" is nowhere
+#: cities too): a user saying "I'm in a good mood" is nowhere, and "in March", "im Mai" and
+#: "in spring" are times
 _NOT_PLACES = frozenset(
     """a an the of and mobile nice bath reading split best bus none sale man university college
     center centre city town mission enterprise independence liberty union van home office work
-    remote meeting call""".split())
+    remote meeting call march mai spring""".split())
 
 
 @dataclass(frozen=True, slots=True)
