@@ -107,6 +107,13 @@ def test_a_regional_language_is_its_regional_tag(message: str, tag: str) -> None
     assert [s[:3] for s in read(message)] == [("style", "language", tag)]
 
 
+def test_a_place_left_is_not_where_the_user_is() -> None:
+    """"I no longer live in Berlin" was read as living in Berlin."""
+    assert read("I no longer live in Berlin, I'm in Munich now.") == [
+        ("identity", "location", "Munich", "standing")]
+    assert read("I no longer live in Berlin.") == []
+
+
 def test_a_month_is_no_place() -> None:
     """March (Cambridgeshire) and Mai (Kenya) are cities of the gazetteer: "I moved to Lisbon
     in March" was two locations, Lisbon and March."""

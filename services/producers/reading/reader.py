@@ -37,7 +37,8 @@ _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "tea
               "role": "engineer", "location": "Paris", "timezone": "CET",
               "language": "English", "tool": "Docker", "channel": "Slack"}
 _NEGATED_RE = re.compile(
-    r"(?:\bnot|\bno|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|over|\bnicht|"
+    r"(?:\bnot|\bno(?:\s+longer)?|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|"
+    r"over|\bnicht|"
     r"migrating(?:\s+away)?\s+from|migrating\s+(?:a|an|our|the)|moving\s+away\s+from|"
     r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
