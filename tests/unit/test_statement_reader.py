@@ -114,6 +114,14 @@ def test_a_place_left_is_not_where_the_user_is() -> None:
     assert read("I no longer live in Berlin.") == []
 
 
+@pytest.mark.parametrize(("message", "name"), [("Du kannst mich Max nennen.", "Max"),
+                                             ("Sie können mich gerne Frau Weber nennen.",
+                                              "Frau Weber")])
+def test_the_german_order_of_a_name_to_be_called_by(message: str, name: str) -> None:
+    """The name before its verb ("... mich Max nennen") was not read; "nenn mich Max" was."""
+    assert read(message) == [("identity", "preferred_name", name, "standing")]
+
+
 def test_a_month_is_no_place() -> None:
     """March (Cambridgeshire) and Mai (Kenya) are cities of the gazetteer: "I moved to Lisbon
     in March" was two locations, Lisbon and March."""

@@ -302,7 +302,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"detail\w*|verbose|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
                      r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|länger\w*|"
-                     r"lange\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
+                     r"langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
                      r"bref|brève|plus\s+long\w*|cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
                      r"resum\w*|"
                      r"resumid\w*|en\s+dos\s+líneas|al\s+grano)",
@@ -465,7 +465,7 @@ _DETAILED_WORDS = re.compile(
     r"\b(?:longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
     r"thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|ausführlich\w*|"
-    r"genauer|länger\w*|lange\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
+    r"genauer|länger\w*|langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
     r"plus\s+long\w*|más\s+larg\w*)\b", _I)
 _EMOJI_WORD = re.compile(r"emoj\w*|émoj\w*|emoticons?|smileys?", _I)
 _LIST_WORD = re.compile(r"\b(?:bullet\w*|lists?|stichpunkt\w*|aufzählung\w*|puces?|listes?|"

@@ -52,6 +52,10 @@ _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
     rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
     rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?(?P<v>{_NAME})", _I)
+#: the German order, the name before its verb: "du kannst mich Max nennen"
+_PREFERRED_BEFORE_VERB = re.compile(
+    rf"\b(?:kannst|darfst|könnt|dürft|können|dürfen)\s+mich\s+(?:(?:gerne?|ruhig|einfach)\s+)?"
+    rf"(?P<v>{_NAME})\s+nennen\b", _I)
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
     rf"my\s+(?:employer|company)\s+is|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
@@ -163,8 +167,10 @@ def _is_other_value(text: str) -> bool:
 def find(clause: str, sentence: str) -> list[Slot]:
     """Every value `clause` names; `sentence` (its whole sentence) resolves ambiguities."""
     slots: list[Slot] = []
-    for m in _PREFERRED_CUES.finditer(clause):
-        slots.append(Slot("preferred_name", _name(m.group("v")), m.start("v"), m.end("v")))
+    for cue in (_PREFERRED_CUES, _PREFERRED_BEFORE_VERB):
+        for m in cue.finditer(clause):
+            slots.append(Slot("preferred_name", _name(m.group("v")), m.start("v"),
+                              m.end("v")))
     for m in _NAME_CUES.finditer(clause):
         value = _name(m.group("v"))
         if value and value.lower() not in _NOT_A_NAME and not _is_other_value(
