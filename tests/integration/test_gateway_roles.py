@@ -30,7 +30,7 @@ from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
 from tests.support.http import TLS
 from tests.support.processes import serve
-from tests.support.services import every_service
+from tests.support.services import every_service, skip_all_history
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 async def stack(servers: ServerUrls) -> AsyncIterator[str]:
     migrate(servers.database)
     presets = {"stability_detector": LearningSettings(scheduler_enabled=False)}
+    await skip_all_history(servers.database, servers.nats)  # this module's events only
     async with every_service(servers.settings(), presets) as host:
         yield f"http://127.0.0.1:{host.bound_port}"
 

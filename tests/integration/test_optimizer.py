@@ -41,7 +41,7 @@ from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
-from tests.support.services import every_service
+from tests.support.services import every_service, skip_all_history
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 SMALL, LARGE = "llama3.1:8b", "qwen3:32b"
@@ -104,6 +104,7 @@ async def stack(servers: ServerUrls, llm: ScriptedLlm) -> AsyncIterator[str]:
                "optimizer": OptimizerSettings(
                    poll_seconds=0.2, llm=LlmSettings(base_url=llm.url, model="scripted",
                                                      timeout_seconds=5.0, max_retries=0))}
+    await skip_all_history(servers.database, servers.nats)  # this module's events only
     async with every_service(servers.settings(), presets) as host:
         yield f"http://127.0.0.1:{host.bound_port}"
 

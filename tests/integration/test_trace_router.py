@@ -32,7 +32,7 @@ from services.trace_router.settings import RouterSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.http import TLS
-from tests.support.services import every_service
+from tests.support.services import every_service, skip_all_history
 from tests.support.streams import events_on
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -47,6 +47,7 @@ async def stack(servers: ServerUrls) -> AsyncIterator[str]:
     presets = {"stability_detector": LearningSettings(scheduler_enabled=False),
                "tool_memory": ToolMemorySettings(semantic_recall=False),
                "trace_router": RouterSettings(min_samples=3, relearn_seconds=0.5)}
+    await skip_all_history(servers.database, servers.nats)  # this module's events only
     async with every_service(servers.settings(), presets) as host:
         yield f"http://127.0.0.1:{host.bound_port}"
 
