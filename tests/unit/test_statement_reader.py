@@ -122,6 +122,19 @@ def test_the_german_order_of_a_name_to_be_called_by(message: str, name: str) -> 
     assert read(message) == [("identity", "preferred_name", name, "standing")]
 
 
+def test_a_tool_named_as_the_place_of_a_ban_is_not_banned() -> None:
+    """"No semicolons in JS" banned JavaScript."""
+    assert read("No semicolons in JS please.") == []
+    assert read("No jQuery please.") == [("veto", "tool=jquery", "banned", "standing")]
+
+
+def test_an_app_named_beats_the_verb_text() -> None:
+    """"Text me on Telegram" was read as SMS: "text" is also a channel word."""
+    assert [s[:3] for s in read("Text me on Telegram if it's urgent.")] == [
+        ("channel", "primary", "telegram")]
+    assert [s[:3] for s in read("Text me if it's urgent.")] == [("channel", "primary", "sms")]
+
+
 def test_a_month_is_no_place() -> None:
     """March (Cambridgeshire) and Mai (Kenya) are cities of the gazetteer: "I moved to Lisbon
     in March" was two locations, Lisbon and March."""

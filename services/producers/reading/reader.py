@@ -152,6 +152,12 @@ _FILLER_WORDS = frozenset(
     apps""".split())
 
 
+#: a tool named as the place of what is banned ("no semicolons in JS", "keine Kommentare in
+#: Python"), right before it
+_IN_TOOL_RE = re.compile(r"\b(?:in|im|en|dans|para)\s+(?:the\s+|my\s+|our\s+)?$",
+                         re.IGNORECASE)
+
+
 def _tool_banned(pending: _Pending) -> bool:
     clause = pending.clause.text
     return any(s.kind == "tool" and gates.TOOL_BAN_RE.search(clause[max(0, s.start - 40):s.start])
@@ -247,13 +253,21 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
             return [("veto", s.value, "banned") for s in things]
+        # "no semicolons in JS": the tool is where something else is banned, not the ban
         return [("veto", f"tool={s.value}", "banned")
-                for s in pending.found if s.kind == "tool"]
+                for s in pending.found if s.kind == "tool"
+                and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])]
     if label == "channel":
         if not gates.states_channel(clause):
             return []
-        return [("channel", "primary", s.value) for s in usable if s.kind == "channel"][:1]
+        named = [s for s in usable if s.kind == "channel"]
+        # "text me on Telegram": the verb "text" is a way of saying write, the app is named
+        apps = [s for s in named if not _TEXT_VERB_RE.fullmatch(clause[s.start:s.end])]
+        return [("channel", "primary", s.value) for s in (apps or named)][:1]
     return []
+
+
+_TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
 
 
 class StatementReader:
