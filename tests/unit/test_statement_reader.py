@@ -135,6 +135,17 @@ def test_an_app_named_beats_the_verb_text() -> None:
     assert [s[:3] for s in read("Text me if it's urgent.")] == [("channel", "primary", "sms")]
 
 
+@pytest.mark.parametrize("message", ["Keep answers under 100 words.",
+                                     "Bitte höchstens 80 Wörter.",
+                                     "Moins de 100 mots, s'il te plaît."])
+def test_a_word_limit_is_brevity(message: str) -> None:
+    assert read(message) == [("style", "verbosity", "terse", "standing")]
+
+
+def test_a_word_limit_of_a_text_asked_for_is_that_texts() -> None:
+    assert read("Write a summary under 100 words.") == []
+
+
 def test_a_month_is_no_place() -> None:
     """March (Cambridgeshire) and Mai (Kenya) are cities of the gazetteer: "I moved to Lisbon
     in March" was two locations, Lisbon and March."""
