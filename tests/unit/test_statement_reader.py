@@ -81,6 +81,7 @@ def test_tables_and_tu_in_other_senses_state_nothing() -> None:
 
 @pytest.mark.parametrize(("message", "register"), [
     ("Could you be a bit less formal?", "casual"), ("Sei bitte weniger förmlich.", "casual"),
+    ("Not so formal please.", "casual"), ("Less formal please.", "casual"),
     ("Moins formel, s'il te plaît.", "casual"), ("Don't be so casual with me.", "formal")])
 def test_a_register_said_away_is_the_other_one(message: str, register: str) -> None:
     """"Less formal" was read as formal: the tone's words were taken at face value."""

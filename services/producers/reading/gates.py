@@ -518,6 +518,14 @@ def polarity(key: str, value: str, clause: str) -> str | None:
     return value
 
 
+def register_said_away(value: str, clause: str) -> bool:
+    """Whether the clause says the other register away ("not so formal" for a casual tone):
+    the tone's value then needs no word of its own."""
+    other = {"formal": "casual", "casual": "formal"}.get(value)
+    word = _TONE_WORDS[other].search(clause) if other is not None else None
+    return word is not None and _flipped(clause, word)
+
+
 #: the words of the two registers, whole (so "informal" is never read as "formal")
 _TONE_WORDS = {
     "formal": re.compile(r"\b(?:formal\w*|förmlich\w*|formel\w*|siez\w*|vouvoy\w*|usted)",

@@ -222,8 +222,10 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         # a value turned by the clause's own words ("not so formal") came from the key's
         # words: the turned value's own words are not there to be found
+        turned_by_words = turned != value or (
+            key == "tone" and turned is not None and gates.register_said_away(turned, clause))
         if turned is None or not gates.states_style(key, clause,
-                                                    turned if turned == value else None):
+                                                    None if turned_by_words else turned):
             # the encoder read a style statement but named a key the words do not hold:
             # the one key whose words are there, when they alone decide its value
             return _style_by_words(clause)
