@@ -143,8 +143,16 @@ def test_a_word_limit_is_brevity(message: str) -> None:
     assert read(message) == [("style", "verbosity", "terse", "standing")]
 
 
+@pytest.mark.parametrize("limit", [50, 80, 100, 250])
+def test_any_word_limit_on_answers_is_brevity(limit: int) -> None:
+    """The encoder read "under 100 words" as brevity and "under 80 words" as nothing."""
+    assert ("style", "verbosity", "terse", "standing") in read(
+        f"Not so formal please, and keep answers under {limit} words.")
+
+
 def test_a_word_limit_of_a_text_asked_for_is_that_texts() -> None:
     assert read("Write a summary under 100 words.") == []
+    assert read("The essay must be under 500 words.") == []
 
 
 def test_a_month_is_no_place() -> None:

@@ -290,6 +290,12 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
             or _TASK_RE.search(sentence) is not None)
 
 
+#: a limit on an answer's length in words ("under 100 words", "höchstens 80 Wörter")
+_WORD_LIMIT = (r"(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
+               r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras)")
+WORD_LIMIT_RE = re.compile(_WORD_LIMIT, re.IGNORECASE)
+
+
 #: the words a style key is stated with, in the four languages: a style label stands only
 #: when its clause holds one (the encoder chooses among keys; it does not invent one)
 STYLE_CUES: dict[str, re.Pattern[str]] = {
@@ -305,9 +311,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
                      r"bref|brève|plus\s+long\w*|cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
                      r"resum\w*|"
-                     r"resumid\w*|en\s+dos\s+líneas|al\s+grano|"
-                     r"(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
-                     r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras))",
+                     r"resumid\w*|en\s+dos\s+líneas|al\s+grano|" + _WORD_LIMIT + ")",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
                     r"straight|directly|get\s+to\s+it|restat\w*|certainly|great\s+question|"
                     r"einleitung\w*|vorrede|sache|floskeln|introduc\w*|droit\s+au\s+but|"
@@ -459,8 +463,7 @@ _FLIP_AFTER_RE = re.compile(
 TERSE_WORDS = _TERSE_WORDS = re.compile(
     r"\b(?:short|shorter|shortest|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|"
     r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|cort[oa]s?|cortit[oa]s?|breve\w*|"
-    r"resum\w*|(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
-    r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras))\b", _I)
+    r"resum\w*|" + _WORD_LIMIT + r")\b", _I)
 #: padding: "without the fluff", "sin tanto rollo", "ohne Blabla" ask for less
 _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|chichi|"
                             r"palabrería|geschwafel|remplissage)\b", _I)

@@ -158,6 +158,12 @@ _IN_TOOL_RE = re.compile(r"\b(?:in|im|en|dans|para)\s+(?:the\s+|my\s+|our\s+)?$"
                          re.IGNORECASE)
 
 
+#: a word limit said of the answers, or asked for ("keep it under 80 words", "bitte ..."),
+#: not of some text ("the essay must be under 500 words")
+_FOR_ANSWERS_RE = re.compile(r"\b(?:answers?|responses?|replies|keep|antwort\w*|bitte|"
+                             r"réponses?|respuestas?|please|por\s+favor|s'il)\b", re.IGNORECASE)
+
+
 def _tool_banned(pending: _Pending) -> bool:
     clause = pending.clause.text
     return any(s.kind == "tool" and gates.TOOL_BAN_RE.search(clause[max(0, s.start - 40):s.start])
@@ -405,6 +411,10 @@ class StatementReader:
                 kinds = {_FRAGMENT_LABELS[s.kind] for s in pending.found
                          if s.kind in _FRAGMENT_LABELS}
                 label = kinds.pop() if len(kinds) == 1 else NONE
+            if label == NONE and gates.WORD_LIMIT_RE.search(pending.clause.text) and (
+                    _FOR_ANSWERS_RE.search(pending.clause.text)):
+                label = "verbosity=terse"  # a word limit decides alone; the encoder reads
+                # "under 80 words" and "under 100 words" differently
             if label == NONE:
                 continue
             previous = (*here, label)
