@@ -274,7 +274,7 @@ class Keyring:
             raise SealError(f"sealed: {kid[:80]!r} is not a key id")
         owner = (tenant_id.decode(), user_id.decode())
         key = self.key(*owner, kid.decode())
-        prefix = b"habitus/data/%s/%s/%s/" % (tenant_id, user_id, kid)
+        prefix = data_context(*owner, kid.decode(), "", "")[:-1]  # up to the event id
         entry = self._cached(owner)
         if entry is not None:
             if len(memo) >= self._cache_size:
