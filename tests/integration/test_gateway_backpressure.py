@@ -73,6 +73,7 @@ class SlowRunner:
     def __init__(self, js: Any, watched: Watched):
         self.js, self.watched = js, watched
         self.per_fetch = 1
+        self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sub: Any = None
 
@@ -86,7 +87,10 @@ class SlowRunner:
         self._sub = sub = await self.js.pull_subscribe_bind(w.durable, w.stream)
 
         async def run() -> None:
-            while True:
+            # The loop ends on its flag, not only on a cancel: on Python 3.11 a cancel that
+            # lands as nats-py's inner `wait_for` completes can be swallowed, and a loop that
+            # only a cancel ends would then keep the fixture's teardown waiting for ever.
+            while not self._stopping.is_set():
                 # nats-py's fetch raises its own TimeoutError or, when its deadline runs out
                 # before the request is sent, asyncio's: both mean "nothing this time".
                 with contextlib.suppress(TimeoutError):
@@ -97,10 +101,11 @@ class SlowRunner:
         self._task = asyncio.create_task(run())
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, 5)
         if self._sub is not None:  # the session's connection drains at the end: leave nothing
             await self._sub.unsubscribe()
         with contextlib.suppress(NotFoundError):
