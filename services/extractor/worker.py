@@ -26,6 +26,7 @@ from habitus.events.ingest import ExtractionWindowDue
 from habitus.ids import derived_event_id
 from habitus.llm import BudgetExhausted, LlmClient, LlmError
 from habitus.service.context import ServiceContext
+from habitus.tasks import stop_task
 from services.extractor import metrics, store
 from services.extractor.consequences import (
     PRODUCER,
@@ -84,10 +85,7 @@ class Extractor:
         self._task = asyncio.create_task(self._run(), name="extractor.worker")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         await self._lock.release()
         await self._client.aclose()
 

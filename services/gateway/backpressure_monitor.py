@@ -16,7 +16,6 @@ usual 503. The failure is logged once per outage and counted
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from habitus.config import Settings
+from habitus.tasks import stop_task
 from services.gateway import metrics
 from services.gateway.backpressure import PipelineLag, decide, over_bound
 from services.gateway.errors import GatewayError
@@ -74,10 +74,7 @@ class Backpressure:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_task(task)
 
     async def _run(self) -> None:
         while True:

@@ -8,12 +8,12 @@ a failing round is logged and tried again at the next interval.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 
 from habitus.crypto import Shredded
 from habitus.db.leader import LeaderLock, LostLeadership
+from habitus.tasks import stop_task
 from services.habits import metrics, store
 from services.habits.analyze import Analyzer
 
@@ -34,10 +34,7 @@ class Schedule:
         self._task = asyncio.create_task(self._run(), name="habits.schedule")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         await self._lock.release()
 
     async def _run(self) -> None:

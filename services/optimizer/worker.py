@@ -40,6 +40,7 @@ from habitus.events.envelope import Payload
 from habitus.ids import TENANT_WIDE, derived_event_id
 from habitus.llm import BudgetExhausted, LlmClient, LlmError
 from habitus.service.context import ServiceContext
+from habitus.tasks import stop_task
 from services.optimizer import metrics, store
 from services.optimizer.engine import Ended, Evaluator, TrialRecord, frontier_ids, step
 from services.optimizer.evaluation import evaluator_for
@@ -86,11 +87,7 @@ class Worker:
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._active.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await asyncio.gather(*(stop_task(task) for task in tasks))
         if self._llm is not None:
             await self._llm.aclose()
 

@@ -22,7 +22,6 @@ second of every waiting user's request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from habitus.events import CATALOG
 from habitus.events.domain import RebuildRequested
 from habitus.ids import derived_event_id
 from habitus.subjects import SLOTS
+from habitus.tasks import stop_task
 from services.stability_detector import store
 from services.stability_detector.periodic import SYSTEM_TENANT, periodic_user
 from services.stability_detector.settings import LearningSettings
@@ -84,10 +84,7 @@ class RebuildScheduler:
         self._task = asyncio.create_task(self._run(), name="learning.scheduler")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         await self._lock.release()
 
     async def _run(self) -> None:

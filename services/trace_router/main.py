@@ -7,7 +7,6 @@ Process `trace_router`, Deployment `trace-router`, schema `traces`, RPC `router.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from habitus.db.leader import LeaderLock
@@ -15,6 +14,7 @@ from habitus.projection import RunnerConfig
 from habitus.projection.checkpoints import CheckpointStore
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
+from habitus.tasks import stop_task
 from services.trace_router import facts, store
 from services.trace_router.policy_projection import PoliciesProjection
 from services.trace_router.projection import TracesProjection
@@ -68,10 +68,7 @@ class Relearner:
         self._task = asyncio.create_task(self._run(), name="traces.relearn")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
         await self._lock.release()
 
     async def _run(self) -> None:

@@ -30,6 +30,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.projection.checkpoints import CHANNEL, parse_notification
+from habitus.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -163,10 +164,7 @@ class CheckpointWatcher:
 
     async def close(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        await stop_task(task)
 
 
 _DEFAULT: dict[str, CheckpointWatcher] = {}

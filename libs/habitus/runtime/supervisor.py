@@ -26,6 +26,7 @@ from typing import Protocol
 
 from habitus.runtime.lifetime import death_signal_preexec
 from habitus.service.watchdog import SUPERVISOR_PID_ENV
+from habitus.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +191,9 @@ class Supervisor:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.killpg(proc.pid, signal.SIGKILL)
         for child in self._children.values():
-            if child.task is not None:
-                child.task.cancel()
-                try:
-                    await child.task
-                except asyncio.CancelledError:
-                    pass
-                except Exception:
-                    log.exception("watcher of %s had failed", child.spec.name)
+            failed = await stop_task(child.task)
+            if failed is not None:
+                log.error("watcher of %s had failed", child.spec.name, exc_info=failed)
         # A watcher that was spawning while we collected the children may have started one more.
         late = [c.process for c in self._children.values()
                 if c.process is not None and c.process.returncode is None

@@ -69,6 +69,7 @@ from habitus.runtime.supervisor import (
 )
 from habitus.service import registry
 from habitus.service.migrations import migrate
+from habitus.tasks import stop_task
 
 __all__ = ["RUNTIME_FILE", "Guest", "System", "Up", "runtime_file", "up"]
 
@@ -476,11 +477,7 @@ class Up:
         _say("Habitus: stopping")
         self._stopping.set()
         loop = asyncio.get_running_loop()
-        for task in self._watchers:
-            task.cancel()
-        for task in self._watchers:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await asyncio.gather(*(stop_task(task) for task in self._watchers))
         try:
             await self.supervisor.stop()
         except Exception:

@@ -9,13 +9,14 @@ never a reason for a service to fail.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from psycopg import AsyncCursor
 from psycopg_pool import AsyncConnectionPool
+
+from habitus.tasks import stop_task
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,5 @@ class GaugeRefresher:
         return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        await stop_task(task)
