@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from retrie.trie import Trie
+
 CATEGORIES: dict[str, dict[str, tuple[str, ...]]] = {
     "package_manager": {
         "npm": (), "pnpm": (), "yarn": (), "pip": ("pip3",), "uv": (), "poetry": (),
@@ -84,10 +86,12 @@ for _name, _aliases in LIBRARIES.items():
 # Bun is most often named as a runtime: its usual category comes first
 _CATEGORIES_OF["bun"] = ("runtime", "package_manager")
 
-#: longest alias first, so "ruby on rails" wins over "ruby" and "vs code" over a bare "code"
+#: Every alias as a trie ("b(?:rew|un(?:dler)?)"): at each word start only the aliases that begin
+#: with its letters are tried, where a flat alternation tried all 175 in turn. Each optional tail
+#: is greedy, so the longest alias wins ("ruby on rails" over "ruby", "vs code" over a bare
+#: "code") and a shorter one is tried only when the longer one is not followed by a boundary.
 _ALIAS_RE = re.compile(
-    r"(?<![\w.#+-])(" + "|".join(re.escape(a) for a in sorted(_ALIASES, key=len, reverse=True))
-    + r")(?![\w#+']|\.\w)", re.IGNORECASE)
+    r"(?<![\w.#+-])(" + Trie(*_ALIASES).pattern() + r")(?![\w#+']|\.\w)", re.IGNORECASE)
 
 
 def canonical_tool(text: str) -> str | None:
