@@ -11,8 +11,10 @@ import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -112,11 +114,12 @@ SENTINELS = (f"{INGEST_ROOT}.SuiteSentinel.suite.sentinel",
              f"{EVENT_ROOT}.SuiteSentinel.suite.sentinel")
 
 
-@pytest_asyncio.fixture(scope="session")
-async def nc(servers: ServerUrls, settings: Settings) -> AsyncIterator[object]:
+@asynccontextmanager
+async def bus_client(servers: ServerUrls) -> AsyncIterator[Any]:
+    """A client of `servers`' NATS with the streams in place, drained at the end."""
     client = await connect(servers.nats, "tests")
     js = client.jetstream()
-    await ensure_streams(js, settings)
+    await ensure_streams(js, servers.settings())
     # Sequence 1 of a fresh stream is a message nobody erases. An erasure purges the user's
     # messages; when they were a worker's first, the stream then started past sequence 1 and
     # every later `replay` on that worker was refused as "older events expired".
@@ -124,8 +127,16 @@ async def nc(servers: ServerUrls, settings: Settings) -> AsyncIterator[object]:
         stream = await js.find_stream_name_by_subject(subject)
         if (await js.stream_info(stream)).state.last_seq == 0:
             await js.publish(subject, b"{}")
-    yield client
-    await client.drain()
+    try:
+        yield client
+    finally:
+        await client.drain()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def nc(servers: ServerUrls) -> AsyncIterator[object]:
+    async with bus_client(servers) as client:
+        yield client
 
 
 @pytest_asyncio.fixture(scope="session")

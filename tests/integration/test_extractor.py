@@ -25,7 +25,6 @@ import pytest_asyncio
 from prometheus_client import REGISTRY
 
 from habitus.auth.keys import create_key
-from habitus.bus import connect, ensure_streams
 from habitus.crypto.columns import COLUMNS, ColumnMemo, is_sealed
 from habitus.crypto.keyring import Shredded
 from habitus.db.pool import open_pool
@@ -33,7 +32,6 @@ from habitus.events import CATALOG
 from habitus.events.evidence import TurnRef
 from habitus.llm import LlmSettings
 from habitus.projection.replay import replay
-from habitus.runtime.embedded import EmbeddedNats
 from habitus.service.migrations import migrate
 from habitus.service.projections import resolve
 from services.extractor import prompts, rpc, store, worker
@@ -43,12 +41,12 @@ from services.extractor.settings import ExtractorSettings
 from services.extractor.windowing import Limits, Piece, add_material, reflection, tick
 from services.gateway.main import service as gateway
 from services.stability_detector.main import service as stability_detector
-from tests.conftest import ServerUrls
+from tests.conftest import ServerUrls, bus_client
 from tests.support.extraction import MarkerResponder, chunks_of, extraction, facet
 from tests.support.factories import unique
 from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
-from tests.support.services import isolated_database, running
+from tests.support.services import own_bus_and_database, running
 from tests.support.streams import events_on
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -66,22 +64,14 @@ def servers(servers: ServerUrls, tmp_path_factory: pytest.TempPathFactory
     """A bus and a database of this module's own (the suite's Redis): `habitus replay
     extractor.windows` below rebuilds from the whole ingest stream, and each window of it is a
     model call, so the stream must hold this module's material only, not every module's."""
-    root = tmp_path_factory.mktemp("extractor-bus")
-    bus = EmbeddedNats(root)
-    url = bus.start()
-    try:
-        with isolated_database(servers.database) as database:
-            yield ServerUrls(nats=url, database=database, redis=servers.redis, data_dir=root)
-    finally:
-        bus.stop()
+    with own_bus_and_database(servers, tmp_path_factory.mktemp("extractor-bus")) as own:
+        yield own
 
 
 @pytest_asyncio.fixture(scope="module")
 async def nc(servers: ServerUrls) -> AsyncIterator[Any]:
-    client = await connect(servers.nats, "tests")
-    await ensure_streams(client.jetstream(), servers.settings())
-    yield client
-    await client.drain()
+    async with bus_client(servers) as client:
+        yield client
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -18,6 +18,7 @@ from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher, RpcClient, RpcError
 from habitus.bus.streams import EVENTS
 from habitus.crypto.columns import COLUMNS
+from habitus.db.pool import open_pool
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
@@ -28,16 +29,39 @@ from services.profile_renderer.main import build as build_profile
 from services.stability_detector.main import build
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
-from tests.conftest import ServerUrls
+from tests.conftest import ServerUrls, bus_client
 from tests.support.factories import unique
 from tests.support.http import TLS
-from tests.support.services import running
+from tests.support.services import own_bus_and_database, running
 from tests.support.streams import events_on
 
 pytestmark = pytest.mark.asyncio
 T0 = 1_700_000_000.0  # in the past: commands carry wall-clock times
 DAY = 86_400.0
 SETTINGS = LearningSettings(scheduler_enabled=False)
+
+
+@pytest.fixture(scope="module")
+def servers(servers: ServerUrls, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ServerUrls]:
+    """A bus and a database of this module's own: the replay test rebuilds the learning cache
+    from sequence 1, which on the worker's shared bus means every earlier module's candidates
+    first (its 60 s wait ran out in a full run)."""
+    with own_bus_and_database(servers, tmp_path_factory.mktemp("learning-bus")) as own:
+        yield own
+
+
+@pytest_asyncio.fixture(scope="module")
+async def nc(servers: ServerUrls) -> AsyncIterator[Any]:
+    async with bus_client(servers) as client:
+        yield client
+
+
+@pytest_asyncio.fixture(scope="module")
+async def pool(servers: ServerUrls) -> AsyncIterator[Any]:
+    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
+    yield p
+    await p.close()
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -328,10 +352,23 @@ async def test_replay_from_sequence_one_gives_identical_rows_and_publishes_nothi
 
 async def wait_until_rebuilt(pool: Any, expected: dict[str, Any], timeout: float = 60) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
-    while await learning_rows(pool) != expected:
+    while (rows := await learning_rows(pool)) != expected:
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("the projection did not rebuild to identical rows")
+            raise AssertionError(
+                f"the projection did not rebuild to identical rows in {timeout}s: "
+                + _first_difference(expected, rows))
         await asyncio.sleep(0.2)
+
+
+def _first_difference(expected: dict[str, list[Any]], rows: dict[str, list[Any]]) -> str:
+    """The first table whose rows differ, their counts and the first row that differs."""
+    for table, want in expected.items():
+        got = rows.get(table, [])
+        if got != want:
+            pair = next(((w, g) for w, g in zip(want, got, strict=False) if w != g), None)
+            return (f"learning.{table} has {len(got)} rows, {len(want)} expected; first "
+                    f"difference: {pair!r}")
+    return "no table differs"
 
 
 async def test_learning_over_http_is_scoped_to_the_callers_tenant(

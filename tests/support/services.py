@@ -133,6 +133,24 @@ def isolated_database(database_url: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@contextmanager
+def own_bus_and_database(servers: Any, root: Any) -> Iterator[Any]:
+    """`servers` with a NATS server (its store under `root`) and a migrated database of the
+    module's own, the suite's Redis: for a module that rebuilds a projection from the start of
+    its streams. On the worker's shared bus a rebuild from sequence 1 folds every earlier
+    module's events first (tens of thousands late in a run), and its wait ran out."""
+    from habitus.runtime.embedded import EmbeddedNats
+    from tests.conftest import ServerUrls
+
+    bus = EmbeddedNats(root)
+    url = bus.start()
+    try:
+        with isolated_database(servers.database) as database:
+            yield ServerUrls(nats=url, database=database, redis=servers.redis, data_dir=root)
+    finally:
+        bus.stop()
+
+
 @asynccontextmanager
 async def learning_stack(database: str, settings: Settings) -> AsyncIterator[str]:
     """What a statement goes through on its way to the prompt, as deployed (the scheduler on):
