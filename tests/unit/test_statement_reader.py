@@ -95,6 +95,38 @@ def test_not_so_formal_is_never_read_as_formal(message: str) -> None:
     assert ("style", "tone", "formal", "standing") not in read(message)
 
 
+@pytest.mark.parametrize("message", ["Duz mich bitte.", "No need to be so formal with me.",
+                                     "You can drop the formalities."])
+def test_the_casual_register_asked_for_in_other_words_is_casual(message: str) -> None:
+    """"Duz mich bitte" was read as formal by the encoder and then dropped; "no need to be so
+    formal" and "drop the formalities" said the formal register away without a word the
+    reader knew as a flip."""
+    assert read(message) == [("style", "tone", "casual", "standing")]
+
+
+@pytest.mark.parametrize("message", ["Bitte keine langen Erklärungen.",
+                                     "Keine langen Erklärungen bitte, nur das Ergebnis.",
+                                     "Pas de longues explications, s'il te plaît.",
+                                     "Nada de explicaciones largas, por favor.",
+                                     "No long explanations please."])
+def test_long_explanations_said_away_is_brevity(message: str) -> None:
+    """The English form was read; the German, French and Spanish were not (the encoder was
+    undecided, or the words were not the key's)."""
+    assert read(message) == [("style", "verbosity", "terse", "standing")]
+
+
+def test_long_explanations_asked_for_stay_detailed() -> None:
+    assert read("J'aime les longues explications.") == [
+        ("style", "verbosity", "detailed", "standing")]
+    assert read("I want long explanations.") == [("style", "verbosity", "detailed", "standing")]
+
+
+def test_a_name_after_by_my_first_name_is_the_name_to_be_called_by() -> None:
+    assert read("Please call me by my first name, Sam.") == [
+        ("identity", "preferred_name", "Sam", "standing")]
+    assert read("Thanks, Sam, that works.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

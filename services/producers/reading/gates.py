@@ -132,7 +132,7 @@ _ONE_OFF_RE = re.compile(
 #: "answers", "replies", "always": about answers in general, which a deictic word does not undo
 _GENERAL_RE = re.compile(
     r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
-    r"antworten|réponses|respuestas|mensajes|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
+    r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
     r"ich\s+(?:bevorzuge|mag|möchte|hätte\s+gern)|je\s+préfère|j'aime|prefiero|me\s+gusta)\b",
     _I)
 _BARE_COMPARATIVE_RE = re.compile(
@@ -309,7 +309,9 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
                      r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|länger\w*|"
                      r"langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
-                     r"bref|brève|plus\s+long\w*|cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
+                     r"bref|brève|plus\s+long\w*|longues?\s+(?:explications?|réponses?)|"
+                     r"cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
+                     r"(?:explicaciones|respuestas)\s+largas|largas\s+(?:explicaciones|respuestas)|"
                      r"resum\w*|"
                      r"resumid\w*|en\s+dos\s+líneas|al\s+grano|" + _WORD_LIMIT + ")",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
@@ -451,7 +453,9 @@ _FLIP_RE = re.compile(
     r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
     r"ohne|kein|nie|weniger|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
     r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
-    r"en\s+lugar\s+de|don't\s+bother\s+with|forget)\b"
+    r"en\s+lugar\s+de|don't\s+bother\s+with|forget|drop|no\s+need\s+to\s+be|"
+    r"(?:you\s+)?don't\s+(?:need|have)\s+to\s+be|pas\s+besoin\s+d'être|"
+    r"no\s+hace\s+falta\s+ser)\b"
     r"(?:\s+\S+){0,3}\s*$", _I)
 #: a dislike said after the thing: "emojis are distracting", "las viñetas me cansan",
 #: "die lange Version brauche ich nie"
@@ -472,7 +476,8 @@ _DETAILED_WORDS = re.compile(
     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
     r"thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|ausführlich\w*|"
     r"genauer|länger\w*|langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
-    r"plus\s+long\w*|más\s+larg\w*)\b", _I)
+    r"plus\s+long\w*|longues?\s+(?:explications?|réponses?)|más\s+larg\w*|"
+    r"(?:explicaciones|respuestas)\s+largas|largas\s+(?:explicaciones|respuestas))\b", _I)
 _EMOJI_WORD = re.compile(r"emoj\w*|émoj\w*|emoticons?|smileys?", _I)
 _LIST_WORD = re.compile(r"\b(?:bullet\w*|lists?|stichpunkt\w*|aufzählung\w*|puces?|listes?|"
                         r"viñetas?|listas?)\b", _I)
@@ -515,10 +520,23 @@ def polarity(key: str, value: str, clause: str) -> str | None:
         return None if example is not None and _flipped(clause, example) else value
     if key == "tone" and value in _TONE_WORDS:
         # "not so formal", "less formal please", "weniger förmlich": the other register
+        other = "casual" if value == "formal" else "formal"
         word = _TONE_WORDS[value].search(clause)
-        if word is not None and _flipped(clause, word):
-            return "casual" if value == "formal" else "formal"
+        if word is not None:
+            return other if _flipped(clause, word) else value
+        # only the other register is named, and not said away ("duz mich bitte" read as
+        # formal): the words decide
+        word = _TONE_WORDS[other].search(clause)
+        if word is not None and not _flipped(clause, word):
+            return other
     return value
+
+
+def asks_for_less(clause: str) -> bool:
+    """Length said away ("keine langen Erklärungen", "nada de explicaciones largas", "without
+    the fluff"): a request for brevity, whatever else the clause says."""
+    return negated_padding(clause) or any(
+        _flipped(clause, m) for m in _DETAILED_WORDS.finditer(clause))
 
 
 def register_said_away(value: str, clause: str) -> bool:

@@ -356,7 +356,7 @@ class StatementReader:
                     continue
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
-                anchored = gates.has_anchor(body) or any(
+                anchored = gates.has_anchor(body) or gates.asks_for_less(body) or any(
                     s.kind in _ANCHORING_KINDS for s in found) or (
                     bool(found) and (n, clause.index) in speaking) or (
                     _TOOL_FOR_RE.match(body) is not None and any(
@@ -415,6 +415,9 @@ class StatementReader:
                     _FOR_ANSWERS_RE.search(pending.clause.text)):
                 label = "verbosity=terse"  # a word limit decides alone; the encoder reads
                 # "under 80 words" and "under 100 words" differently
+            if label == NONE and gates.asks_for_less(pending.clause.text):
+                label = "verbosity=terse"  # "Bitte keine langen Erklärungen": length said
+                # away decides alone, as a word limit does
             if label == NONE:
                 continue
             previous = (*here, label)

@@ -49,7 +49,8 @@ _NAME_CUES = re.compile(
     rf"\b(?:ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
     rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy))\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
-    rf"\b(?:calls?\s+me|i\s+go\s+by|(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
+    rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
+    rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
     rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
     rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?(?P<v>{_NAME})", _I)
 #: the German order, the name before its verb: "du kannst mich Max nennen"

@@ -47,7 +47,8 @@ _ABBREVIATIONS = frozenset(
     "e.g i.e dr mr mrs ms prof vs cf approx st jr sr fig no al a.m p.m u.s mt ft z.b bzw "
     "usw ca sr sra etc".split())
 _CLAUSE_RE = re.compile(
-    r"\s*[;:,\u2013\u2014]\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
+    # not the comma of "call me by my first name, Sam": the name is what the clause says
+    r"\s*[;:\u2013\u2014]\s*|(?<!\bname)\s*,\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
     r"|\s+(?:and|but|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
     r"entonces|then)\s+(?=\S)"
     # "so" joins two clauses, but not as "not so formal", "don't be so casual", "is so slow"
