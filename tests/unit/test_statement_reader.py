@@ -127,6 +127,36 @@ def test_a_name_after_by_my_first_name_is_the_name_to_be_called_by() -> None:
     assert read("Thanks, Sam, that works.") == []
 
 
+@pytest.mark.parametrize("message", [
+    "Bitte antworte immer auf Englisch, auch wenn ich Deutsch schreibe.",
+    "Answer in English even if I write in German.",
+    "Réponds toujours en anglais, même si j'écris en français.",
+    "Responde siempre en inglés, incluso si escribo en español."])
+def test_a_concession_is_no_hypothesis(message: str) -> None:
+    """"Even if I write in German" made the whole sentence hypothetical, and nothing was read;
+    it also looks past this answer, so the preference stands."""
+    assert [s[:3] for s in read(message)] == [("style", "language", "en")]
+    assert read(message)[0][3] in ("standing", "declared")
+
+
+def test_a_condition_is_still_a_hypothesis() -> None:
+    assert read("If I write in German, answer in German.") == []
+    assert read("Wenn ich Deutsch schreibe, antworte auf Deutsch.") == []
+
+
+def test_the_register_named_decides_when_the_encoder_names_another_key() -> None:
+    assert read("Can you make your answers a bit more casual?") == [
+        ("style", "tone", "casual", "standing")]
+    assert read("Gern mit Emojis, das lockert auf") == [("style", "emoji", "ok", "standing")]
+
+
+@pytest.mark.parametrize(("message", "name"), [("Address me as Dr. Chen please.", "Dr. Chen"),
+                                               ("Please refer to me as Alex.", "Alex"),
+                                               ("Nennt mich Frau Weber.", "Frau Weber")])
+def test_the_name_to_be_addressed_by_keeps_its_title(message: str, name: str) -> None:
+    assert read(message) == [("identity", "preferred_name", name, "standing")]
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

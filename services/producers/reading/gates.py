@@ -83,17 +83,18 @@ _NOT_NAMES = frozenset(
 
 _HYPOTHETICAL_RE = re.compile(
     r"(?:^if\b(?!\s+(?:it|that)(?:'s|\s+is)?\s+(?:matters?|relevant|helps?))|"
-    r"\bif\s+(?:i|we|i'd|we'd|i\s+were|you\s+were)\b)|"
+    # a concession ("even if I write in German") is no condition on what the sentence says
+    r"(?<!\beven\s)\bif\s+(?:i|we|i'd|we'd|i\s+were|you\s+were)\b)|"
     r"\b(?:suppose|supposing|imagine|assuming|hypothetically|in\s+case|what\s+if|maybe|"
     r"perhaps|possibly|probably|might|considering|thinking\s+(?:about|of)|wondering|whether|"
     r"(?:i|we)\s+(?:may|could|plan|intend|hope|wish)|"
     r"(?:i'm|i\s+am|we're|we\s+are)\s+(?:going|planning|about|hoping|tempted)\s+to|"
     r"(?:i|we)\s+(?:'ll|will)\s+(?:probably|maybe|try|see|think|consider)|"
     r"(?:want|wanna|plan|planning)\s+to\s+(?:try|switch|migrate|move|start|learn|look)|"
-    r"falls|wenn\s+ich|wenn\s+wir|vielleicht|eventuell|wahrscheinlich|überlege\w*|"
+    r"falls|(?<!\bauch\s)(?<!\bselbst\s)wenn\s+(?:ich|wir)|vielleicht|eventuell|wahrscheinlich|überlege\w*|"
     r"würde\s+gern\s+mal|"
-    r"si\s+(?:je|j'|on|nous)|peut-être|peut\s+être|probablement|envisage|je\s+pense\s+à|"
-    r"si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
+    r"(?<!\bmême\s)si\s+(?:je|j'|on|nous)|peut-être|peut\s+être|probablement|envisage|je\s+pense\s+à|"
+    r"(?<!\bincluso\s)si\s+(?:yo|usara|usáramos|cambiara)|quizás|quizá|tal\s+vez|a\s+lo\s+mejor|probablemente|"
     r"estoy\s+pensando|no\s+tengo\s+claro|no\s+sé\s+si|je\s+ne\s+sais\s+pas\s+si|"
     r"weiß\s+nicht,?\s+ob|not\s+sure\s+(?:if|whether))\b", _I)
 _PAST_RE = re.compile(
@@ -132,7 +133,9 @@ _ONE_OFF_RE = re.compile(
 #: "answers", "replies", "always": about answers in general, which a deictic word does not undo
 _GENERAL_RE = re.compile(
     r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
-    r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
+    r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|"
+    # a concession looks past this answer: "answer in English even if I write in German"
+    r"even\s+(?:if|when)|auch\s+wenn|selbst\s+wenn|même\s+si|incluso\s+si|aunque|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
     r"ich\s+(?:bevorzuge|mag|möchte|hätte\s+gern)|je\s+préfère|j'aime|prefiero|me\s+gusta)\b",
     _I)
 _BARE_COMPARATIVE_RE = re.compile(
@@ -532,6 +535,19 @@ def polarity(key: str, value: str, clause: str) -> str | None:
     return value
 
 
+def register_by_words(clause: str) -> str | None:
+    """The register the clause's own words ask for: the one named ("a bit more casual"), or
+    the other when it is said away ("not so formal"); None when both or neither are named."""
+    named = {value: word for value, pattern in _TONE_WORDS.items()
+             if (word := pattern.search(clause)) is not None}
+    if len(named) != 1:
+        return None
+    [(value, word)] = named.items()
+    if _flipped(clause, word):
+        return "casual" if value == "formal" else "formal"
+    return value
+
+
 def asks_for_less(clause: str) -> bool:
     """Length said away ("keine langen Erklärungen", "nada de explicaciones largas", "without
     the fluff"): a request for brevity, whatever else the clause says."""
@@ -551,7 +567,9 @@ def register_said_away(value: str, clause: str) -> bool:
 _TONE_WORDS = {
     "formal": re.compile(r"\b(?:formal\w*|förmlich\w*|formel\w*|siez\w*|vouvoy\w*|usted)",
                          _I),
-    "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker\w*|duz\w*|tutoy\w*|"
+    # "locker" and its endings, not the verb ("das lockert auf": emoji loosen things up)
+    "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker(?:e[mnrs]?)?\b|duz\w*|"
+                         r"tutoy\w*|"
                          r"tutoie\w*|tute\w*|tutéa\w*|décontract\w*)", _I),
 }
 

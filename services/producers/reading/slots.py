@@ -50,9 +50,11 @@ _NAME_CUES = re.compile(
     rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy))\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
-    rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|"
+    rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|address\s+me\s+as|refer\s+to\s+me\s+as|"
     rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
-    rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?(?P<v>{_NAME})", _I)
+    rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?"
+    # a title is part of the name asked for ("address me as Dr. Chen")
+    rf"(?P<v>(?:(?:Dr|Prof|Mr|Mrs|Ms|Mx|Herr|Frau)\.?\s+)?{_NAME})", _I)
 #: the German order, the name before its verb: "du kannst mich Max nennen"
 _PREFERRED_BEFORE_VERB = re.compile(
     rf"\b(?:kannst|darfst|könnt|dürft|können|dürfen)\s+mich\s+(?:(?:gerne?|ruhig|einfach)\s+)?"
