@@ -159,7 +159,8 @@ _KEY_ALIASES: dict[str, dict[str, str]] = {
                 "pm": "package_manager", "db": "database", "ide": "editor",
                 "text_editor": "editor", "operating_system": "os",
                 "cloud_provider": "cloud", "test_runner": "test_framework",
-                "testing_framework": "test_framework"},
+                "testing_framework": "test_framework", "ci_cd": "ci",
+                "continuous_integration": "ci"},
     "channel": {"preferred_channel": "primary", "preferred": "primary",
                 "contact_method": "primary"},
 }

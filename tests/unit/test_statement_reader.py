@@ -157,6 +157,17 @@ def test_the_name_to_be_addressed_by_keeps_its_title(message: str, name: str) ->
     assert read(message) == [("identity", "preferred_name", name, "standing")]
 
 
+@pytest.mark.parametrize(("message", "tool"), [
+    ("We switched from Jenkins to GitHub Actions last quarter.", "github-actions"),
+    ("Our CI runs on GitLab CI.", "gitlab-ci"), ("We use CircleCI for builds.", "circleci")])
+def test_the_ci_a_team_uses_is_its_ci_tool(message: str, tool: str) -> None:
+    assert read(message) == [("tooling", "ci", tool, "standing")]
+
+
+def test_a_person_who_shares_a_tools_name_is_no_tool() -> None:
+    assert read("Mr Jenkins will join the call.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

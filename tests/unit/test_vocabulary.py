@@ -58,6 +58,8 @@ def test_tools_have_one_canonical_name() -> None:
     assert canonical_tool("PostgreSQL") == "postgres"
     assert canonical_tool("VS Code") == "vscode"
     assert canonical_tool("golang") == "go"
+    assert canonical_tool("GitHub Actions") == "github-actions"
+    assert canonical_tool("Travis CI") == "travis"
 
 
 def test_check_names_what_is_wrong() -> None:

@@ -59,6 +59,10 @@ CATEGORIES: dict[str, dict[str, tuple[str, ...]]] = {
         "pytest": (), "jest": (), "vitest": (), "mocha": (), "playwright": (), "cypress": (),
     },
     "infra": {"docker": (), "kubernetes": ("k8s",), "terraform": (), "podman": ()},
+    "ci": {
+        "github-actions": ("github actions", "gh actions"), "gitlab-ci": ("gitlab ci",),
+        "jenkins": (), "circleci": ("circle ci",), "buildkite": (), "travis": ("travis ci",),
+    },
 }
 #: known libraries: never a tooling facet, but a veto may name them
 LIBRARIES: dict[str, tuple[str, ...]] = {

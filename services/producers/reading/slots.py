@@ -250,6 +250,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
             continue  # "go ahead", "Go deeper on ...": a word, not the language
         if _NOT_THE_TOOL_RE.match(clause[end:]):
             continue  # "the vim extension", "jest is outdated"
+        if _TITLE_BEFORE_RE.search(clause[max(0, start - 8):start]):
+            continue  # "Mr Jenkins": a person
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
         slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
@@ -311,6 +313,8 @@ _TOOL_CONTEXT_RE = re.compile(
     r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
 
 
+#: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
+_TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
 _NOT_THE_TOOL_RE = re.compile(
     r"^[\s-]*(?:extension|plugin|mode|keybindings?|bindings|emulation|stuff\s+is\s+(?:outdated|"
     r"old|obsolete|gone)|(?:is|are)\s+(?:outdated|obsolete|deprecated|gone|dead))\b", _I)
