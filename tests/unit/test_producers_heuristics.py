@@ -21,6 +21,8 @@ from habitus.events.ingest import TurnRecorded
 from habitus.vocabulary import check
 from services.producers.candidates import Candidate
 from services.producers.heuristics import (
+    _CORRECTIONS,
+    CORRECTION_WORDS,
     EDIT_CONFIDENCE,
     MAX_TURNS,
     SessionState,
@@ -164,6 +166,13 @@ def test_the_prefilter_drops_only_messages_no_pattern_matches(parts: list[str]) 
     text = " ".join(message.replace("\u2019", "'").lower().split())
     if len(message) <= 280:
         assert corrections_in(message) == _corrections_of(text)
+
+
+def test_every_correction_pattern_needs_one_of_the_prefilters_words() -> None:
+    """The substring prefilter dismisses a message with none of CORRECTION_WORDS: a pattern
+    that could match without one of them would be skipped."""
+    for pattern, _, _ in _CORRECTIONS:
+        assert any(word in pattern.pattern for word in CORRECTION_WORDS), pattern.pattern
 
 
 def test_a_long_message_is_a_request_not_a_correction() -> None:
