@@ -168,6 +168,22 @@ def test_a_person_who_shares_a_tools_name_is_no_tool() -> None:
     assert read("Mr Jenkins will join the call.") == []
 
 
+@pytest.mark.parametrize(("message", "key"), [
+    ("I don't want headings in answers.", "format=headings"),
+    ("No code blocks, just inline code.", "format=code-blocks"),
+    ("I don't want caveats in answers.", "content=caveats")])
+def test_a_banned_thing_is_a_veto_when_the_style_read_has_no_words(message: str,
+                                                                   key: str) -> None:
+    """The encoder read these as detail or code-first, which their words do not hold, and
+    nothing was stated."""
+    assert read(message) == [("veto", key, "banned", "standing")]
+
+
+def test_a_banned_thing_beside_a_style_keeps_both() -> None:
+    assert [s[:3] for s in read("I want detailed answers, no caveats.")] == [
+        ("style", "verbosity", "detailed"), ("veto", "content=caveats", "banned")]
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

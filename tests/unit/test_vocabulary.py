@@ -92,7 +92,10 @@ def test_every_confirmation_question_reads_back_as_its_facet() -> None:
               ("identity", "preferred_name", "Sam"), ("style", "code", "code-first"),
               ("veto", "format=tables", "banned"), ("veto", "format=nested-bullets", "banned"),
               ("veto", "content=apologies", "banned"), ("veto", "tool=jquery", "banned"),
-              ("veto", "content=disclaimers", "banned")]
+              ("veto", "content=disclaimers", "banned"), ("veto", "format=headings", "banned"),
+              ("veto", "format=code-blocks", "banned"), ("veto", "content=caveats", "banned"),
+              ("veto", "format=numbered-lists", "banned"), ("veto", "content=jargon", "banned"),
+              ("tooling", "ci", "github-actions")]
     clauses = [first_person(describe(*f)) + "." for f in facets]
     for facet, statements in zip(facets, reader.read(clauses), strict=True):
         assert [(s.facet_class, s.key, s.value) for s in statements] == [facet]

@@ -425,7 +425,12 @@ class StatementReader:
                 continue
             previous = (*here, label)
             seen = {(s.facet_class, s.key, s.value) for s in results[pending.message]}
-            for facet_class, key, value in _fill(label, pending):
+            filled = _fill(label, pending)
+            if not filled and pending.bans and label != "veto":
+                # "I don't want headings in answers", read as a style its words do not hold:
+                # a format or content thing with a ban word is a veto whatever else it says
+                filled = _fill("veto", pending)
+            for facet_class, key, value in filled:
                 stance = pending.stance
                 if facet_class != "style" and stance is Stance.ONE_OFF:
                     stance = Stance.STANDING
