@@ -139,8 +139,17 @@ async def nc(servers: ServerUrls) -> AsyncIterator[object]:
         yield client
 
 
+@asynccontextmanager
+async def database_pool(servers: ServerUrls) -> AsyncIterator[Any]:
+    """A connection pool on `servers`' database, closed at the end."""
+    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
+    try:
+        yield p
+    finally:
+        await p.close()
+
+
 @pytest_asyncio.fixture(scope="session")
 async def pool(servers: ServerUrls) -> AsyncIterator[object]:
-    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
-    yield p
-    await p.close()
+    async with database_pool(servers) as p:
+        yield p

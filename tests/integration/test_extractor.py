@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -27,7 +27,6 @@ from prometheus_client import REGISTRY
 from habitus.auth.keys import create_key
 from habitus.crypto.columns import COLUMNS, ColumnMemo, is_sealed
 from habitus.crypto.keyring import Shredded
-from habitus.db.pool import open_pool
 from habitus.events import CATALOG
 from habitus.events.evidence import TurnRef
 from habitus.llm import LlmSettings
@@ -41,12 +40,13 @@ from services.extractor.settings import ExtractorSettings
 from services.extractor.windowing import Limits, Piece, add_material, reflection, tick
 from services.gateway.main import service as gateway
 from services.stability_detector.main import service as stability_detector
-from tests.conftest import ServerUrls, bus_client
+from tests.conftest import ServerUrls
 from tests.support.extraction import MarkerResponder, chunks_of, extraction, facet
 from tests.support.factories import unique
 from tests.support.http import TLS
 from tests.support.llm_server import Answer, ScriptedLlm
-from tests.support.services import own_bus_and_database, running
+from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F401
+from tests.support.services import running
 from tests.support.streams import events_on
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
@@ -56,29 +56,6 @@ DAILY_CALLS = 40
 class Stack:
     def __init__(self, base: str, llm: ScriptedLlm, model: MarkerResponder):
         self.base, self.llm, self.model = base, llm, model
-
-
-@pytest.fixture(scope="module")
-def servers(servers: ServerUrls, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[ServerUrls]:
-    """A bus and a database of this module's own (the suite's Redis): `habitus replay
-    extractor.windows` below rebuilds from the whole ingest stream, and each window of it is a
-    model call, so the stream must hold this module's material only, not every module's."""
-    with own_bus_and_database(servers, tmp_path_factory.mktemp("extractor-bus")) as own:
-        yield own
-
-
-@pytest_asyncio.fixture(scope="module")
-async def nc(servers: ServerUrls) -> AsyncIterator[Any]:
-    async with bus_client(servers) as client:
-        yield client
-
-
-@pytest_asyncio.fixture(scope="module")
-async def pool(servers: ServerUrls) -> AsyncIterator[Any]:
-    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
-    yield p
-    await p.close()
 
 
 @pytest_asyncio.fixture(scope="module")

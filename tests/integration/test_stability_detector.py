@@ -7,7 +7,7 @@ import asyncio
 import json
 import math
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -18,7 +18,6 @@ from habitus.auth.keys import create_key
 from habitus.bus import EventPublisher, RpcClient, RpcError
 from habitus.bus.streams import EVENTS
 from habitus.crypto.columns import COLUMNS
-from habitus.db.pool import open_pool
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
 from habitus.projection.replay import reset_projection
@@ -29,39 +28,17 @@ from services.profile_renderer.main import build as build_profile
 from services.stability_detector.main import build
 from services.stability_detector.projection import LearningProjection
 from services.stability_detector.settings import LearningSettings
-from tests.conftest import ServerUrls, bus_client
+from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.http import TLS
-from tests.support.services import own_bus_and_database, running
+from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F401
+from tests.support.services import running
 from tests.support.streams import events_on
 
 pytestmark = pytest.mark.asyncio
 T0 = 1_700_000_000.0  # in the past: commands carry wall-clock times
 DAY = 86_400.0
 SETTINGS = LearningSettings(scheduler_enabled=False)
-
-
-@pytest.fixture(scope="module")
-def servers(servers: ServerUrls, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[ServerUrls]:
-    """A bus and a database of this module's own: the replay test rebuilds the learning cache
-    from sequence 1, which on the worker's shared bus means every earlier module's candidates
-    first (its 60 s wait ran out in a full run)."""
-    with own_bus_and_database(servers, tmp_path_factory.mktemp("learning-bus")) as own:
-        yield own
-
-
-@pytest_asyncio.fixture(scope="module")
-async def nc(servers: ServerUrls) -> AsyncIterator[Any]:
-    async with bus_client(servers) as client:
-        yield client
-
-
-@pytest_asyncio.fixture(scope="module")
-async def pool(servers: ServerUrls) -> AsyncIterator[Any]:
-    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
-    yield p
-    await p.close()
 
 
 @pytest_asyncio.fixture(scope="module")
