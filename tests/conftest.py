@@ -142,11 +142,8 @@ async def nc(servers: ServerUrls) -> AsyncIterator[object]:
 @asynccontextmanager
 async def database_pool(servers: ServerUrls) -> AsyncIterator[Any]:
     """A connection pool on `servers`' database, closed at the end."""
-    p = await open_pool(servers.database, min_size=1, max_size=10, name="tests")
-    try:
+    async with await open_pool(servers.database, min_size=1, max_size=10, name="tests") as p:
         yield p
-    finally:
-        await p.close()
 
 
 @pytest_asyncio.fixture(scope="session")
