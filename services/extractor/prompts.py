@@ -40,7 +40,7 @@ from habitus.vocabulary.keys import BANNED, KEYS, VETO_THINGS
 from habitus.vocabulary.tools import CATEGORIES
 from services.extractor.material import Chunk, SourceKey, fold_text
 
-EXTRACT_VERSION = "extract-v2"
+EXTRACT_VERSION = "extract-v3"
 REFLECT_VERSION = "reflect-v2"
 #: the most facets one call may return; more is read as a model that lost the thread
 MAX_FACETS = 8
@@ -189,7 +189,7 @@ and role in lower case (team: its name, billing); location: the city's name in E
 - tooling: the tool's category ({", ".join(TOOLING_CATEGORIES)}), the value the tool's \
 usual short name in lower case (runtime: bun, language: python, database: postgres, editor: \
 vscode; bun is a runtime unless it installs packages). A tool of none of these categories: \
-another key for its kind (ci: github actions).
+another key for its kind (orchestrator: airflow).
 - veto: <kind>=<thing>, the value "{VETO_VALUE}"; kind is {_VETO_KINDS}; thing in lower \
 case, words joined by "-": {_VETO_THINGS}, or another short thing; for tool the tool's \
 name (format=nested-bullets, content=disclaimers, tool=jquery). Not wanting a style is a \

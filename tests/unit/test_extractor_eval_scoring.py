@@ -228,10 +228,10 @@ def test_a_label_in_an_old_form_names_the_form_validation_stores() -> None:
         {"class": "style", "key": "language", "value": "de"},
         {"class": "tooling", "key": "language", "value": "python"},
         {"class": "identity", "key": "name", "value": "Marta Kowalski", "alternatives": ["Marta"]},
-        {"class": "tooling", "key": "ci", "value": "github actions"}])])
+        {"class": "tooling", "key": "orchestrator", "value": "airflow"}])])
     assert [f.label() for f in item.expected] == [
         "style/language=de", "tooling/language=python", "identity/name=Marta Kowalski",
-        "tooling/ci=github actions"]
+        "tooling/orchestrator=airflow"]
 
 
 def test_parse_corpus_refuses_duplicate_ids() -> None:
