@@ -184,6 +184,31 @@ def test_a_banned_thing_beside_a_style_keeps_both() -> None:
         ("style", "verbosity", "detailed"), ("veto", "content=caveats", "banned")]
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm not a fan of long intros, get to the point.", [("style", "preamble", "skip")]),
+    ("Actually I moved from Berlin to Hamburg last year.",
+     [("identity", "location", "Hamburg")]),
+    ("I switched from VS Code to Cursor.", [("tooling", "editor", "cursor")]),
+    ("Keep your replies under 3 sentences.", [("style", "verbosity", "terse")]),
+    ("Mon entreprise s'appelle Qonto, je suis dev backend.",
+     [("identity", "employer", "Qonto"), ("identity", "role", "developer")]),
+    ("Meine Firma heißt Bosch.", [("identity", "employer", "Bosch")])])
+def test_what_a_second_new_user_trial_found(message: str,
+                                            expected: list[tuple[str, str, str]]) -> None:
+    """Each stated nothing before: the encoder named no key or one its words do not hold, a
+    city after "moved from ... to" was never looked up, a company "called" X was no cue."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+def test_what_those_readings_leave_alone() -> None:
+    assert read("this time answer in Italian, I'm sending it straight to my nonna") == [
+        ("style", "language", "it", "one_off")]
+    assert read("The team switched to Cursor.") == []
+    assert read("Write the summary in under 5 sentences.") == []
+    assert read("I'd love a few examples whenever you explain something.") == [
+        ("style", "examples", "include", "standing")]  # "whenever": not this answer only
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

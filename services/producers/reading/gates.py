@@ -135,7 +135,8 @@ _GENERAL_RE = re.compile(
     r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
     r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|"
     # a concession looks past this answer: "answer in English even if I write in German"
-    r"even\s+(?:if|when)|auch\s+wenn|selbst\s+wenn|même\s+si|incluso\s+si|aunque|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
+    r"even\s+(?:if|when)|auch\s+wenn|selbst\s+wenn|même\s+si|incluso\s+si|aunque|"
+    r"whenever|every\s+time|immer\s+wenn|jedes\s+mal|chaque\s+fois|cada\s+vez\s+que|i\s+(?:prefer|like|want|'d\s+rather|would\s+rather)|"
     r"ich\s+(?:bevorzuge|mag|möchte|hätte\s+gern)|je\s+préfère|j'aime|prefiero|me\s+gusta)\b",
     _I)
 _BARE_COMPARATIVE_RE = re.compile(
@@ -293,9 +294,11 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
             or _TASK_RE.search(sentence) is not None)
 
 
-#: a limit on an answer's length in words ("under 100 words", "höchstens 80 Wörter")
+#: a limit on an answer's length in words, sentences or lines ("under 100 words", "höchstens
+#: 80 Wörter", "under 3 sentences")
 _WORD_LIMIT = (r"(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
-               r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras)")
+               r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras|sentences|"
+               r"lines|sätze\w*|zeilen|phrases|lignes|frases|líneas)")
 WORD_LIMIT_RE = re.compile(_WORD_LIMIT, re.IGNORECASE)
 
 
@@ -392,7 +395,8 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
     "preamble=skip": re.compile(
         r"\b(?:skip\w*|no|without|straight|directly|get\s+to|cut|drop|lead\s+with|don't|"
         r"dont|stop|answer\s+first|pad\w*|ohne|keine?|direkt|sans|pas\s+d|droit\s+au\s+but|"
-        r"sin|ve\s+al|al\s+grano|directo|rodeos|need|needed)\b", _I),
+        r"sin|ve\s+al|al\s+grano|directo|rodeos|need|needed|not\s+a\s+(?:big\s+)?fan|hate|"
+        r"dislike|can't\s+stand)\b", _I),
     "code=diff": re.compile(r"\b(?:diffs?|patch\w*)\b", _I),
     # the answer's code, not the user's own ("my code crashes")
     "code=code-first": re.compile(
@@ -533,6 +537,23 @@ def polarity(key: str, value: str, clause: str) -> str | None:
         if word is not None and not _flipped(clause, word):
             return other
     return value
+
+
+#: the phrases that ask for no preamble by themselves ("get to the point"), where a single word
+#: ("straight", "point") says nothing alone
+SKIP_PREAMBLE_RE = re.compile(
+    r"\b(?:get\s+to\s+the\s+point|cut\s+to\s+the\s+chase|"
+    r"(?:skip|no|without|drop)\s+(?:the\s+|any\s+)?(?:intro\w*|preamble\w*|pleasantries|"
+    r"small\s+talk)|not\s+a\s+(?:big\s+)?fan\s+of\s+(?:the\s+)?(?:long\s+)?intro\w*|"
+    r"ohne\s+(?:einleitung|vorrede|floskeln)|komm\s+(?:gleich\s+)?zur\s+sache|"
+    r"droit\s+au\s+but|al\s+grano|sin\s+rodeos)\b", _I)
+
+
+#: a move to another tool ("I switched from VS Code to Cursor", "wir sind auf Bun umgestiegen")
+SWITCHED_RE = re.compile(
+    r"\b(?:switch(?:ed|ing)?|mov(?:ed|ing)|migrat(?:ed|ing)|chang(?:ed|ing)|went)\s+"
+    r"(?:over\s+)?(?:from\s+.{1,40}?\s+)?to\b|umgestiegen|gewechselt|umgezogen\s+auf|"
+    r"pass(?:é|és|ée)\s+à|migré|cambi(?:é|amos)\s+a|pas(?:é|amos)\s+a|migr(?:é|amos)\s+a", _I)
 
 
 def register_by_words(clause: str) -> str | None:

@@ -203,7 +203,7 @@ def _answer_language(clause: str, slot: slots.Slot) -> bool:
 
 
 #: style keys whose words alone give the value ("kürzer", "no emojis")
-_WORDED_KEYS = {"verbosity": "terse", "emoji": "ok"}
+_WORDED_KEYS = {"verbosity": "terse", "emoji": "ok", "preamble": "skip"}
 
 
 def _style_by_words(clause: str) -> list[tuple[str, str, str]]:
@@ -220,6 +220,8 @@ def _style_by_words(clause: str) -> list[tuple[str, str, str]]:
         return []  # the words decided nothing: no guess
     if key == "emoji" and value == "ok":
         return []  # only a ban on emoji is this sure
+    if key == "preamble" and not gates.SKIP_PREAMBLE_RE.search(clause):
+        return []  # "get to the point" skips it; "straight to my nonna" says nothing
     return [("style", key, value)] if value else []
 
 
@@ -418,6 +420,11 @@ class StatementReader:
                     _FOR_ANSWERS_RE.search(pending.clause.text)):
                 label = "verbosity=terse"  # a word limit decides alone; the encoder reads
                 # "under 80 words" and "under 100 words" differently
+            if label == NONE and gates.SWITCHED_RE.search(pending.clause.text) and (
+                    gates.first_person(pending.clause.text)) and any(
+                    s.kind == "tool" for s in pending.found):
+                label = "tooling"  # "I switched from VS Code to Cursor": the encoder was
+                # undecided; the tool the user moved to is named, the old one negated
             if label == NONE and gates.asks_for_less(pending.clause.text):
                 label = "verbosity=terse"  # "Bitte keine langen Erklärungen": length said
                 # away decides alone, as a word limit does

@@ -61,7 +61,10 @@ _PREFERRED_BEFORE_VERB = re.compile(
     rf"(?P<v>{_NAME})\s+nennen\b", _I)
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
-    rf"my\s+(?:employer|company)\s+is|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
+    rf"my\s+(?:employer|company)\s+is(?:\s+called)?|my\s+company'?s\s+called|"
+    rf"(?:mon\s+entreprise|ma\s+boîte|ma\s+société)\s+s'appelle|"
+    rf"(?:meine\s+firma|mein\s+arbeitgeber)\s+(?:heißt|ist)|"
+    rf"mi\s+empresa\s+(?:se\s+llama|es)|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
     rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
     rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
     rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
@@ -115,6 +118,7 @@ _PLACE_BEFORE_RE = re.compile(
     r"(?<!airport\s)(?<!station\s)(?<!hotel\s)(?<!flughafen\s)(?<!bahnhof\s)"
     r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
     r"\b(?:in|im|en|à|a|out\s+of|(?:moved|moving|relocated|relocating)\s+to|"
+    r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
     r"(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
 #: a city in lower case ("j'habite à lyon") counts after a word of living there
 _LIVE_BEFORE_RE = re.compile(
@@ -263,7 +267,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
 
 _PLACE_WORD_RE = re.compile(
     r"\b(?:in|im|en|à|a|out\s+of|moved\s+to|moving\s+to|relocated\s+to|relocating\s+to|"
-    r"nach)\s+", _I)
+    r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|nach)\s+", _I)
 
 
 def _cities(text: str) -> list[tuple[int, int, City]]:
