@@ -209,6 +209,23 @@ def test_what_those_readings_leave_alone() -> None:
         ("style", "examples", "include", "standing")]  # "whenever": not this answer only
 
 
+@pytest.mark.parametrize("message", [
+    "Don't explain basic Python to me, I've been writing it for 10 years.",
+    "Erklär mir bitte kein Python."])
+def test_a_ban_on_explaining_a_tool_is_no_ban_of_the_tool(message: str) -> None:
+    """Read as `veto/tool=python`: the opposite of what an expert user said."""
+    assert not [s for s in read(message) if s[0] == "veto"]
+
+
+def test_a_ban_of_a_tool_is_still_one() -> None:
+    assert read("Don't use Redux.") == [("veto", "tool=redux", "banned", "standing")]
+
+
+@pytest.mark.parametrize("message", ["Sin tecnicismos, por favor.", "Bitte kein Fachchinesisch."])
+def test_jargon_in_spanish_and_german_is_jargon(message: str) -> None:
+    assert read(message) == [("veto", "content=jargon", "banned", "standing")]
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

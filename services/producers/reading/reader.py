@@ -266,10 +266,12 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
             return [("veto", s.value, "banned") for s in things]
-        # "no semicolons in JS": the tool is where something else is banned, not the ban
+        # "no semicolons in JS": the tool is where something else is banned, not the ban;
+        # "don't explain basic Python to me": a ban on explaining, not on Python
         return [("veto", f"tool={s.value}", "banned")
                 for s in pending.found if s.kind == "tool"
-                and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])]
+                and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
+                and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
     if label == "channel":
         if not gates.states_channel(clause):
             return []
@@ -281,6 +283,11 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
 
 
 _TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
+#: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
+#: "erklär mir kein Python", "no need to teach me SQL")
+_NOT_THE_BAN_RE = re.compile(
+    r"\b(?:explain\w*|teach\w*|introduc\w*|walk\s+me\s+through|erklär\w*|expliqu\w*|"
+    r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
 
 
 class StatementReader:
