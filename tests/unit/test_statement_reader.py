@@ -226,6 +226,13 @@ def test_jargon_in_spanish_and_german_is_jargon(message: str) -> None:
     assert read(message) == [("veto", "content=jargon", "banned", "standing")]
 
 
+def test_a_citys_time_is_its_zone() -> None:
+    for message in ("My timezone changed, use Lisbon time please.", "I work on Lisbon time.",
+                    "Please give times in Lisbon time."):
+        assert read(message) == [("identity", "timezone", "Europe/Lisbon", "standing")]
+    assert read("Reading time is 5 minutes.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

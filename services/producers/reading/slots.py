@@ -229,6 +229,11 @@ def find(clause: str, sentence: str) -> list[Slot]:
         zone = canonical_timezone(m.group(), near=near)
         if zone is not None:
             slots.append(Slot("timezone", zone, m.start(), m.end()))
+    if not zones:
+        for m in _CITY_TIME_RE.finditer(clause):  # "use Lisbon time": that city's zone
+            city = find_city(m.group("v"))
+            if city is not None and city.timezone:
+                slots.append(Slot("timezone", city.timezone, m.start(), m.end()))
     taken = [(s.start, s.end) for s in slots
              if s.kind in {"name", "preferred_name", "employer", "timezone"}]
     for start, end, city in cities:
@@ -318,6 +323,8 @@ _TOOL_CONTEXT_RE = re.compile(
     r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
 
 
+#: a city's time ("use Lisbon time", "New York time"): the city's zone
+_CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+time\b")
 #: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
 _TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
 _NOT_THE_TOOL_RE = re.compile(
