@@ -231,9 +231,9 @@ def find(clause: str, sentence: str) -> list[Slot]:
             slots.append(Slot("timezone", zone, m.start(), m.end()))
     if not zones:
         for m in _CITY_TIME_RE.finditer(clause):  # "use Lisbon time": that city's zone
-            city = find_city(m.group("v"))
-            if city is not None and city.timezone:
-                slots.append(Slot("timezone", city.timezone, m.start(), m.end()))
+            timed = find_city(m.group("v"))
+            if timed is not None and timed.timezone:
+                slots.append(Slot("timezone", timed.timezone, m.start(), m.end()))
     taken = [(s.start, s.end) for s in slots
              if s.kind in {"name", "preferred_name", "employer", "timezone"}]
     for start, end, city in cities:
