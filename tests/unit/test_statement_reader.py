@@ -233,6 +233,22 @@ def test_a_citys_time_is_its_zone() -> None:
     assert read("Reading time is 5 minutes.") == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Please answer in simple English, I'm still learning.", [("style", "language", "en")]),
+    ("I'm the CTO of a small startup called Fernwood.",
+     [("identity", "role", "cto"), ("identity", "employer", "Fernwood")])])
+def test_what_a_fourth_trial_found(message: str, expected: list[tuple[str, str, str]]) -> None:
+    """"in simple English" was no frame for a language; "the CTO" was someone else even when
+    the user said they are the CTO."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+def test_the_cto_someone_else_names_is_still_someone_else() -> None:
+    assert read("The CTO wants tables.") == []
+    assert [s[:3] for s in read("I'm the CTO and my CEO prefers tables.")] == [
+        ("identity", "role", "cto")]
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

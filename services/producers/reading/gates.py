@@ -220,7 +220,11 @@ def someone_else_in(clause: str) -> bool:
     Spanish"): that clause states nothing of the user's, the others of its sentence may.
     The user's own pronouns ("(he/him)") are no other person."""
     text = _PRONOUNS_RE.sub(" ", _OWN_GROUP_RE.sub(" ", clause))
-    return _SOMEONE_RE.search(text) is not None
+    # "I'm the CTO": the person named is the speaker
+    return any(_BEING_RE.search(text, 0, m.start()) is None for m in _SOMEONE_RE.finditer(text))
+
+
+_BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy)\s+$", _I)
 
 
 def about_someone_else(sentence: str) -> bool:
@@ -296,9 +300,11 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
 
 #: a limit on an answer's length in words, sentences or lines ("under 100 words", "höchstens
 #: 80 Wörter", "under 3 sentences")
-_WORD_LIMIT = (r"(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
+_WORD_LIMIT = (r"(?:(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
                r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras|sentences|"
-               r"lines|sätze\w*|zeilen|phrases|lignes|frases|líneas)")
+               r"lines|sätze\w*|zeilen|phrases|lignes|frases|líneas)|"
+               r"keep\s+(?:it|them|answers|replies)\s+to\s+(?:one|a\s+single|two|three|\d+)\s+"
+               r"(?:paragraphs?|sentences?|lines?))")
 WORD_LIMIT_RE = re.compile(_WORD_LIMIT, re.IGNORECASE)
 
 

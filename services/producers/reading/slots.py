@@ -51,7 +51,7 @@ _NAME_CUES = re.compile(
 _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
     rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|address\s+me\s+as|refer\s+to\s+me\s+as|"
-    rf"nenn(?:t)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
+    rf"nenn(?:t|en)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
     rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?"
     # a title is part of the name asked for ("address me as Dr. Chen")
     rf"(?P<v>(?:(?:Dr|Prof|Mr|Mrs|Ms|Mx|Herr|Frau)\.?\s+)?{_NAME})", _I)
@@ -62,6 +62,7 @@ _PREFERRED_BEFORE_VERB = re.compile(
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
     rf"my\s+(?:employer|company)\s+is(?:\s+called)?|my\s+company'?s\s+called|"
+    rf"(?:startup|company|firm|agency|studio)\s+called|"
     rf"(?:mon\s+entreprise|ma\s+boîte|ma\s+société)\s+s'appelle|"
     rf"(?:meine\s+firma|mein\s+arbeitgeber)\s+(?:heißt|ist)|"
     rf"mi\s+empresa\s+(?:se\s+llama|es)|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
@@ -95,7 +96,7 @@ _ROLE_CUES = re.compile(
     r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|as|my\s+(?:role|job|title)\s+is|"
     r"ich\s+bin|bin|arbeite\s+als|als|je\s+suis|je\s+travaille\s+comme|comme|soy|"
     r"trabajo\s+como|como)"
-    r"\s+(?:an?\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
+    r"\s+(?:an?\s+|the\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
     r"|^(?!not\b|no\b|nicht\b|pas\b|kein)(?:an?\s+|une?\s+|una?\s+)?"
     r"(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|"
