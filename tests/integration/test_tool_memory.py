@@ -27,6 +27,7 @@ from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
 from tests.support.factories import turn_item, unique
 from tests.support.http import TLS
+from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F401
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]

@@ -32,6 +32,7 @@ from services.trace_router.settings import RouterSettings
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.http import TLS
+from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F401
 from tests.support.services import every_service, skip_all_history
 from tests.support.streams import events_on
 
