@@ -249,6 +249,22 @@ def test_the_cto_someone_else_names_is_still_someone_else() -> None:
         ("identity", "role", "cto")]
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("My boss wants tables, but personally I prefer prose.", ("style", "format", "prose")),
+    ("Mein Chef will Tabellen, aber für mich sind Stichpunkte besser.",
+     ("style", "format", "bullets")),
+    ("He said to keep it short, but I like detailed answers.",
+     ("style", "verbosity", "detailed"))])
+def test_the_users_own_view_set_against_someone_elses_is_read(
+        message: str, expected: tuple[str, str, str]) -> None:
+    """Someone else's words silenced the whole sentence, the user's own half too."""
+    assert [s[:3] for s in read(message)] == [expected]
+
+
+def test_someone_elses_words_alone_state_nothing() -> None:
+    assert read("Sarah says to keep it short.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

@@ -227,10 +227,20 @@ def someone_else_in(clause: str) -> bool:
 _BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy)\s+$", _I)
 
 
+_FOR_ME_RE = re.compile(
+    r"\b(?:but|while|whereas|aber|doch|mais|alors\s+que|pero|mientras)\s+"
+    r"(?:for\s+me|personally|i\s+(?:prefer|like|want|need)|für\s+mich|ich\s+(?:mag|will|"
+    r"brauche|bevorzuge)|pour\s+moi|moi\s+je|perso|para\s+mí|yo\s+prefiero)\b", _I)
+
+
 def about_someone_else(sentence: str) -> bool:
     """Whether the sentence reports someone's words ("he said to keep it short", "Sarah
     says ...") or has a named person as its subject ("Sarah lives in Berlin"): then none of
-    its clauses is the user's own."""
+    its clauses is the user's own, unless the user sets their own against it ("my colleague
+    asked for detailed reports, but for me bullets work best"): each clause is then judged on
+    its own."""
+    if _FOR_ME_RE.search(sentence):
+        return False
     if _REPORTING_RE.search(_OWN_GROUP_RE.sub(" ", sentence)):
         return True
     for m in _NAMED_SUBJECT_RE.finditer(sentence):
