@@ -265,6 +265,25 @@ def test_someone_elses_words_alone_state_nothing() -> None:
     assert read("Sarah says to keep it short.") == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm Aisha, a data scientist at Shopify, working remotely from Nairobi.",
+     [("identity", "name", "Aisha"), ("identity", "role", "data scientist"),
+      ("identity", "employer", "Shopify"), ("identity", "location", "Nairobi")]),
+    ("Je bosse chez Alan comme lead dev.",
+     [("identity", "employer", "Alan"), ("identity", "role", "lead developer")]),
+    ("Hit me up on Discord.", [("channel", "primary", "discord")]),
+    ("Trabajo en Ubuntu casi siempre.", [("tooling", "os", "ubuntu")]),
+    ("I work at Vercel.", [("identity", "employer", "Vercel")])])
+def test_what_a_fifth_trial_found(message: str, expected: list[tuple[str, str, str]]) -> None:
+    """Working "remotely from" a city, "je bosse chez", "hit me up"; and "trabajo en Ubuntu",
+    whose bank example was read as an employer and tied with "trabajo en Telefónica"."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+def test_where_someone_is_from_is_still_no_location() -> None:
+    assert read("I'm from Nairobi originally.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

@@ -369,6 +369,7 @@ _ARTEFACT_RE = re.compile(
 #: what a channel preference is said with: reaching, writing, answering, "my main channel"
 _CHANNEL_CUE_RE = re.compile(
     r"\b(?:reach|contact|ping|text\s+me|message\s+me|dm|\w+\s+me\s+there|slack\s+me|"
+    r"hit\s+me\s+up|get\s+in\s+touch|"
     r"email\s+me|write\s+(?:to\s+)?me|call\s+me|"
     r"best\s+way|works\s+best|channel|main|respond|reply|prefer|rather|instead|use|get\s+hold|"
     r"hauptkanal|principal|"

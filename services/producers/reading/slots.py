@@ -66,7 +66,7 @@ _EMPLOYER_CUES = re.compile(
     rf"(?:mon\s+entreprise|ma\s+boîte|ma\s+société)\s+s'appelle|"
     rf"(?:meine\s+firma|mein\s+arbeitgeber)\s+(?:heißt|ist)|"
     rf"mi\s+empresa\s+(?:se\s+llama|es)|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
-    rf"suis\s+chez|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
+    rf"suis\s+chez|bosse\s+(?:chez|pour)|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
     rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
     rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
     rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
@@ -120,7 +120,7 @@ _PLACE_BEFORE_RE = re.compile(
     r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
     r"\b(?:in|im|en|à|a|out\s+of|(?:moved|moving|relocated|relocating)\s+to|"
     r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
-    r"(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
+    r"work(?:ing)?\s+(?:remotely\s+)?from|(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
 #: a city in lower case ("j'habite à lyon") counts after a word of living there
 _LIVE_BEFORE_RE = re.compile(
     r"\b(?:live|living|based|wohne|lebe|habite|vis|vivo|resido|moved\s+to)\s+(?:in|à|en|a)?\s*$",
@@ -188,7 +188,11 @@ def find(clause: str, sentence: str) -> list[Slot]:
             slots.append(Slot("name", value, m.start("v"), m.end("v")))
     for m in _EMPLOYER_CUES.finditer(clause):
         value = _name(m.group("v"))
-        if value and find_city(value) is None and canonical_language(value) is None:
+        # "trabajo en Ubuntu" works on a tool; "I work at Vercel" is employed there
+        on_a_tool = _ON_CUE_RE.search(clause, m.start(), m.start("v")) is not None and (
+            tools.canonical_tool(value.lower()) is not None)
+        if value and find_city(value) is None and canonical_language(value) is None and (
+                not on_a_tool):
             slots.append(Slot("employer", value, m.start("v"), m.end("v")))
     for m in _TEAM_CUES.finditer(clause):
         group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
@@ -274,7 +278,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
 
 _PLACE_WORD_RE = re.compile(
     r"\b(?:in|im|en|à|a|out\s+of|moved\s+to|moving\s+to|relocated\s+to|relocating\s+to|"
-    r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|nach)\s+", _I)
+    r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
+    r"work(?:ing)?\s+(?:remotely\s+)?from|nach)\s+", _I)
 
 
 def _cities(text: str) -> list[tuple[int, int, City]]:
@@ -326,6 +331,8 @@ _TOOL_CONTEXT_RE = re.compile(
 
 #: a city's time ("use Lisbon time", "New York time"): the city's zone
 _CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+time\b")
+#: an employer cue that also means "working on" (Spanish "trabajo en")
+_ON_CUE_RE = re.compile(r"\ben\s+$", _I)
 #: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
 _TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
 _NOT_THE_TOOL_RE = re.compile(
