@@ -284,6 +284,24 @@ def test_where_someone_is_from_is_still_no_location() -> None:
     assert read("I'm from Nairobi originally.") == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Nenn mich bitte einfach Kathi.", [("identity", "preferred_name", "Kathi")]),
+    ("Mi nombre es Javier, pero me dicen Javi.",
+     [("identity", "name", "Javier"), ("identity", "preferred_name", "Javi")]),
+    ("Je préfère TypeScript à JavaScript.", [("tooling", "language", "typescript")]),
+    ("Évite les listes à puces, s'il te plaît.", [("style", "format", "prose")]),
+    ("Vermeide Emojis bitte.", [("style", "emoji", "none")])])
+def test_what_a_sixth_trial_found(message: str, expected: list[tuple[str, str, str]]) -> None:
+    """"bitte" between the verb and the name; "me dicen"; the loser of "préférer X à Y" was
+    read as used too; "évite les listes à puces" was read as asking for bullets."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+def test_an_english_preference_for_a_thing_is_no_comparison() -> None:
+    assert read("I prefer a phone call for anything urgent") == [
+        ("channel", "primary", "phone", "standing")]
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

@@ -477,7 +477,8 @@ _FLIP_RE = re.compile(
     r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
     r"ohne|kein|nie|weniger|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
     r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
-    r"en\s+lugar\s+de|don't\s+bother\s+with|forget|drop|no\s+need\s+to\s+be|"
+    r"en\s+lugar\s+de|don't\s+bother\s+with|forget|drop|no\s+need\s+to\s+be|évite\w*|"
+    r"evita\w*|vermeide\w*|"
     r"(?:you\s+)?don't\s+(?:need|have)\s+to\s+be|pas\s+besoin\s+d'être|"
     r"no\s+hace\s+falta\s+ser)\b"
     r"(?:\s+\S+){0,3}\s*$", _I)

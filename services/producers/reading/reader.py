@@ -86,7 +86,10 @@ _REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour|ve
 _FROM_RE = re.compile(r"\b(?:from|von|de|desde)\s+$", re.IGNORECASE)
 
 
-_COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm]?\s+)?$",
+_COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm]?\s+)?$"
+                          # "je préfère TypeScript à JavaScript", "prefiero Vue a React"
+                          r"|\bpréf[eè]r\w*\s+\S.*\s(?:à|au|aux)\s+$"
+                          r"|\bprefier\w*\s+\S.*\s(?:a|al)\s+$",
                           re.IGNORECASE)
 
 

@@ -52,7 +52,8 @@ _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
     rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|address\s+me\s+as|refer\s+to\s+me\s+as|"
     rf"nenn(?:t|en)?\s+mich|sag\s+einfach|appelle[- ]moi|appelez[- ]moi|llámame|llamame|"
-    rf"dime)\s+(?:(?:just|simply|einfach|juste|simplemente|nur)\s+)?"
+    rf"dime|me\s+dicen|me\s+llaman)\s+"
+    rf"(?:(?:just|simply|einfach|juste|simplemente|nur|bitte|please|gerne?)\s+)*"
     # a title is part of the name asked for ("address me as Dr. Chen")
     rf"(?P<v>(?:(?:Dr|Prof|Mr|Mrs|Ms|Mx|Herr|Frau)\.?\s+)?{_NAME})", _I)
 #: the German order, the name before its verb: "du kannst mich Max nennen"
