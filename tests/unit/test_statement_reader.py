@@ -302,6 +302,13 @@ def test_an_english_preference_for_a_thing_is_no_comparison() -> None:
         ("channel", "primary", "phone", "standing")]
 
 
+def test_talk_to_me_like_a_friend_is_casual() -> None:
+    """"a friend" was someone else, and a likeness no word of the register."""
+    assert read("Talk to me like a friend, not like a manual.") == [
+        ("style", "tone", "casual", "standing")]
+    assert read("My friend likes tables.") == []
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

@@ -220,11 +220,12 @@ def someone_else_in(clause: str) -> bool:
     Spanish"): that clause states nothing of the user's, the others of its sentence may.
     The user's own pronouns ("(he/him)") are no other person."""
     text = _PRONOUNS_RE.sub(" ", _OWN_GROUP_RE.sub(" ", clause))
-    # "I'm the CTO": the person named is the speaker
+    # "I'm the CTO": the person named is the speaker; "talk to me like a friend": a likeness
     return any(_BEING_RE.search(text, 0, m.start()) is None for m in _SOMEONE_RE.finditer(text))
 
 
-_BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy)\s+$", _I)
+_BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy|like|wie|comme|como)\s+$",
+                       _I)
 
 
 _FOR_ME_RE = re.compile(
@@ -353,7 +354,10 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
         "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
                 r"blunt\w*|sugar\w*|straightforward|polite|duz\w*|siez\w*|förmlich\w*|"
                 r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
-                r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa])",
+                r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa]|"
+                # "talk to me like a friend": the casual register by a likeness
+                r"like\s+a\s+friend|wie\s+(?:mit\s+)?einem\s+freund|comme\s+(?:à\s+)?un\s+ami|"
+                r"como\s+(?:a\s+)?un\s+amigo)",
     }.items()
 }
 #: asking for something to be written: its style words describe that text, not the answers
@@ -407,6 +411,7 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
     "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|siez\w*|förmlich\w*|"
                               r"vouvoy\w*|formel\w*|usted|formal", _I),
     "tone=casual": re.compile(r"casual\w*|informal\w*|relax\w*|laid[- ]back|stiff|duz\w*|"
+                              r"freund\b|ami\b|amigo\b|"
                               r"locker\w*|tutoy\w*|tutoie\w*|décontract\w*|tute\w*|tutéa\w*|"
                               r"de\s+tú\b|coworker|friend\b", _I),
     "preamble=skip": re.compile(
