@@ -215,6 +215,12 @@ def is_question(sentence: str) -> bool:
 _PRONOUNS_RE = re.compile(r"\b(?:he/him|she/her|they/them|he/they|she/they)\b", _I)
 
 
+#: what makes the person a clause names the speaker ("I'm the CTO") or a likeness ("like a
+#: friend")
+_BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy|like|wie|comme|como)\s+$",
+                       _I)
+
+
 def someone_else_in(clause: str) -> bool:
     """Whether the clause is about someone else ("my manager prefers tables", "she speaks
     Spanish"): that clause states nothing of the user's, the others of its sentence may.
@@ -222,10 +228,6 @@ def someone_else_in(clause: str) -> bool:
     text = _PRONOUNS_RE.sub(" ", _OWN_GROUP_RE.sub(" ", clause))
     # "I'm the CTO": the person named is the speaker; "talk to me like a friend": a likeness
     return any(_BEING_RE.search(text, 0, m.start()) is None for m in _SOMEONE_RE.finditer(text))
-
-
-_BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy|like|wie|comme|como)\s+$",
-                       _I)
 
 
 _FOR_ME_RE = re.compile(
