@@ -309,6 +309,24 @@ def test_talk_to_me_like_a_friend_is_casual() -> None:
     assert read("My friend likes tables.") == []
 
 
+def test_plain_text_is_no_text_message() -> None:
+    """"Prefer responses in plain text" was read as `channel/primary=sms`."""
+    assert not [x for x in read("Prefer responses in plain text, no markdown formatting.")
+                if x[0] == "channel"]
+    assert read("Text me instead of calling.") == [("channel", "primary", "sms", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("My name's Chris and I'm a PM at Atlassian.",
+     [("identity", "name", "Chris"), ("identity", "role", "product manager"),
+      ("identity", "employer", "Atlassian")]),
+    ("I'm a senior SRE at Datadog.", [("identity", "role", "sre"),
+                                      ("identity", "employer", "Datadog")]),
+    ("Mon prénom c'est Léa.", [("identity", "name", "Léa")])])
+def test_what_an_eighth_trial_found(message: str, expected: list[tuple[str, str, str]]) -> None:
+    assert [s[:3] for s in read(message)] == expected
+
+
 def test_so_still_joins_two_clauses() -> None:
     assert read("I'm on mobile so keep it short.") == [
         ("style", "verbosity", "terse", "standing")]

@@ -47,7 +47,8 @@ _NAME_CUES = re.compile(
     rf"(?:^|(?:hi|hey|hello|yo),?\s+)im|"
     rf"\bthis\s+is|"
     rf"\b(?:ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
-    rf"mon\s+nom\s+est|me\s+llamo|mi\s+nombre\s+es|soy))\s+(?P<v>{_NAME})", _I)
+    rf"mon\s+nom\s+est|mon\s+prénom\s+(?:est|c'est)|me\s+llamo|mi\s+nombre\s+es|soy))"
+    rf"\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
     rf"(?:my\s+)?(?:preferred\s+name|nickname)\s+is|address\s+me\s+as|refer\s+to\s+me\s+as|"
@@ -69,7 +70,7 @@ _EMPLOYER_CUES = re.compile(
     rf"mi\s+empresa\s+(?:se\s+llama|es)|arbeite\s+(?:bei|für)|bin\s+bei|travaille\s+(?:chez|pour)|"
     rf"suis\s+chez|bosse\s+(?:chez|pour)|trabajo\s+(?:en|para)|team\s+(?:at|for|bei|chez|en)|équipe\s+\w+\s+chez|"
     rf"(?:engineer|developer|designer|manager|scientist|analyst|architect|lead|founder|cto|ceo|"
-    rf"consultant|researcher|intern|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
+    rf"consultant|researcher|intern|pm|sre|entwickler(?:in)?|ingenieur(?:in)?|développeur|"
     rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
     rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para)|(?:i'm|i\s+am)\s+with|we\s+at|"
     rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
@@ -270,6 +271,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
             continue  # "Mr Jenkins": a person
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
+        if _PLAIN_BEFORE_RE.search(clause, 0, m.start()):
+            continue  # "plain text" is a format, not a text message
         slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
     for pattern, key in _VETO_THINGS:
         for m in pattern.finditer(clause):
@@ -334,6 +337,7 @@ _TOOL_CONTEXT_RE = re.compile(
 _CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+time\b")
 #: an employer cue that also means "working on" (Spanish "trabajo en")
 _ON_CUE_RE = re.compile(r"\ben\s+$", _I)
+_PLAIN_BEFORE_RE = re.compile(r"\bplain\s+$", _I)
 #: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
 _TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
 _NOT_THE_TOOL_RE = re.compile(
