@@ -257,10 +257,10 @@ def corrections_in(message: str) -> list[tuple[str, str]]:
     """
     if len(message) > MAX_CORRECTION_CHARS:
         return []
-    low = message.lower()
+    low = message.replace("\u2019", "'").lower()
     if not any(word in low for word in CORRECTION_WORDS):
         return []
-    text = re.sub(r"\s+", " ", message.replace("\u2019", "'").lower()).strip()
+    text = re.sub(r"\s+", " ", low).strip()
     if _ANY_CORRECTION.search(text) is None:  # most messages: one scan instead of one per pattern
         return []
     return _corrections_of(text)

@@ -552,7 +552,7 @@ def polarity(key: str, value: str, clause: str) -> str | None:
         return None if example is not None and _flipped(clause, example) else value
     if key == "tone" and value in _TONE_WORDS:
         # "not so formal", "less formal please", "weniger förmlich": the other register
-        other = "casual" if value == "formal" else "formal"
+        other = _OTHER_REGISTER[value]
         word = _TONE_WORDS[value].search(clause)
         if word is not None:
             return other if _flipped(clause, word) else value
@@ -590,7 +590,7 @@ def register_by_words(clause: str) -> str | None:
         return None
     [(value, word)] = named.items()
     if _flipped(clause, word):
-        return "casual" if value == "formal" else "formal"
+        return _OTHER_REGISTER[value]
     return value
 
 
@@ -604,11 +604,12 @@ def asks_for_less(clause: str) -> bool:
 def register_said_away(value: str, clause: str) -> bool:
     """Whether the clause says the other register away ("not so formal" for a casual tone):
     the tone's value then needs no word of its own."""
-    other = {"formal": "casual", "casual": "formal"}.get(value)
+    other = _OTHER_REGISTER.get(value)
     word = _TONE_WORDS[other].search(clause) if other is not None else None
     return word is not None and _flipped(clause, word)
 
 
+_OTHER_REGISTER = {"formal": "casual", "casual": "formal"}
 #: the words of the two registers, whole (so "informal" is never read as "formal")
 _TONE_WORDS = {
     "formal": re.compile(r"\b(?:formal\w*|förmlich\w*|formel\w*|siez\w*|vouvoy\w*|usted)",

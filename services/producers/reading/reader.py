@@ -229,6 +229,30 @@ def _style_by_words(clause: str) -> list[tuple[str, str, str]]:
     return [("style", key, value)] if value else []
 
 
+_TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
+#: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
+#: "erklär mir kein Python", "no need to teach me SQL")
+_NOT_THE_BAN_RE = re.compile(
+    r"\b(?:explain\w*|teach\w*|introduc\w*|walk\s+me\s+through|erklär\w*|expliqu\w*|"
+    r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
+
+
+def _label_by_words(pending: _Pending) -> str:
+    """The label a clause's words decide alone when the encoder named none (NONE otherwise):
+    a word limit on answers ("under 80 words", which the encoder read differently from "under
+    100 words"); a move to a named tool ("I switched from VS Code to Cursor": the tool moved
+    to is named, the old one negated); length said away ("Bitte keine langen Erklärungen")."""
+    clause = pending.clause.text
+    if gates.WORD_LIMIT_RE.search(clause) and _FOR_ANSWERS_RE.search(clause):
+        return "verbosity=terse"
+    if gates.SWITCHED_RE.search(clause) and gates.first_person(clause) and any(
+            s.kind == "tool" for s in pending.found):
+        return "tooling"
+    if gates.asks_for_less(clause):
+        return "verbosity=terse"
+    return NONE
+
+
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
@@ -284,14 +308,6 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         apps = [s for s in named if not _TEXT_VERB_RE.fullmatch(clause[s.start:s.end])]
         return [("channel", "primary", s.value) for s in (apps or named)][:1]
     return []
-
-
-_TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
-#: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
-#: "erklär mir kein Python", "no need to teach me SQL")
-_NOT_THE_BAN_RE = re.compile(
-    r"\b(?:explain\w*|teach\w*|introduc\w*|walk\s+me\s+through|erklär\w*|expliqu\w*|"
-    r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
 
 
 class StatementReader:
@@ -427,18 +443,8 @@ class StatementReader:
                 kinds = {_FRAGMENT_LABELS[s.kind] for s in pending.found
                          if s.kind in _FRAGMENT_LABELS}
                 label = kinds.pop() if len(kinds) == 1 else NONE
-            if label == NONE and gates.WORD_LIMIT_RE.search(pending.clause.text) and (
-                    _FOR_ANSWERS_RE.search(pending.clause.text)):
-                label = "verbosity=terse"  # a word limit decides alone; the encoder reads
-                # "under 80 words" and "under 100 words" differently
-            if label == NONE and gates.SWITCHED_RE.search(pending.clause.text) and (
-                    gates.first_person(pending.clause.text)) and any(
-                    s.kind == "tool" for s in pending.found):
-                label = "tooling"  # "I switched from VS Code to Cursor": the encoder was
-                # undecided; the tool the user moved to is named, the old one negated
-            if label == NONE and gates.asks_for_less(pending.clause.text):
-                label = "verbosity=terse"  # "Bitte keine langen Erklärungen": length said
-                # away decides alone, as a word limit does
+            if label == NONE:
+                label = _label_by_words(pending)
             if label == NONE:
                 continue
             previous = (*here, label)

@@ -154,8 +154,8 @@ _VETO_THINGS = (
     (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
      "content=apologies"),
     (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
-    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos|"
-                r"\bjargon\s+technique", _I), "content=jargon"),
+    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos", _I),
+     "content=jargon"),
 )
 
 
