@@ -86,7 +86,7 @@ async def load_open(cur: AsyncCursor[Any], keys: Iterable[SourceKey]
         f"""SELECT tenant_id, user_id, source, opened_seq, opened_at, tokens, chunks
             FROM {OPEN_WINDOWS}
             WHERE (tenant_id, user_id, source) IN (
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))""",
+                SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]))""",
         (tenants, users, sources))
     return {(t, u, s): OpenWindow(seq, at, (), Kept(tuple(
                 json.loads(chunks) if isinstance(chunks, str) else chunks), int(tokens)))
@@ -142,7 +142,7 @@ async def load_reflections(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str,
     await cur.execute(
         f"""SELECT tenant_id, user_id, session_id, reflections FROM {REFLECTION_COUNTS}
             WHERE (tenant_id, user_id, session_id) IN (
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]))""",
+                SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]))""",
         (tenants, users, sessions))
     return {(t, u, s): n for t, u, s, n in await cur.fetchall()}
 

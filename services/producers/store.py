@@ -23,7 +23,7 @@ async def load_sessions(cur: AsyncCursor[Any], keys: Iterable[SessionKey]
     await cur.execute(
         # the state as text, parsed by pydantic-core (a third of json.loads's time per state)
         f"""SELECT s.tenant_id, s.user_id, s.session_id, s.state::text FROM {SESSIONS} s
-            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(t, u, sid)
+            JOIN unnest(%b::text[], %b::text[], %b::text[]) AS k(t, u, sid)
               ON s.tenant_id = k.t AND s.user_id = k.u AND s.session_id = k.sid""",
         ([k[0] for k in wanted], [k[1] for k in wanted], [k[2] for k in wanted]),
     )

@@ -94,8 +94,8 @@ async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability,
                     origin)
                 SELECT %s, %s, c, k, v, p, s, o
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::bool[], %s::float8[],
-                            %s::text[]) AS x(c, k, v, p, s, o)""",
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::bool[], %b::float8[],
+                            %b::text[]) AS x(c, k, v, p, s, o)""",
             (tenant_id, user_id, [f.facet_class for f in facets], keys, values,
              [f.pinned for f in facets],
              [f.stability for f in facets], [f.origin for f in facets]),
@@ -138,7 +138,7 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
                 SELECT %s, %s, c, k, v, s, ARRAY(
                     SELECT item FROM jsonb_array_elements_text(e::jsonb) WITH ORDINALITY
                          AS i(item, n) ORDER BY n)
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::text[])
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[], %b::text[])
                      AS x(c, k, v, s, e)""",
             (tenant_id, user_id, [f.facet_class for f in fresh], keys, values,
              [f.stability for f in fresh], evidence),
@@ -349,7 +349,7 @@ async def mirrors_due(cur: AsyncCursor[Any], users: Sequence[tuple[str, str]]
     await cur.execute(
         f"""SELECT k.t, k.u, d.version, d.markdown, d.sha256, d.origin, d.cause_event_id,
                    m.written_version, m.written_sha, m.pending_sha
-            FROM unnest(%s::text[], %s::text[]) AS k(t, u)
+            FROM unnest(%b::text[], %b::text[]) AS k(t, u)
             CROSS JOIN LATERAL (
                 SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS}
                 WHERE tenant_id = k.t AND user_id = k.u ORDER BY version DESC LIMIT 1) d
@@ -375,7 +375,7 @@ async def mirrors_written(cur: AsyncCursor[Any],
         return
     await cur.execute(
         f"""INSERT INTO {MIRROR} (tenant_id, user_id, written_version, written_sha)
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::int8[], %s::text[])
+            SELECT * FROM unnest(%b::text[], %b::text[], %b::int8[], %b::text[])
             ON CONFLICT (tenant_id, user_id) DO UPDATE SET
               written_version = EXCLUDED.written_version,
               written_sha = EXCLUDED.written_sha, pending_sha = NULL""",

@@ -112,8 +112,8 @@ async def insert_evidence(cur: AsyncCursor[Any], rows: Sequence[EvidenceRow]) ->
     users = sorted(latest.items())
     await cur.execute(  # one statement for the whole batch's users (arrays, not N rows)
         f"""WITH x AS (
-              SELECT * FROM unnest(%s::text[], %s::text[], %s::float8[], %s::int8[],
-                                   %s::float8[], %s::int8[]) AS x(t, u, at, seq, first, low))
+              SELECT * FROM unnest(%b::text[], %b::text[], %b::float8[], %b::int8[],
+                                   %b::float8[], %b::int8[]) AS x(t, u, at, seq, first, low))
             INSERT INTO {USERS} (tenant_id, user_id, dirty, last_candidate_at,
                 last_candidate_seq, pending_since)
             SELECT t, u, true, at, seq, first FROM x
@@ -160,7 +160,7 @@ async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     query = f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s"
     params: tuple[Any, ...] = (tenant_id, user_id)
     if facet is not None:
-        query += " AND class = %s AND key = ANY(%s::text[])"
+        query += " AND class = %s AND key = ANY(%b::text[])"
         params += (facet[0], text.forms(facet[1]))
     await cur.execute(query + " ORDER BY seq", params)
     return [_evidence(r, text) for r in await cur.fetchall()]
@@ -178,7 +178,7 @@ async def load_evidence_since(cur: AsyncCursor[Any], tenant_id: str, user_id: st
     text = UserText(tenant_id, user_id)
     await cur.execute(
         f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s "
-        "AND (seq > %s OR seq = ANY(%s::int8[])) ORDER BY seq",
+        "AND (seq > %s OR seq = ANY(%b::int8[])) ORDER BY seq",
         (tenant_id, user_id, after_seq, list(also)))
     return [_evidence(r, text) for r in await cur.fetchall()]
 
@@ -207,7 +207,7 @@ async def _rows_of(cur: AsyncCursor[Any], table: str, columns: str, users: Seque
         return []
     users = list(dict.fromkeys(users))  # a user named twice would read its rows twice
     await cur.execute(
-        f"SELECT x.tenant_id, x.user_id, {columns} FROM unnest(%s::text[], %s::text[]) "
+        f"SELECT x.tenant_id, x.user_id, {columns} FROM unnest(%b::text[], %b::text[]) "
         f"AS w(t, u) JOIN {table} AS x ON x.tenant_id = w.t AND x.user_id = w.u {order_by}",
         ([t for t, _ in users], [u for _, u in users]))
     return await cur.fetchall()
@@ -272,7 +272,7 @@ async def load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     asked = {(c, text.seal(k), text.seal(v)): (c, k, v) for c, k, v in values}
     await cur.execute(
         f"""SELECT v.class, v.key, v.value, v.refs FROM {VALUE_STATS} AS v
-            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS w(c, k, val)
+            JOIN unnest(%b::text[], %b::text[], %b::text[]) AS w(c, k, val)
               ON v.class = w.c AND v.key = w.k AND v.value = w.val
             WHERE v.tenant_id = %s AND v.user_id = %s""",
         ([c for c, _, _ in asked], [k for _, k, _ in asked], [v for _, _, v in asked],
@@ -294,7 +294,7 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     elif gone:
         await cur.execute(
             f"""DELETE FROM {VALUE_STATS} AS v USING
-                  unnest(%s::text[], %s::text[], %s::text[]) AS g(c, k, val)
+                  unnest(%b::text[], %b::text[], %b::text[]) AS g(c, k, val)
                 WHERE v.tenant_id = %s AND v.user_id = %s AND v.class = g.c AND v.key = g.k
                   AND v.value = g.val""",
             ([c for c, _, _ in gone], [text.seal(k) for _, k, _ in gone],
@@ -303,7 +303,7 @@ async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
         await cur.execute(
             f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats, refs)
                 SELECT %s, %s, c, k, v, s::jsonb, r::jsonb
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
                   AS x(c, k, v, s, r)
                 ON CONFLICT (tenant_id, user_id, class, key, value)
                 DO UPDATE SET stats = EXCLUDED.stats, refs = EXCLUDED.refs""",
@@ -320,7 +320,7 @@ async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     text = UserText(tenant_id, user_id)
     await cur.execute(
         f"""UPDATE {COMMANDS} AS c SET held_value = h.v, held_known = true
-            FROM unnest(%s::int8[], %s::text[]) AS h(s, v)
+            FROM unnest(%b::int8[], %b::text[]) AS h(s, v)
             WHERE c.tenant_id = %s AND c.user_id = %s AND c.seq = h.s""",
         (list(held), [text.seal_opt(v) for v in held.values()], tenant_id, user_id))
 
@@ -461,7 +461,7 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
         changed = list(new.values())
     elif gone := [fk for fk in old if fk not in new]:
         await cur.execute(
-            f"""DELETE FROM {FACETS} f USING unnest(%s::text[], %s::text[]) AS g(c, k)
+            f"""DELETE FROM {FACETS} f USING unnest(%b::text[], %b::text[]) AS g(c, k)
                 WHERE f.tenant_id = %s AND f.user_id = %s AND f.class = g.c AND f.key = g.k""",
             ([c for c, _ in gone], [text.seal(k) for _, k in gone], tenant_id, user_id))
     rows = list({(r.facet_class, r.key): r for r in changed}.values())
@@ -472,9 +472,9 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                     last_evidence_at, next_change_at, as_of, origin)
                 SELECT %s, %s, c, k, v, st, stab, us, refs::jsonb, cues::jsonb, n, first,
                        last, nxt, %s, o
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::float8[],
-                            %s::text[], %s::text[], %s::text[], %s::int4[], %s::float8[],
-                            %s::float8[], %s::float8[], %s::text[])
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[],
+                            %b::text[], %b::text[], %b::text[], %b::int4[], %b::float8[],
+                            %b::float8[], %b::float8[], %b::text[])
                      AS x(c, k, v, st, stab, us, refs, cues, n, first, last, nxt, o)
                 ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
                   value = EXCLUDED.value, state = EXCLUDED.state,

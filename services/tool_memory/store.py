@@ -147,7 +147,7 @@ async def first_seen(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]
         return {}
     await cur.execute(
         f"""SELECT c.tenant_id, c.user_id, c.rule_id, c.created_at FROM {CAPTURED} c
-            JOIN unnest(%s::text[], %s::text[], %s::text[]) AS k(t, u, r)
+            JOIN unnest(%b::text[], %b::text[], %b::text[]) AS k(t, u, r)
               ON c.tenant_id = k.t AND c.user_id = k.u AND c.rule_id = k.r""",
         ([k[0] for k in wanted], [k[1] for k in wanted], [k[2] for k in wanted]))
     return {(r[0], r[1], r[2]): float(r[3]) for r in await cur.fetchall()}

@@ -185,7 +185,7 @@ def _columns(types: Sequence[str]) -> str:
 #: so joined the keys to the traces by hashing after a scan of the whole table (3 ms per batch
 #: at 2,000 traces, growing with every trace stored); an array's length it knows, or sizes
 #: small in a generic plan, and looks each key up in the primary key.
-_KEYS = "unnest(%s::text[], %s::text[], %s::text[])"
+_KEYS = "unnest(%b::text[], %b::text[], %b::text[])"
 
 
 def _key_arrays(keys: Sequence[TraceKey]) -> tuple[list[str], list[str], list[str]]:
@@ -229,8 +229,8 @@ async def keep_pending(cur: AsyncCursor[Any],
     items = sorted(pending.items())
     await cur.execute(
         f"""INSERT INTO {PENDING_FEEDBACK} (tenant_id, user_id, trace_id, score, outcome, seq)
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::text[],
-                                 %s::int8[])
+            SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[], %b::text[],
+                                 %b::int8[])
             ON CONFLICT (tenant_id, user_id, trace_id) DO UPDATE SET
               score = EXCLUDED.score,
               outcome = COALESCE(EXCLUDED.outcome, {PENDING_FEEDBACK}.outcome),
@@ -316,8 +316,8 @@ async def update_feedback(cur: AsyncCursor[Any], rows: Sequence[TraceRow]) -> No
         return
     await cur.execute(
         f"""UPDATE {TRACES} t SET feedback = k.fb, outcome = k.outcome, reward = k.reward
-            FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[], %s::text[],
-                        %s::float8[]) AS k(t, u, id, fb, outcome, reward)
+            FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[], %b::text[],
+                        %b::float8[]) AS k(t, u, id, fb, outcome, reward)
             WHERE t.tenant_id = k.t AND t.user_id = k.u AND t.trace_id = k.id""",
         ([r.tenant_id for r in rows], [r.user_id for r in rows], [r.trace_id for r in rows],
          [r.feedback for r in rows], [r.outcome for r in rows], [r.reward for r in rows]))
@@ -783,7 +783,7 @@ async def _steps_of(cur: AsyncCursor[Any], opener: Opener,
     await cur.execute(
         f"""SELECT s.user_id, s.trace_id, s.step_type, s.timestamp, s.duration_seconds,
                    s.input, s.output, s.metadata, s.tool_name
-            FROM {STEPS} s JOIN unnest(%s::text[], %s::text[]) AS k(u, id)
+            FROM {STEPS} s JOIN unnest(%b::text[], %b::text[]) AS k(u, id)
               ON s.tenant_id = %s AND s.user_id = k.u AND s.trace_id = k.id
             ORDER BY s.user_id, s.trace_id, s.ordinal""",
         ([k[0] for k in keys], [k[1] for k in keys], opener.tenant_id))
@@ -887,13 +887,13 @@ async def search(cur: AsyncCursor[Any], tenant_id: str, text: str, limit: int = 
     if not lookup[0]:
         return []
     needs = query.needs()
-    wanted = " OR ".join("(m.found @> %s::int[] AND NOT m.found && %s::int[])" for _ in needs)
+    wanted = " OR ".join("(m.found @> %b::int[] AND NOT m.found && %b::int[])" for _ in needs)
     cols = ", ".join(f"t.{c}" for c in _LISTED)
     await cur.execute(
         f"""SELECT {cols} FROM (
               SELECT s.user_id, s.trace_id, array_agg(q.i) AS found
               FROM {SEARCH_TERMS} s
-              JOIN unnest(%s::text[], %s::text[], %s::int[]) AS q(u, term, i)
+              JOIN unnest(%b::text[], %b::text[], %b::int[]) AS q(u, term, i)
                 ON s.tenant_id = %s AND s.user_id = q.u AND s.term = q.term
               GROUP BY s.user_id, s.trace_id) m
             JOIN {TRACES} t ON t.tenant_id = %s AND t.user_id = m.user_id

@@ -8,7 +8,10 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 
+from habitus.bus import headers
+
 log = logging.getLogger(__name__)
+headers.install()  # every client of the process parses headers the faster way
 
 
 def server_urls(url: str) -> list[str]:

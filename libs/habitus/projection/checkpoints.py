@@ -201,7 +201,7 @@ class CheckpointStore:
         await _run(
             ex,
             f"INSERT INTO {self.checkpoints} (projection, parts, part) "
-            "SELECT %s, %s, i FROM unnest(%s::int[]) AS i ON CONFLICT DO NOTHING",
+            "SELECT %s, %s, i FROM unnest(%b::int[]) AS i ON CONFLICT DO NOTHING",
             (projection, count, [p.index for p in parts]),
         )
         return await self.layout(ex, projection)
@@ -306,7 +306,7 @@ class CheckpointStore:
         await _run(
             ex,
             f"INSERT INTO {self.checkpoints} (projection, parts, part, epoch, emitted_seq) "
-            "SELECT %s, %s, i, %s, %s FROM unnest(%s::int[]) AS i",
+            "SELECT %s, %s, i, %s, %s FROM unnest(%b::int[]) AS i",
             (projection, count, epoch, emitted, [p.index for p in layout(count)]),
         )
         await _run(ex, "SELECT pg_notify(%s, %s)",
@@ -344,7 +344,7 @@ class CheckpointStore:
             ex,
             f"INSERT INTO {self.checkpoints} "
             "(projection, parts, part, last_seq, epoch, emitted_seq, state) "
-            "SELECT %s, %s, i, %s, %s, %s, %s FROM unnest(%s::int[]) AS i",
+            "SELECT %s, %s, i, %s, %s, %s, %s FROM unnest(%b::int[]) AS i",
             (projection, count, cutover, epoch, emitted, "pending",
              [p.index for p in layout(count)]),
         )
@@ -432,7 +432,7 @@ class CheckpointStore:
         await cur.execute(
             f"""INSERT INTO {self.applied} (projection, tenant_id, user_id, event_id, seq)
                 SELECT %s, t, u, e, s
-                FROM unnest(%s::text[], %s::text[], %s::text[], %s::int8[]) AS k(t, u, e, s)
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::int8[]) AS k(t, u, e, s)
                 ON CONFLICT DO NOTHING RETURNING seq""",
             (projection, [k.tenant_id for k in keys], [k.user_id for k in keys],
              [k.event_id for k in keys], [k.seq for k in keys]),
