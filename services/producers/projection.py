@@ -28,6 +28,7 @@ from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
 from services.producers.reading.reader import StatementReader
 from services.producers.reflection import reflection_candidates, without_restated
+from services.producers.session_doc import read_session
 from services.producers.signature import signature_candidates
 from services.producers.stated import (
     Proposal,
@@ -85,9 +86,10 @@ class ProducersProjection(Projection):
             event = delivered.event
             payload = event.payload
             key = (event.tenant_id, event.user_id, payload.session_id)
-            stored = sessions.get(key)
-            state = states.get(key) or SessionState.from_json(stored)
-            proposal = proposals[key] if key in proposals else _stored_proposal(stored)
+            if key in states:
+                state, proposal = states[key], proposals[key]
+            else:
+                state, proposal = read_session(sessions.get(key))
             state, candidates = observe_turn(state, payload)
             where = {"session_id": payload.session_id, "turn_id": payload.turn_id,
                      "observed_at": payload.user_at}
@@ -129,10 +131,3 @@ class ProducersProjection(Projection):
     }
     emits = (CandidateEmitted,)
 
-
-def _stored_proposal(doc: dict[str, Any] | None) -> Proposal | None:
-    """The confirmation question pending in a session, as stored with its state."""
-    raw = (doc or {}).get("proposal")
-    if isinstance(raw, list) and len(raw) == 3 and all(isinstance(x, str) for x in raw):
-        return (raw[0], raw[1], raw[2])
-    return None
