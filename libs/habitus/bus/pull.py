@@ -27,6 +27,8 @@ STATUS = "Status"
 #: No messages (no_wait), request expired, request conflict (e.g. max_waiting exceeded).
 _END_OF_REQUEST = frozenset({"404", "408", "409"})
 _HEARTBEAT = "100"
+#: how long after a batch of more than one message events count as flowing (`linger_seconds`)
+FLOWING = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +69,15 @@ def _more_pending(msg: Msg) -> bool:
 
 
 class BatchPuller:
-    def __init__(self, nc: Client, stream: str, durable: str, *, gather_seconds: float = 0.002):
+    def __init__(self, nc: Client, stream: str, durable: str, *, gather_seconds: float = 0.002,
+                 linger_seconds: float = 0.0):
         self._nc = nc
         self._api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._gather = gather_seconds
+        #: while events flow, how long a batch that is not full waits for more (see `fetch`)
+        self._linger = linger_seconds
+        #: until when (monotonic) events count as flowing: set by a batch of more than one
+        self._flowing_until = 0.0
         self._buffer: deque[Msg] = deque()
         self._arrived = asyncio.Event()
         self._sub: Subscription | None = None
@@ -152,12 +159,32 @@ class BatchPuller:
                 await self._request(batch, left)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), left)
-        if len(self._buffer) < batch and self._open and _more_pending(self._buffer[-1]):
-            # The first delivery of a burst is here; give the rest of it a moment to land.
-            # A delivery that says nothing more is pending is handed out at once: a lone
-            # command's event must not wait for a burst that is not coming.
-            await asyncio.sleep(self._gather)
-        return self._take(batch)
+        if len(self._buffer) < batch:
+            if self._linger and time.monotonic() < self._flowing_until:
+                # Events are flowing (the last batch held more than one, within FLOWING
+                # seconds): wait a little for the batch to fill. Each batch costs its fixed
+                # part (a transaction, the checkpoint, the ack) whatever it holds, and a runner
+                # that keeps up would otherwise take its events a few at a time.
+                await self._fill(batch, min(self._linger, deadline - time.monotonic()))
+            elif self._open and _more_pending(self._buffer[-1]):
+                # The first delivery of a burst is here; give the rest of it a moment to land.
+                # A delivery that says nothing more is pending is handed out at once: a lone
+                # command's event must not wait for a burst that is not coming.
+                await asyncio.sleep(self._gather)
+        out = self._take(batch)
+        if len(out) > 1:
+            self._flowing_until = time.monotonic() + FLOWING
+        return out
+
+    async def _fill(self, batch: int, seconds: float) -> None:
+        """Wait until `batch` messages are buffered or `seconds` passed, on the request `fetch`
+        made (no new one: once it ended, nothing more is coming for this batch)."""
+        until = time.monotonic() + seconds
+        while (len(self._buffer) < batch and self._open
+               and (left := until - time.monotonic()) > 0):
+            self._arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), left)
 
     def drain_buffer(self) -> list[Msg]:
         """Deliveries received but not handed out; the caller discards them (its next claim

@@ -50,6 +50,8 @@ class ConsumerSettings(Protocol):
     def fetch_timeout(self) -> float: ...
     @property
     def ack_wait(self) -> float: ...
+    @property
+    def linger(self) -> float: ...
 
 
 def durable_name(projection: Projection, partition: Partition = WHOLE) -> str:
@@ -128,7 +130,8 @@ class ProjectionConsumer:
         log.info("consumer started from checkpoint",
                  extra={"projection": p.name, "partition": self.partition.label,
                         "checkpoint": checkpoint})
-        self._sub = BatchPuller(self._nc, p.stream, self.durable)
+        self._sub = BatchPuller(self._nc, p.stream, self.durable,
+                                linger_seconds=self.settings.linger)
         await self._sub.start()
 
     async def remove(self) -> None:
