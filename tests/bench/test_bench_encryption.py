@@ -51,6 +51,7 @@ from tests.integration.runner_support import new_tally, publish
 from tests.support.factories import turn, turn_item, unique
 from tests.support.http import TLS, post_all
 from tests.support.processes import serve
+from tests.support.side_by_side import results_of
 from tests.support.tally import TallyProjection
 
 pytestmark = pytest.mark.asyncio
@@ -199,13 +200,7 @@ async def runner_round(servers: ServerUrls, nc: Any, pool: Any, kind: str, n: in
         for s in (False, True)]
     for child in children:
         child.start()
-    measured = {}
-    for _ in children:
-        sealed, cpu, wall = await asyncio.to_thread(results.get, True, 600)
-        measured[sealed] = (cpu, wall)
-    for child in children:
-        child.join(10)
-        assert child.exitcode == 0
+    measured = await results_of(children, results)
     for name, tenant in sides.values():  # each side applied everything
         async with pool.connection() as conn:
             if kind == "tally":

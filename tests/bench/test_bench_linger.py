@@ -29,6 +29,7 @@ from habitus.telemetry.gc_tuning import tune_gc
 from tests.conftest import ServerUrls
 from tests.integration.runner_support import publish
 from tests.support.factories import turn, unique
+from tests.support.side_by_side import results_of
 from tests.support.tally import TallyProjection
 
 pytestmark = pytest.mark.asyncio
@@ -101,13 +102,7 @@ async def round_(servers: ServerUrls, nc: Any, pool: Any) -> dict[str, float]:
     for i in range(0, N, 20):  # batches of 20 at a steady rate, as clients send them
         await publish(nc, events[i:i + 20])
         await asyncio.sleep(max(0.0, began + (i + 20) / RATE - time.perf_counter()))
-    measured = {}
-    for _ in children:
-        linger, cpu, batches = await asyncio.to_thread(results.get, True, 600)
-        measured[linger] = (cpu, batches)
-    for child in children:
-        child.join(10)
-        assert child.exitcode == 0
+    measured = await results_of(children, results)
     (plain_cpu, plain_batches), (linger_cpu, linger_batches) = measured[0.0], measured[
         RunnerConfig().linger]
     return {"plain_us": plain_cpu / N * 1e6, "linger_us": linger_cpu / N * 1e6,
