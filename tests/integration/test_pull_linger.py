@@ -1,8 +1,9 @@
-"""A batch that is not full waits for more while events flow, and a lone event never waits.
+"""Once events flow steadily, a batch that is not full waits for more; a lone event and a
+short burst never wait.
 
 Real NATS: a stream, a durable pull consumer and `BatchPuller` as the runner uses it. The
-linger here is long (2 s) and the second event comes 0.5 s after the first, so the batches'
-contents, not their timings, tell the two cases apart.
+linger here is long (2 s), a flow counts as steady after 0.5 s, and the second of two events
+comes 0.5 s after the first, so the batches' contents, not their timings, tell the cases apart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.support.factories import unique
 
 pytestmark = pytest.mark.asyncio
 LINGER = 2.0
+SUSTAINED = 0.5
 GAP = 0.5
 
 
@@ -27,7 +29,7 @@ async def puller(nc: Any) -> tuple[BatchPuller, str]:
     js = nc.jetstream()
     await js.add_stream(StreamConfig(name=name, subjects=[subject]))
     await js.add_consumer(name, ConsumerConfig(durable_name="c", ack_policy=AckPolicy.ALL))
-    pull = BatchPuller(nc, name, "c", linger_seconds=LINGER)
+    pull = BatchPuller(nc, name, "c", linger_seconds=LINGER, sustained_seconds=SUSTAINED)
     await pull.start()
     return pull, subject
 
@@ -39,29 +41,48 @@ async def two_apart(nc: Any, subject: str) -> None:
     await js.publish(subject, b"second")
 
 
+async def take(pull: BatchPuller, n: int) -> None:
+    got = 0
+    while got < n:
+        got += len(await pull.fetch(100, timeout=10))
+
+
+async def first_batch_of_two_apart(nc: Any, pull: BatchPuller, subject: str) -> list[bytes]:
+    sending = asyncio.create_task(two_apart(nc, subject))
+    batch = await pull.fetch(100, timeout=10)
+    await sending
+    await take(pull, 2 - len(batch))
+    return [m.data for m in batch]
+
+
 async def test_a_lone_event_is_handed_out_at_once(nc: Any) -> None:
     pull, subject = await puller(nc)
-    sending = asyncio.create_task(two_apart(nc, subject))
-    first = await pull.fetch(100, timeout=10)
-    await sending
-    second = await pull.fetch(100, timeout=10)
-    assert [m.data for m in first] == [b"first"]  # nothing flowed before it: not held
-    assert [m.data for m in second] == [b"second"]
+    assert await first_batch_of_two_apart(nc, pull, subject) == [b"first"]
     await pull.stop()
 
 
-async def test_while_events_flow_a_batch_waits_to_fill(nc: Any) -> None:
+async def test_a_short_burst_passes_through_as_before(nc: Any) -> None:
     pull, subject = await puller(nc)
     js = nc.jetstream()
     for i in range(50):
         await js.publish(subject, f"burst {i}".encode())
-    sizes: list[int] = []
-    while sum(sizes) < 50:
-        sizes.append(len(await pull.fetch(100, timeout=10)))
-    assert max(sizes) > 1  # a batch of several: events are flowing
-    sending = asyncio.create_task(two_apart(nc, subject))
-    batch = await pull.fetch(100, timeout=10)
-    await sending
-    assert [m.data for m in batch] == [b"first", b"second"]  # held until the second came
+    await take(pull, 50)
+    # right after the burst, but it did not last: not held
+    assert await first_batch_of_two_apart(nc, pull, subject) == [b"first"]
     await pull.stop()
 
+
+async def test_once_events_flow_steadily_a_batch_waits_to_fill(nc: Any) -> None:
+    pull, subject = await puller(nc)
+    js = nc.jetstream()
+
+    async def trickle() -> None:
+        for i in range(20):
+            await js.publish(subject, f"steady {i}".encode())
+            await asyncio.sleep(0.05)
+
+    sending = asyncio.create_task(trickle())
+    await take(pull, 20)
+    await sending
+    assert await first_batch_of_two_apart(nc, pull, subject) == [b"first", b"second"]
+    await pull.stop()

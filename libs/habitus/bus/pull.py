@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -27,8 +28,11 @@ STATUS = "Status"
 #: No messages (no_wait), request expired, request conflict (e.g. max_waiting exceeded).
 _END_OF_REQUEST = frozenset({"404", "408", "409"})
 _HEARTBEAT = "100"
-#: how long after a batch of more than one message events count as flowing (`linger_seconds`)
-FLOWING = 1.0
+#: batches handed out at most this far apart belong to one flow of events (`linger_seconds`)
+FLOW_GAP = 0.25
+#: how long a flow must have lasted before its batches linger: a burst (a test's, a client's
+#: one request) passes through as before; a steady stream, a load, is batched
+SUSTAINED = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +74,15 @@ def _more_pending(msg: Msg) -> bool:
 
 class BatchPuller:
     def __init__(self, nc: Client, stream: str, durable: str, *, gather_seconds: float = 0.002,
-                 linger_seconds: float = 0.0):
+                 linger_seconds: float = 0.0, sustained_seconds: float = SUSTAINED):
         self._nc = nc
         self._api = f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
         self._gather = gather_seconds
-        #: while events flow, how long a batch that is not full waits for more (see `fetch`)
+        #: once events flow steadily, how long a batch that is not full waits for more
         self._linger = linger_seconds
-        #: until when (monotonic) events count as flowing: set by a batch of more than one
-        self._flowing_until = 0.0
+        self._sustained = sustained_seconds
+        #: when (monotonic) the current flow began, and when its last batch was handed out
+        self._flow_since = self._last_out = -math.inf
         self._buffer: deque[Msg] = deque()
         self._arrived = asyncio.Event()
         self._sub: Subscription | None = None
@@ -159,22 +164,23 @@ class BatchPuller:
                 await self._request(batch, left)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), left)
+        now = time.monotonic()
+        if now - self._last_out > FLOW_GAP:
+            self._flow_since = now  # the first batch of a new flow
         if len(self._buffer) < batch:
-            if self._linger and time.monotonic() < self._flowing_until:
-                # Events are flowing (the last batch held more than one, within FLOWING
-                # seconds): wait a little for the batch to fill. Each batch costs its fixed
-                # part (a transaction, the checkpoint, the ack) whatever it holds, and a runner
-                # that keeps up would otherwise take its events a few at a time.
-                await self._fill(batch, min(self._linger, deadline - time.monotonic()))
+            if self._linger and now - self._flow_since >= self._sustained:
+                # Events have flowed steadily for a while (batches back to back): wait a little
+                # for the batch to fill. Each batch costs its fixed part (a transaction, the
+                # checkpoint, the ack) whatever it holds, and a runner that keeps up would
+                # otherwise take a steady stream a few events at a time.
+                await self._fill(batch, min(self._linger, deadline - now))
             elif self._open and _more_pending(self._buffer[-1]):
                 # The first delivery of a burst is here; give the rest of it a moment to land.
                 # A delivery that says nothing more is pending is handed out at once: a lone
                 # command's event must not wait for a burst that is not coming.
                 await asyncio.sleep(self._gather)
-        out = self._take(batch)
-        if len(out) > 1:
-            self._flowing_until = time.monotonic() + FLOWING
-        return out
+        self._last_out = time.monotonic()
+        return self._take(batch)
 
     async def _fill(self, batch: int, seconds: float) -> None:
         """Wait until `batch` messages are buffered or `seconds` passed, on the request `fetch`
