@@ -46,6 +46,7 @@ from services.stability_detector.scoring import (
     AUTO,
     PROVISIONAL,
     Command,
+    Evidence,
     FacetRow,
     UserStats,
     active_list,
@@ -193,24 +194,31 @@ class LearningProjection(Projection):
                                    ctx: ApplyContext) -> None:
         # What every requested rebuild of the run reads first, read for all of them at once;
         # taken by a user's first rebuild, so a second one in the run reads what the first
-        # wrote, and dropped at a periodic rebuild, which may rebuild any of them.
+        # wrote, and dropped at a periodic rebuild, which may rebuild any of them. What they
+        # write waits for the run's end, or for the same user's next rebuild, or for a
+        # periodic one (which reads anyone's rows).
         inputs = await store.rebuild_inputs(cur, [
             (d.event.tenant_id, d.event.user_id) for d in run
             if d.event.payload.scope != "periodic"])
+        writes = store.RebuildWrites()
         for delivered in run:
             event = delivered.event
             as_of = event.payload.as_of
+            user = (event.tenant_id, event.user_id)
             if event.payload.scope != "periodic":
+                if writes.pending(user):
+                    await writes.flush(cur)
                 await self.rebuild_user(cur, event.tenant_id, event.user_id, as_of, delivered,
-                                        ctx, inputs=inputs.pop((event.tenant_id,
-                                                                event.user_id), None))
+                                        ctx, inputs=inputs.pop(user, None), writes=writes)
                 continue
             inputs.clear()
+            await writes.flush(cur)
             due = await store.due_users(cur, as_of, periodic_slot(event.tenant_id,
                                                                   event.user_id))
             for start in range(0, len(due), PERIODIC_READ_USERS):
                 chunk = due[start:start + PERIODIC_READ_USERS]
                 await self._rebuild_due(cur, chunk, as_of, delivered, ctx)
+        await writes.flush(cur)
 
     async def _rebuild_due(self, cur: AsyncCursor[Any], users: Sequence[tuple[str, str]],
                            as_of: float, cause: Delivered, ctx: ApplyContext) -> None:
@@ -248,7 +256,8 @@ class LearningProjection(Projection):
     async def rebuild_user(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                            as_of: float, cause: Delivered, ctx: ApplyContext, *,
                            trigger: str = "requested",
-                           inputs: store.RebuildInputs | None = None) -> None:
+                           inputs: store.RebuildInputs | None = None,
+                           writes: store.RebuildWrites | None = None) -> None:
         """Rebuild one user's cache inside the batch's transaction.
 
         No lock of its own: every write to a user's cache is this projection's, in a batch
@@ -259,7 +268,10 @@ class LearningProjection(Projection):
 
         A user whose keys were destroyed is erased: nothing of theirs can be read, and the
         erasure deletes their rows, so there is nothing to rebuild (found before anything is
-        written)."""
+        written).
+
+        `writes`: where the rebuild's writes wait for the caller's flush (the caller flushes
+        before this user's next rebuild); without it they are made before this returns."""
         started = time.perf_counter()
 
         async def rebuild() -> None:
@@ -268,7 +280,12 @@ class LearningProjection(Projection):
             if read is None:
                 log.info("rebuild of a user being erased skipped", extra={"tenant": tenant_id})
                 return
-            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, read)
+            if writes is not None:
+                await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, read, writes)
+                return
+            own = store.RebuildWrites()
+            await self._rebuild(cur, tenant_id, user_id, as_of, cause, ctx, read, own)
+            await own.flush(cur)
 
         if trigger == "periodic":
             async with cur.connection.transaction():
@@ -279,49 +296,51 @@ class LearningProjection(Projection):
 
     async def _rebuild(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                        as_of: float, cause: Delivered, ctx: ApplyContext,
-                       inputs: store.RebuildInputs) -> None:
+                       inputs: store.RebuildInputs, writes: store.RebuildWrites) -> None:
         state, commands, recorded, old = inputs.state, inputs.commands, inputs.held, inputs.facets
         if inputs.unsealed:  # rows from before sealing: summaries and facets written anew
             state = state._replace(folded_seq=None)
         as_of = max(as_of, state.last_as_of or as_of)  # the cache's clock never runs backwards
         stats, summaries = await self._summaries(cur, tenant_id, user_id, as_of, commands, state,
-                                                 inputs.stats)
-        held = await self._held_values(cur, tenant_id, user_id, commands, recorded)
+                                                 inputs.stats, inputs.fresh, writes)
+        held = await self._held_values(cur, tenant_id, user_id, commands, recorded, writes)
         new = cache_from_stats(stats, commands, as_of, self.settings, commands_as_of=math.inf,
                                held=lambda _fk, control: (control.value if control.value
                                                           is not None else held[control.seq]))
         new = await self._with_refs(cur, tenant_id, user_id, stats, old, new)
-        await store.save_facets(cur, tenant_id, user_id, as_of, old, new,
-                                settled_rows(old, new, as_of, self.settings), next_due(new),
-                                summaries, replace_all=inputs.unsealed)
+        writes.facets(tenant_id, user_id, as_of, old, new,
+                      settled_rows(old, new, as_of, self.settings), next_due(new), summaries,
+                      replace_all=inputs.unsealed)
         event = cache_rebuilt(cause.event, tenant_id, user_id, as_of, old, new)
         if event is not None:
             ctx.emit(event, cause)
 
     async def _summaries(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                          as_of: float, commands: Sequence[Command], state: store.SummaryState,
-                         stored: UserStats) -> tuple[UserStats, store.SummaryState]:
+                         stored: UserStats, read: list[Evidence] | None,
+                         writes: store.RebuildWrites) -> tuple[UserStats, store.SummaryState]:
         """The user's summaries brought to `as_of`, saved, and where they now stand.
 
         Folded forward from the stored ones with only the evidence logged since (and what
         waited for its time): the cost of a rebuild follows what is new, not the user's
         history. Made again from the log for a user summarised never, with evidence applied out
-        of order, or whose evidence window a reset moved."""
+        of order, or whose evidence window a reset moved. `read`: the evidence since, when the
+        caller read it already (`RebuildInputs.fresh`)."""
         settings = self.settings
         _, window = fold_commands(commands, math.inf)
         if state.folded_seq is None or window != state.window:
             evidence = await store.load_evidence(cur, tenant_id, user_id)
             stats = summarize(evidence, as_of, window, settings)
-            await store.save_stats(cur, tenant_id, user_id,
-                                   [(*fk, v, s) for fk, values in stats.items()
-                                    for v, s in values.items()], (), replace_all=True)
+            writes.stats(tenant_id, user_id,
+                         [(*fk, v, s) for fk, values in stats.items() for v, s in values.items()],
+                         (), replace_all=True)
             metrics.SUMMARIES.labels("from_log").inc()
             return stats, store.SummaryState(
                 None, max((e.seq for e in evidence), default=0),
                 tuple(deferred_of(evidence, as_of, window, settings)), window)
         stats = stored
-        fresh = await store.load_evidence_since(cur, tenant_id, user_id, state.folded_seq,
-                                                state.deferred)
+        fresh = read if read is not None else await store.load_evidence_since(
+            cur, tenant_id, user_id, state.folded_seq, state.deferred)
         await self._load_refs(cur, tenant_id, user_id, stats, {
             (e.facet_class, e.key, e.value) for e in fresh
             if e.observed_at <= as_of and counted(e, window, settings)})
@@ -333,9 +352,8 @@ class LearningProjection(Projection):
                 window, settings)
             changed = (changed - removed) | written
             gone |= removed
-        await store.save_stats(cur, tenant_id, user_id,
-                               [(c, k, v, stats[(c, k)][v]) for c, k, v in sorted(changed)],
-                               sorted(gone))
+        writes.stats(tenant_id, user_id,
+                     [(c, k, v, stats[(c, k)][v]) for c, k, v in sorted(changed)], sorted(gone))
         metrics.SUMMARIES.labels("folded").inc()
         metrics.FOLDED_EVIDENCE.inc(len(fresh))
         return stats, store.SummaryState(None, step.folded_seq, tuple(step.deferred), window)
@@ -374,8 +392,8 @@ class LearningProjection(Projection):
         return out
 
     async def _held_values(self, cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                           commands: Sequence[Command], held: dict[int, str | None]
-                           ) -> dict[int, str | None]:
+                           commands: Sequence[Command], held: dict[int, str | None],
+                           writes: store.RebuildWrites) -> dict[int, str | None]:
         """The value each pin or forget without one holds: the value winning when it was
         given, worked out from that key's evidence the first time it is needed and recorded,
         so later rebuilds never read the key's history again (`held`: those recorded)."""
@@ -386,5 +404,6 @@ class LearningProjection(Projection):
         for seq, fk in sorted(missing.items()):
             evidence = await store.load_evidence(cur, tenant_id, user_id, fk)
             fresh[seq] = value_when_given(fk, controls[fk], commands, evidence, self.settings)
-        await store.save_held(cur, tenant_id, user_id, fresh)
+        if fresh:
+            writes.held(tenant_id, user_id, fresh)
         return held | fresh

@@ -25,7 +25,7 @@ from psycopg.errors import UniqueViolation
 from habitus.crypto import Shredded
 from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
 from services.stability_detector.sealing import Texts, UserText
-from services.stability_detector.summary import ValueStats, dumps, dumps_refs
+from services.stability_detector.summary import ValueStats, dumps, dumps_refs, parse_refs
 
 SCHEMA = "learning"
 EVIDENCE = f"{SCHEMA}.evidence"
@@ -151,6 +151,7 @@ async def insert_command(cur: AsyncCursor[Any], tenant_id: str, user_id: str, ev
 
 _EVIDENCE_READ = ("event_id, class, key, value, cue_family, observed_at, confidence, seq, refs, "
                   "stance, sentence")
+_EVIDENCE_READ_E = ", ".join(f"e.{c.strip()}" for c in _EVIDENCE_READ.split(","))
 
 
 async def load_evidence(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
@@ -181,6 +182,56 @@ async def load_evidence_since(cur: AsyncCursor[Any], tenant_id: str, user_id: st
         "AND (seq > %s OR seq = ANY(%b::int8[])) ORDER BY seq",
         (tenant_id, user_id, after_seq, list(also)))
     return [_evidence(r, text) for r in await cur.fetchall()]
+
+
+async def _refs_of_values(cur: AsyncCursor[Any], values: Sequence[tuple[str, str, str, str, str]]
+                          ) -> dict[UserKey, list[tuple[str, str, str, Any]]]:
+    """The stored refs of these (tenant, user, class, key, value)s, as stored (sealed key and
+    value, refs unparsed), by user, in one statement: the refs of the values a fold is about
+    to count evidence for, which it would otherwise read user by user (`load_refs`)."""
+    found: dict[UserKey, list[tuple[str, str, str, Any]]] = {}
+    distinct = list(dict.fromkeys(values))
+    if not distinct:
+        return found
+    await cur.execute(
+        f"""SELECT v.tenant_id, v.user_id, v.class, v.key, v.value, v.refs
+            FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
+              AS w(t, u, c, k, val)
+            JOIN {VALUE_STATS} AS v ON v.tenant_id = w.t AND v.user_id = w.u
+              AND v.class = w.c AND v.key = w.k AND v.value = w.val""",
+        _columns(distinct, 5))
+    for r in await cur.fetchall():
+        found.setdefault((r[0], r[1]), []).append((r[2], r[3], r[4], r[5]))
+    return found
+
+
+async def _evidence_since_rows(cur: AsyncCursor[Any], states: Mapping[UserKey, SummaryState]
+                               ) -> dict[UserKey, list[tuple[Any, ...]]]:
+    """`load_evidence_since` for many users in one statement, as stored (unopened): each
+    user's rows after their `folded_seq` and at their deferred positions, in log order."""
+    found: dict[UserKey, list[tuple[Any, ...]]] = {user: [] for user in states}
+    if not states:
+        return found
+    users = list(states.items())
+    # a deferred position is at or before the user's folded_seq, never after it, so the two
+    # halves never meet (the condition says so, for a row that says otherwise)
+    deferred = [(t, u, seq, state.folded_seq) for (t, u), state in users
+                for seq in state.deferred]
+    await cur.execute(
+        f"""SELECT e.tenant_id, e.user_id, {_EVIDENCE_READ_E} FROM
+              unnest(%b::text[], %b::text[], %b::int8[]) AS w(t, u, after)
+              JOIN {EVIDENCE} AS e ON e.tenant_id = w.t AND e.user_id = w.u AND e.seq > w.after
+            UNION ALL
+            SELECT e.tenant_id, e.user_id, {_EVIDENCE_READ_E} FROM
+              unnest(%b::text[], %b::text[], %b::int8[], %b::int8[]) AS d(t, u, s, after)
+              JOIN {EVIDENCE} AS e ON e.tenant_id = d.t AND e.user_id = d.u AND e.seq = d.s
+                AND d.s <= d.after
+            ORDER BY tenant_id, user_id, seq""",
+        ([t for (t, _), _ in users], [u for (_, u), _ in users],
+         [state.folded_seq for _, state in users], *_columns(deferred, 4)))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])].append(r[2:])
+    return found
 
 
 class SummaryState(NamedTuple):
@@ -280,49 +331,216 @@ async def load_refs(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
     return {asked[(r[0], r[1], r[2])]: r[3] for r in await cur.fetchall()}
 
 
+class RebuildWrites:
+    """What rebuilds write, gathered and made at `flush` in one statement per table and kind,
+    whatever the number of users: a run of rebuild requests cost four or five round trips per
+    user when each wrote its own rows (under load, most of the learning cache's statements).
+
+    A user's writes are independent of every other user's, and one rebuild's own reads never
+    meet its writes (a summary it rewrites has its refs loaded already; facets and the users
+    row are read before it starts), so a run's writes may wait for its end. A user rebuilt a
+    second time must read the first's writes: `pending(user)` tells the caller to flush first,
+    and one flush never holds two rebuilds of one user (an upsert may not touch a row twice).
+    The order within a flush is the order of one rebuild: summaries (deleted, then upserted),
+    held values, facets (deleted, then upserted), the users row."""
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        self._users: set[UserKey] = set()
+        self._stats_cleared: list[UserKey] = []
+        self._stats_gone: list[tuple[str, str, str, str, str]] = []
+        self._stats_changed: list[tuple[str, str, str, str, str, str, str]] = []
+        self._held: list[tuple[str, str, int, str | None]] = []
+        self._facets_cleared: list[UserKey] = []
+        self._facets_gone: list[tuple[str, str, str, str]] = []
+        self._facet_rows: list[tuple[str, str, float, FacetRow, UserText]] = []
+        self._user_rows: list[tuple[str, str, float, float | None, SummaryState]] = []
+
+    def pending(self, user: UserKey) -> bool:
+        """Whether this user's writes wait here (flush before rebuilding them again)."""
+        return user in self._users
+
+    def stats(self, tenant_id: str, user_id: str,
+              changed: Sequence[tuple[str, str, str, ValueStats]],
+              gone: Sequence[tuple[str, str, str]], *, replace_all: bool = False) -> None:
+        """The summaries a rebuild changed (their refs must be loaded), and those gone
+        (`replace_all`: the user's summaries were made again from the log, every old row goes
+        first)."""
+        text = UserText(tenant_id, user_id)
+        self._users.add((tenant_id, user_id))
+        if replace_all:
+            self._stats_cleared.append((tenant_id, user_id))
+        else:
+            self._stats_gone.extend((tenant_id, user_id, c, text.seal(k), text.seal(v))
+                                    for c, k, v in gone)
+        self._stats_changed.extend(
+            (tenant_id, user_id, c, text.seal(k), text.seal(v), dumps(s), dumps_refs(s))
+            for c, k, v, s in changed)
+
+    def held(self, tenant_id: str, user_id: str, held: Mapping[int, str | None]) -> None:
+        """The values pins and forgets without one hold, by command seq, as worked out."""
+        text = UserText(tenant_id, user_id)
+        self._users.add((tenant_id, user_id))
+        self._held.extend((tenant_id, user_id, seq, text.seal_opt(v)) for seq, v in held.items())
+
+    def facets(self, tenant_id: str, user_id: str, as_of: float,
+               old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
+               changed: Sequence[FacetRow], next_due_at: float | None,
+               summaries: SummaryState, *, replace_all: bool = False) -> None:
+        """The rebuilt cache and where the user now stands: the rows of `old` not in `new` go,
+        `changed` (those of `new` that changed by more than decay: scoring.settled_rows) are
+        written, the others keep their stored stability and `as_of` (readers decay them);
+        `summaries`: how far they have come (`last_as_of` in it is ignored, `as_of` is the new
+        one). `replace_all`: every stored row goes and all of `new` is written (rows stored
+        unsealed are written again sealed). A later row of one (class, key) wins."""
+        text = UserText(tenant_id, user_id)
+        self._users.add((tenant_id, user_id))
+        if replace_all:
+            self._facets_cleared.append((tenant_id, user_id))
+            changed = list(new.values())
+        else:
+            self._facets_gone.extend((tenant_id, user_id, c, text.seal(k))
+                                     for c, k in old if (c, k) not in new)
+        rows = {(r.facet_class, r.key): r for r in changed}
+        self._facet_rows.extend((tenant_id, user_id, as_of, r, text) for r in rows.values())
+        self._user_rows.append((tenant_id, user_id, as_of, next_due_at, summaries))
+
+    async def flush(self, cur: AsyncCursor[Any]) -> None:
+        """Make every gathered write (at most eight statements), and start empty again."""
+        if self._stats_cleared:
+            await _delete_users_rows(cur, VALUE_STATS, self._stats_cleared)
+        if gone := self._stats_gone:
+            await cur.execute(
+                f"""DELETE FROM {VALUE_STATS} AS v USING
+                      unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
+                      AS g(t, u, c, k, val)
+                    WHERE v.tenant_id = g.t AND v.user_id = g.u AND v.class = g.c
+                      AND v.key = g.k AND v.value = g.val""",
+                _columns(gone, 5))
+        if changed := self._stats_changed:
+            await cur.execute(
+                f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats,
+                        refs)
+                    SELECT t, u, c, k, v, s::jsonb, r::jsonb
+                    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                                %b::text[], %b::text[]) AS x(t, u, c, k, v, s, r)
+                    ON CONFLICT (tenant_id, user_id, class, key, value)
+                    DO UPDATE SET stats = EXCLUDED.stats, refs = EXCLUDED.refs""",
+                _columns(changed, 7))
+        if held := self._held:
+            await cur.execute(
+                f"""UPDATE {COMMANDS} AS c SET held_value = h.v, held_known = true
+                    FROM unnest(%b::text[], %b::text[], %b::int8[], %b::text[]) AS h(t, u, s, v)
+                    WHERE c.tenant_id = h.t AND c.user_id = h.u AND c.seq = h.s""",
+                _columns(held, 4))
+        if self._facets_cleared:
+            await _delete_users_rows(cur, FACETS, self._facets_cleared)
+        if facets_gone := self._facets_gone:
+            await cur.execute(
+                f"""DELETE FROM {FACETS} f USING
+                      unnest(%b::text[], %b::text[], %b::text[], %b::text[]) AS g(t, u, c, k)
+                    WHERE f.tenant_id = g.t AND f.user_id = g.u AND f.class = g.c
+                      AND f.key = g.k""",
+                _columns(facets_gone, 4))
+        if rows := self._facet_rows:
+            await cur.execute(
+                f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state,
+                        stability, user_state, evidence_refs, cue_counts, evidence_count,
+                        first_seen_at, last_evidence_at, next_change_at, as_of, origin)
+                    SELECT t, u, c, k, v, st, stab, us, refs::jsonb, cues::jsonb, n, first,
+                           last, nxt, at, o
+                    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                                %b::text[], %b::float8[], %b::text[], %b::text[], %b::text[],
+                                %b::int4[], %b::float8[], %b::float8[], %b::float8[],
+                                %b::float8[], %b::text[])
+                         AS x(t, u, c, k, v, st, stab, us, refs, cues, n, first, last, nxt,
+                              at, o)
+                    ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
+                      value = EXCLUDED.value, state = EXCLUDED.state,
+                      stability = EXCLUDED.stability, user_state = EXCLUDED.user_state,
+                      evidence_refs = EXCLUDED.evidence_refs, cue_counts = EXCLUDED.cue_counts,
+                      evidence_count = EXCLUDED.evidence_count,
+                      first_seen_at = EXCLUDED.first_seen_at,
+                      last_evidence_at = EXCLUDED.last_evidence_at,
+                      next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of,
+                      origin = EXCLUDED.origin""",
+                ([t for t, *_ in rows], [u for _, u, *_ in rows],
+                 [r.facet_class for *_, r, _ in rows],
+                 [text.seal(r.key) for *_, r, text in rows],
+                 [text.seal(r.value) for *_, r, text in rows],
+                 [r.state for *_, r, _ in rows],
+                 [None if math.isinf(r.stability) else r.stability for *_, r, _ in rows],
+                 [r.user_state for *_, r, _ in rows],
+                 [json.dumps(list(r.evidence_refs)) for *_, r, _ in rows],
+                 [json.dumps(dict(r.cue_counts)) for *_, r, _ in rows],
+                 [r.evidence_count for *_, r, _ in rows],
+                 [r.first_seen_at for *_, r, _ in rows],
+                 [r.last_evidence_at for *_, r, _ in rows],
+                 [r.next_change_at for *_, r, _ in rows],
+                 [at for _, _, at, _, _ in rows], [r.origin for *_, r, _ in rows]))
+        if users := self._user_rows:
+            await cur.execute(
+                f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at,
+                        folded_seq, deferred_seqs, summary_window)
+                    SELECT t, u, false, at, due, folded, deferred::int8[], win
+                    FROM unnest(%b::text[], %b::text[], %b::float8[], %b::float8[],
+                                %b::int8[], %b::text[], %b::float8[])
+                         AS x(t, u, at, due, folded, deferred, win)
+                    ON CONFLICT (tenant_id, user_id) DO UPDATE SET
+                      -- evidence newer than this rebuild's as_of still waits for one
+                      dirty = coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false),
+                      -- still waiting: evidence newer than as_of. Its oldest item is the old
+                      -- pending_since if that is newer than as_of (a command's rebuild, which
+                      -- keeps the clock); otherwise it is not known exactly and the newest
+                      -- candidate bounds it (it arrived while this rebuild was on its way, so
+                      -- the error is that lag)
+                      pending_since = CASE
+                        WHEN NOT coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of,
+                                          false)
+                          THEN NULL
+                        WHEN {USERS}.pending_since > EXCLUDED.last_as_of
+                          THEN {USERS}.pending_since
+                        ELSE {USERS}.last_candidate_at END,
+                      last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at,
+                      folded_seq = EXCLUDED.folded_seq, deferred_seqs = EXCLUDED.deferred_seqs,
+                      summary_window = EXCLUDED.summary_window""",
+                ([t for t, *_ in users], [u for _, u, *_ in users],
+                 [at for _, _, at, _, _ in users], [due for _, _, _, due, _ in users],
+                 [s.folded_seq for *_, s in users],
+                 ["{" + ",".join(map(str, s.deferred)) + "}" for *_, s in users],
+                 [s.window for *_, s in users]))
+        self._clear()
+
+
+def _columns(rows: Sequence[tuple[Any, ...]], width: int) -> tuple[list[Any], ...]:
+    """Rows as the columns an `unnest` of arrays takes."""
+    return tuple([r[i] for r in rows] for i in range(width))
+
+
+async def _delete_users_rows(cur: AsyncCursor[Any], table: str, users: Sequence[UserKey]
+                             ) -> None:
+    await cur.execute(
+        f"DELETE FROM {table} AS x USING unnest(%b::text[], %b::text[]) AS w(t, u) "
+        "WHERE x.tenant_id = w.t AND x.user_id = w.u", _columns(users, 2))
+
+
 async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                      changed: Sequence[tuple[str, str, str, ValueStats]],
                      gone: Sequence[tuple[str, str, str]], *, replace_all: bool = False
                      ) -> None:
-    """Write the summaries a rebuild changed (one statement; their refs must be loaded), drop
-    those gone (`replace_all`: the user's summaries were made again from the log, every old
-    row goes first)."""
-    text = UserText(tenant_id, user_id)
-    if replace_all:
-        await cur.execute(f"DELETE FROM {VALUE_STATS} WHERE tenant_id = %s AND user_id = %s",
-                          (tenant_id, user_id))
-    elif gone:
-        await cur.execute(
-            f"""DELETE FROM {VALUE_STATS} AS v USING
-                  unnest(%b::text[], %b::text[], %b::text[]) AS g(c, k, val)
-                WHERE v.tenant_id = %s AND v.user_id = %s AND v.class = g.c AND v.key = g.k
-                  AND v.value = g.val""",
-            ([c for c, _, _ in gone], [text.seal(k) for _, k, _ in gone],
-             [text.seal(v) for _, _, v in gone], tenant_id, user_id))
-    if changed:
-        await cur.execute(
-            f"""INSERT INTO {VALUE_STATS} (tenant_id, user_id, class, key, value, stats, refs)
-                SELECT %s, %s, c, k, v, s::jsonb, r::jsonb
-                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[])
-                  AS x(c, k, v, s, r)
-                ON CONFLICT (tenant_id, user_id, class, key, value)
-                DO UPDATE SET stats = EXCLUDED.stats, refs = EXCLUDED.refs""",
-            (tenant_id, user_id, [c for c, _, _, _ in changed],
-             [text.seal(k) for _, k, _, _ in changed], [text.seal(v) for _, _, v, _ in changed],
-             [dumps(s) for *_, s in changed],
-             [dumps_refs(s) for *_, s in changed]))
+    """Write the summaries a rebuild changed, drop those gone (`RebuildWrites.stats`), now."""
+    writes = RebuildWrites()
+    writes.stats(tenant_id, user_id, changed, gone, replace_all=replace_all)
+    await writes.flush(cur)
 
 
 async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                     held: Mapping[int, str | None]) -> None:
-    if not held:
-        return
-    text = UserText(tenant_id, user_id)
-    await cur.execute(
-        f"""UPDATE {COMMANDS} AS c SET held_value = h.v, held_known = true
-            FROM unnest(%b::int8[], %b::text[]) AS h(s, v)
-            WHERE c.tenant_id = %s AND c.user_id = %s AND c.seq = h.s""",
-        (list(held), [text.seal_opt(v) for v in held.values()], tenant_id, user_id))
+    writes = RebuildWrites()
+    writes.held(tenant_id, user_id, held)
+    await writes.flush(cur)
 
 
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
@@ -405,12 +623,17 @@ class RebuildInputs(NamedTuple):
     #: some of the user's facets or summaries were stored unsealed (before sealing): the
     #: rebuild writes them all again, sealed, or the sealed rows would stand beside them
     unsealed: bool = False
+    #: the evidence logged since the summaries were folded (and that which waited for its
+    #: time), read with the rest when the summaries are kept (`evidence_since_of`)
+    fresh: list[Evidence] | None = None
 
 
 async def rebuild_inputs(cur: AsyncCursor[Any], users: Sequence[UserKey]
                          ) -> dict[UserKey, RebuildInputs | None]:
-    """What the rebuilds of these users read first, in four statements for all of them (four
-    per user before): a batch of rebuild requests costs its users' rows, not round trips.
+    """What the rebuilds of these users read first, in six statements for all of them (six
+    per user before): a batch of rebuild requests costs its users' rows, not round trips. The
+    refs of the values their new evidence names come too (the fold needs them; the others'
+    stay unread, as they are most of a summary's size).
 
     None for a user whose keys were destroyed: erased, their rows are on their way out and
     nothing of them can be rebuilt; the others' inputs are read all the same."""
@@ -419,15 +642,25 @@ async def rebuild_inputs(cur: AsyncCursor[Any], users: Sequence[UserKey]
     commands = await _rows_by_user(cur, COMMANDS, _COMMANDS_READ, distinct, _COMMANDS_ORDER)
     facets = await _rows_by_user(cur, FACETS, _FACETS_READ, distinct)
     stats = await _rows_by_user(cur, VALUE_STATS, _STATS_READ, distinct)
+    fresh = await _evidence_since_rows(cur, {user: state for user, state in states.items()
+                                             if state.folded_seq is not None})
+    refs = await _refs_of_values(cur, [(*user, r[1], r[2], r[3]) for user, rows in fresh.items()
+                                       for r in rows])
     found: dict[UserKey, RebuildInputs | None] = {}
     for user in distinct:
         text = UserText(*user)
         try:
+            user_stats = _stats_from(stats[user], text)
+            for c, k, v, stored in refs.get(user, ()):  # the fold reads these: read already
+                summary = user_stats.get((c, text.open(k)), {}).get(text.open(v))
+                if summary is not None:
+                    summary.refs = parse_refs(stored)
             found[user] = RebuildInputs(
                 states[user], *_commands_from(commands[user], text),
-                _facets_from(facets[user], text), _stats_from(stats[user], text),
+                _facets_from(facets[user], text), user_stats,
                 unsealed=text.written_plain(v for r in (*facets[user], *stats[user])
-                                            for v in (r[1], r[2])))
+                                            for v in (r[1], r[2])),
+                fresh=None if user not in fresh else [_evidence(r, text) for r in fresh[user]])
         except Shredded:
             found[user] = None
     return found
@@ -446,78 +679,11 @@ async def save_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str, as_of
                       old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
                       changed: Sequence[FacetRow], next_due_at: float | None,
                       summaries: SummaryState, *, replace_all: bool = False) -> None:
-    """The rebuilt cache and where the user now stands: the rows of `old` not in `new` go,
-    `changed` (those of `new` that changed by more than decay: scoring.settled_rows) are
-    written, the others keep their stored stability and `as_of` (readers decay them);
-    `summaries`: how far they have come (`last_as_of` in it is ignored, `as_of` is the new
-    one). `replace_all`: every stored row goes and all of `new` is written (rows stored
-    unsealed are written again sealed)."""
-    # One statement each, whatever the number of rows (a rebuild rewrote a statement per
-    # facet); a later row of one (class, key) wins, as it did when each row had its own.
-    text = UserText(tenant_id, user_id)
-    if replace_all:
-        await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
-                          (tenant_id, user_id))
-        changed = list(new.values())
-    elif gone := [fk for fk in old if fk not in new]:
-        await cur.execute(
-            f"""DELETE FROM {FACETS} f USING unnest(%b::text[], %b::text[]) AS g(c, k)
-                WHERE f.tenant_id = %s AND f.user_id = %s AND f.class = g.c AND f.key = g.k""",
-            ([c for c, _ in gone], [text.seal(k) for _, k in gone], tenant_id, user_id))
-    rows = list({(r.facet_class, r.key): r for r in changed}.values())
-    if rows:
-        await cur.execute(
-            f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, state, stability,
-                    user_state, evidence_refs, cue_counts, evidence_count, first_seen_at,
-                    last_evidence_at, next_change_at, as_of, origin)
-                SELECT %s, %s, c, k, v, st, stab, us, refs::jsonb, cues::jsonb, n, first,
-                       last, nxt, %s, o
-                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::float8[],
-                            %b::text[], %b::text[], %b::text[], %b::int4[], %b::float8[],
-                            %b::float8[], %b::float8[], %b::text[])
-                     AS x(c, k, v, st, stab, us, refs, cues, n, first, last, nxt, o)
-                ON CONFLICT (tenant_id, user_id, class, key) DO UPDATE SET
-                  value = EXCLUDED.value, state = EXCLUDED.state,
-                  stability = EXCLUDED.stability, user_state = EXCLUDED.user_state,
-                  evidence_refs = EXCLUDED.evidence_refs, cue_counts = EXCLUDED.cue_counts,
-                  evidence_count = EXCLUDED.evidence_count,
-                  first_seen_at = EXCLUDED.first_seen_at,
-                  last_evidence_at = EXCLUDED.last_evidence_at,
-                  next_change_at = EXCLUDED.next_change_at, as_of = EXCLUDED.as_of,
-                  origin = EXCLUDED.origin""",
-            (tenant_id, user_id, as_of, [r.facet_class for r in rows],
-             [text.seal(r.key) for r in rows], [text.seal(r.value) for r in rows],
-             [r.state for r in rows],
-             [None if math.isinf(r.stability) else r.stability for r in rows],
-             [r.user_state for r in rows],
-             [json.dumps(list(r.evidence_refs)) for r in rows],
-             [json.dumps(dict(r.cue_counts)) for r in rows],
-             [r.evidence_count for r in rows], [r.first_seen_at for r in rows],
-             [r.last_evidence_at for r in rows], [r.next_change_at for r in rows],
-             [r.origin for r in rows]),
-        )
-    await cur.execute(
-        f"""INSERT INTO {USERS} (tenant_id, user_id, dirty, last_as_of, next_due_at,
-                folded_seq, deferred_seqs, summary_window)
-            VALUES (%s, %s, false, %s, %s, %s, %s, %s)
-            ON CONFLICT (tenant_id, user_id) DO UPDATE SET
-              -- evidence newer than this rebuild's as_of still waits for one
-              dirty = coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false),
-              -- still waiting: evidence newer than as_of. Its oldest item is the old
-              -- pending_since if that is newer than as_of (a command's rebuild, which keeps
-              -- the clock); otherwise it is not known exactly and the newest candidate bounds
-              -- it (it arrived while this rebuild was on its way, so the error is that lag)
-              pending_since = CASE
-                WHEN NOT coalesce({USERS}.last_candidate_at > EXCLUDED.last_as_of, false)
-                  THEN NULL
-                WHEN {USERS}.pending_since > EXCLUDED.last_as_of THEN {USERS}.pending_since
-                ELSE {USERS}.last_candidate_at END,
-              last_as_of = EXCLUDED.last_as_of, next_due_at = EXCLUDED.next_due_at,
-              folded_seq = EXCLUDED.folded_seq, deferred_seqs = EXCLUDED.deferred_seqs,
-              summary_window = EXCLUDED.summary_window""",
-        (tenant_id, user_id, as_of, next_due_at, summaries.folded_seq,
-         list(summaries.deferred), summaries.window),
-    )
+    """The rebuilt cache and where the user now stands (`RebuildWrites.facets`), now."""
+    writes = RebuildWrites()
+    writes.facets(tenant_id, user_id, as_of, old, new, changed, next_due_at, summaries,
+                  replace_all=replace_all)
+    await writes.flush(cur)
 
 
 async def due_users(cur: AsyncCursor[Any], as_of: float, slot: int | None = None

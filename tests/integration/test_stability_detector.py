@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import pytest_asyncio
 
@@ -20,6 +21,7 @@ from habitus.bus.streams import EVENTS
 from habitus.crypto.columns import COLUMNS
 from habitus.events import CATALOG, Event
 from habitus.events.domain import CandidateEmitted, RebuildRequested
+from habitus.projection import ApplyContext, Delivered
 from habitus.projection.replay import reset_projection
 from habitus.projection.wait import wait_applied
 from habitus.service.migrations import migrate
@@ -920,3 +922,87 @@ async def test_a_periodic_rebuild_passes_over_a_user_being_erased(
             for table in store.TABLES:
                 await conn.execute(f"DELETE FROM {table} WHERE tenant_id = %s "
                                    "AND user_id = %s", (gone.tenant, gone.user))
+
+
+class CountingCursor(psycopg.AsyncCursor[Any]):
+    """A cursor that counts the statements it sends (each one a round trip)."""
+
+    statements = 0
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self.statements += 1
+        return await super().execute(*args, **kwargs)
+
+
+async def apply_run(pool: Any, events: list[Event[Any]], first_seq: int) -> tuple[int, int]:
+    """Apply `events` as one batch of the learning projection, committed: (statements sent,
+    CacheRebuilt events emitted)."""
+    projection = LearningProjection(SETTINGS)
+    ctx = ApplyContext()
+    async with pool.connection() as conn:
+        cur = CountingCursor(conn)
+        await projection.apply_batch(
+            cur, [Delivered(e, first_seq + n, "", 1) for n, e in enumerate(events)], ctx)
+        await conn.commit()
+    return cur.statements, len(ctx.emitted)
+
+
+def said_by(tenant: str, user: str, n: int, value: str, at: float) -> Event[Any]:
+    return CATALOG.new(CandidateEmitted.model_validate({
+        "class": "style", "key": "verbosity" if n % 2 else "tone", "value": value,
+        "cue_family": "explicit" if n % 3 else "behavioral",
+        "evidence": [{"type": "turn", "session_id": "s1", "turn_id": f"t{n}"}],
+        "initial_confidence": 0.9, "observed_at": at, "producer": "tests",
+    }), tenant_id=tenant, user_id=user, producer="tests", occurred_at=at)
+
+
+def rebuild_of(tenant: str, user: str, as_of: float) -> Event[Any]:
+    return CATALOG.new(RebuildRequested(as_of=as_of, scope="user"), tenant_id=tenant,
+                       user_id=user, producer="tests", occurred_at=as_of)
+
+
+async def test_a_run_of_rebuilds_writes_in_statements_that_do_not_grow_with_its_users(
+        learning: None, pool: Any) -> None:
+    """A run of rebuild requests reads and writes every user's rows together: 4 users and 24
+    users cost the same number of statements once their summaries exist (they cost four or
+    five per user when each rebuild wrote its own), and every user's cache is still what the
+    whole log gives, the same user twice in one run included."""
+    from services.stability_detector import store
+    from services.stability_detector.scoring import compute_cache
+
+    seq = 10_000
+
+    async def one_round(tenant: str, users: list[str], round_: int) -> tuple[int, int]:
+        nonlocal seq
+        at = T0 + 100 * round_
+        said = [said_by(tenant, u, n + 4 * round_, ("terse", "plain", "terse")[n], at + n)
+                for u in users for n in range(3)]
+        await apply_run(pool, said, seq)
+        seq += len(said)
+        rebuilds = [rebuild_of(tenant, u, at + 10) for u in users]
+        rebuilds.insert(len(users) // 2, rebuild_of(tenant, users[0], at + 10))  # again
+        counted = await apply_run(pool, rebuilds, seq)
+        seq += len(rebuilds)
+        return counted
+
+    async def matches_the_log(tenant: str, user: str, as_of: float) -> bool:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            evidence = await store.load_evidence(cur, tenant, user)
+            live = await store.load_facets(cur, tenant, user)
+        expected = compute_cache(evidence, [], as_of, SETTINGS, commands_as_of=math.inf)
+        return bool(live) and {fk: (r.value, r.state, r.evidence_count, r.evidence_refs)
+                               for fk, r in live.items()} == {
+            fk: (r.value, r.state, r.evidence_count, r.evidence_refs)
+            for fk, r in expected.items()}
+
+    costs = {}
+    for size in (4, 24):
+        tenant = unique("run")
+        users = [f"u{i}" for i in range(size)]
+        await one_round(tenant, users, 0)  # summarised from the log: each user's own reads
+        statements, announced = await one_round(tenant, users, 1)  # folded forward
+        costs[size] = statements
+        assert announced == size  # the repeated user's second rebuild changed nothing
+        for u in users:
+            assert await matches_the_log(tenant, u, T0 + 110), u
+    assert costs[4] == costs[24] <= 20, costs
