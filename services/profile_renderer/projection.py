@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from psycopg import AsyncCursor
 
@@ -46,12 +46,14 @@ from services.profile_renderer.document import (
     render,
 )
 from services.profile_renderer.mirror import Mirror
+from services.profile_renderer.store import strongest_per_key
 
 PRODUCER = "profile_renderer"
 #: what a `CacheRebuilt` can change: the facet blocks and the not-yet-sure block
 LEARNED_BLOCKS = (*FACET_BLOCKS, NOT_YET_SURE)
-#: the facets and the not-yet-sure facets of a user as a batch just stored them
-Known = tuple[Sequence[ProfileFacet], Sequence[ProvisionalFacet]]
+#: the facets and the not-yet-sure facets of a user as a batch just stored them, and their
+#: connected accounts (toolkit, label) when the batch read them already (None: read them)
+Known = tuple[Sequence[ProfileFacet], Sequence[ProvisionalFacet], list[tuple[str, str]] | None]
 #: every block, for a document written for the first time
 ALL_BLOCKS = (*LEARNED_BLOCKS, "connected-accounts")
 
@@ -112,14 +114,28 @@ class RenderProjection(Projection):
 
     async def on_facets(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                         ctx: ApplyContext) -> None:
-        for delivered in run:
-            event = delivered.event
-            t, u = event.tenant_id, event.user_id
-            facets = profile_facets(event.payload)
-            await store.replace_facets(cur, t, u, facets)
-            unsure = await store.replace_provisional(cur, t, u, provisional_facets(event.payload))
-            # rendered from the lists just stored, not read back (two statements a rebuild)
-            await self._render(cur, delivered, ctx, LEARNED_BLOCKS, known=(facets, unsure))
+        """A run of rebuilt caches, in about six statements whatever its length (six per
+        rebuild before): each `CacheRebuilt` states a user's whole lists, so the tables end
+        holding each user's last; every one of them is rendered in order, from its own lists
+        (nothing read back), on the versions the run has made so far, and the new versions
+        are stored together at the end."""
+        lists = [(delivered, profile_facets(delivered.event.payload),
+                  strongest_per_key(provisional_facets(delivered.event.payload)))
+                 for delivered in run]
+        last = {(d.event.tenant_id, d.event.user_id): (facets, unsure)
+                for d, facets, unsure in lists}
+        await store.replace_facets_of(cur, {user: f for user, (f, _) in last.items()})
+        await store.replace_provisional_of(cur, {user: p for user, (_, p) in last.items()})
+        current = await store.latest_of(cur, list(last))
+        # a user's first document shows every block, their accounts too: read for all at once
+        accounts = await store.accounts_of(cur, [u for u, doc in current.items() if doc is None])
+        versions = store.NewVersions()
+        for delivered, facets, unsure in lists:
+            user = (delivered.event.tenant_id, delivered.event.user_id)
+            current[user] = await self._render(cur, delivered, ctx, LEARNED_BLOCKS,
+                                               known=(facets, unsure, accounts.get(user)),
+                                               current=current[user], versions=versions)
+        await versions.flush(cur)
 
     async def on_accounts(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                           ctx: ApplyContext) -> None:
@@ -187,24 +203,31 @@ class RenderProjection(Projection):
             unsure = known[1] if known else await store.load_provisional(cur, t, u)
             bodies[NOT_YET_SURE] = not_yet_sure_body(unsure)
         if "connected-accounts" in blocks:
-            accounts = await store.load_accounts(cur, t, u)
+            accounts = (known[2] if known and known[2] is not None
+                        else await store.load_accounts(cur, t, u))
             bodies["connected-accounts"] = accounts_body([Account(k, label)
                                                           for k, label in accounts])
         return bodies
 
     async def _render(self, cur: AsyncCursor[Any], delivered: Delivered, ctx: ApplyContext,
-                      blocks: Sequence[str], known: Known | None = None) -> None:
+                      blocks: Sequence[str], known: Known | None = None, *,
+                      current: store.Document | Literal["read"] | None = "read",
+                      versions: store.NewVersions | None = None) -> store.Document | None:
+        """Render `blocks` on the user's latest document (`current`, when the caller has it)
+        and store a new version if the text changed (into `versions` when given, for the
+        caller to flush); returns the document now latest."""
         event = delivered.event
         t, u = event.tenant_id, event.user_id
-        current = await store.latest(cur, t, u)
+        if current == "read":
+            current = await store.latest(cur, t, u)
         bodies = await self._bodies(cur, t, u, blocks, known)
         if current is None:  # a new document: every block, so none is missing
             bodies = {**await self._bodies(cur, t, u, ALL_BLOCKS, known), **bodies}
         rendered = render(current.markdown if current else None, bodies)
         if current is not None and rendered.text == current.markdown:
-            return
-        await self._new_version(cur, delivered, ctx, current, rendered.text, "render",
-                                rendered.changed)
+            return current
+        return await self._new_version(cur, delivered, ctx, current, rendered.text, "render",
+                                       rendered.changed, versions)
 
     async def _save_notes(self, cur: AsyncCursor[Any], delivered: Delivered,
                           ctx: ApplyContext) -> None:
@@ -225,15 +248,20 @@ class RenderProjection(Projection):
 
     async def _new_version(self, cur: AsyncCursor[Any], delivered: Delivered,
                            ctx: ApplyContext, current: store.Document | None, text: str,
-                           origin: str, changed: Sequence[str]) -> None:
+                           origin: str, changed: Sequence[str],
+                           versions: store.NewVersions | None = None) -> store.Document:
         event = delivered.event
         version = (current.version if current else 0) + 1
-        digest = await store.add_version(cur, event.tenant_id, event.user_id, version, text,
-                                         origin, event.event_id, changed)
+        pending = versions if versions is not None else store.NewVersions()
+        digest = pending.add(event.tenant_id, event.user_id, version, text, origin,
+                             event.event_id, changed)
+        if versions is None:
+            await pending.flush(cur)
         self._renders[origin] += 1
         ctx.emit(caused(event, ProfileRendered(version=version, sha256=digest,
                                                blocks_changed=list(changed)),
                         producer=PRODUCER), delivered)
+        return store.Document(version, text, digest, origin, event.event_id)
 
     async def after_commit(self, batch: Sequence[Delivered]) -> None:
         renders, self._renders = self._renders, Counter()

@@ -15,7 +15,7 @@ is.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -83,23 +83,45 @@ def opened_document(tenant_id: str, user_id: str, row: Sequence[Any]) -> Documen
                     row[4])
 
 
+UserKey = tuple[str, str]
+
+
 async def replace_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                          facets: Sequence[ProfileFacet]) -> None:
-    await cur.execute(f"DELETE FROM {FACETS} WHERE tenant_id = %s AND user_id = %s",
-                      (tenant_id, user_id))
-    if facets:  # one statement for the user's facets, not one per facet
-        keys = COLUMNS.seal_all(tenant_id, user_id, (f.key for f in facets))
-        values = COLUMNS.seal_all(tenant_id, user_id, (f.value for f in facets))
+    await replace_facets_of(cur, {(tenant_id, user_id): facets})
+
+
+async def replace_facets_of(cur: AsyncCursor[Any],
+                            facets: Mapping[UserKey, Sequence[ProfileFacet]]) -> None:
+    """Each user's facets are now theirs in `facets` (each rebuild states the whole list): two
+    statements for every user of a run, not two per user."""
+    if not facets:
+        return
+    await _delete_users_rows(cur, FACETS, list(facets))
+    rows = [(t, u, f) for (t, u), listed in facets.items() for f in listed]
+    if rows:
+        keys = [k for (t, u), listed in facets.items()
+                for k in COLUMNS.seal_all(t, u, (f.key for f in listed))]
+        values = [v for (t, u), listed in facets.items()
+                  for v in COLUMNS.seal_all(t, u, (f.value for f in listed))]
         await cur.execute(
             f"""INSERT INTO {FACETS} (tenant_id, user_id, class, key, value, pinned, stability,
                     origin)
-                SELECT %s, %s, c, k, v, p, s, o
-                FROM unnest(%b::text[], %b::text[], %b::text[], %b::bool[], %b::float8[],
-                            %b::text[]) AS x(c, k, v, p, s, o)""",
-            (tenant_id, user_id, [f.facet_class for f in facets], keys, values,
-             [f.pinned for f in facets],
-             [f.stability for f in facets], [f.origin for f in facets]),
+                SELECT t, u, c, k, v, p, s, o
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                            %b::bool[], %b::float8[], %b::text[]) AS x(t, u, c, k, v, p, s, o)""",
+            ([t for t, _, _ in rows], [u for _, u, _ in rows],
+             [f.facet_class for *_, f in rows], keys, values, [f.pinned for *_, f in rows],
+             [f.stability for *_, f in rows], [f.origin for *_, f in rows]),
         )
+
+
+async def _delete_users_rows(cur: AsyncCursor[Any], table: str, users: Sequence[UserKey]
+                             ) -> None:
+    await cur.execute(
+        f"DELETE FROM {table} AS x USING unnest(%b::text[], %b::text[]) AS w(t, u) "
+        "WHERE x.tenant_id = w.t AND x.user_id = w.u",
+        ([t for t, _ in users], [u for _, u in users]))
 
 
 async def load_facets(cur: AsyncCursor[Any], tenant_id: str, user_id: str
@@ -124,24 +146,36 @@ async def replace_provisional(cur: AsyncCursor[Any], tenant_id: str, user_id: st
                               facets: Sequence[ProvisionalFacet]) -> list[ProvisionalFacet]:
     """The user's not-yet-sure facets are now `facets` (each rebuild states the whole list);
     returns what was stored (one per key), so a render need not read it back."""
-    await cur.execute(f"DELETE FROM {PROVISIONAL} WHERE tenant_id = %s AND user_id = %s",
-                      (tenant_id, user_id))
-    fresh = strongest_per_key(facets)
-    if fresh:  # one statement, as for the facets; each evidence list travels as JSON
-        keys = COLUMNS.seal_all(tenant_id, user_id, (f.key for f in fresh))
-        values = COLUMNS.seal_all(tenant_id, user_id, (f.value for f in fresh))
-        evidence = [to_json(COLUMNS.seal_all(tenant_id, user_id, f.evidence)).decode()
-                    for f in fresh]
+    return (await replace_provisional_of(cur, {(tenant_id, user_id): facets}))[
+        (tenant_id, user_id)]
+
+
+async def replace_provisional_of(cur: AsyncCursor[Any],
+                                 facets: Mapping[UserKey, Sequence[ProvisionalFacet]]
+                                 ) -> dict[UserKey, list[ProvisionalFacet]]:
+    """`replace_provisional` for every user of a run, in two statements."""
+    fresh = {user: strongest_per_key(listed) for user, listed in facets.items()}
+    if not fresh:
+        return fresh
+    await _delete_users_rows(cur, PROVISIONAL, list(fresh))
+    rows = [(t, u, f) for (t, u), listed in fresh.items() for f in listed]
+    if rows:  # one statement, as for the facets; each evidence list travels as JSON
+        keys = [k for (t, u), listed in fresh.items()
+                for k in COLUMNS.seal_all(t, u, (f.key for f in listed))]
+        values = [v for (t, u), listed in fresh.items()
+                  for v in COLUMNS.seal_all(t, u, (f.value for f in listed))]
+        evidence = [to_json(COLUMNS.seal_all(t, u, f.evidence)).decode() for t, u, f in rows]
         await cur.execute(
             f"""INSERT INTO {PROVISIONAL} (tenant_id, user_id, class, key, value, stability,
                     evidence)
-                SELECT %s, %s, c, k, v, s, ARRAY(
+                SELECT t, u, c, k, v, s, ARRAY(
                     SELECT item FROM jsonb_array_elements_text(e::jsonb) WITH ORDINALITY
                          AS i(item, n) ORDER BY n)
-                FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[], %b::text[])
-                     AS x(c, k, v, s, e)""",
-            (tenant_id, user_id, [f.facet_class for f in fresh], keys, values,
-             [f.stability for f in fresh], evidence),
+                FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                            %b::float8[], %b::text[]) AS x(t, u, c, k, v, s, e)""",
+            ([t for t, _, _ in rows], [u for _, u, _ in rows],
+             [f.facet_class for *_, f in rows], keys, values,
+             [f.stability for *_, f in rows], evidence),
         )
     return fresh
 
@@ -169,6 +203,23 @@ async def load_accounts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
     await cur.execute(f"SELECT toolkit, label FROM {ACCOUNTS} WHERE tenant_id = %s AND "
                       "user_id = %s", (tenant_id, user_id))
     return sorted((r[0], COLUMNS.open(tenant_id, user_id, r[1])) for r in await cur.fetchall())
+
+
+async def accounts_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                      ) -> dict[UserKey, list[tuple[str, str]]]:
+    """`load_accounts` of every user named, in one statement."""
+    distinct = list(dict.fromkeys(users))
+    found: dict[UserKey, list[tuple[str, str]]] = {user: [] for user in distinct}
+    if not distinct:
+        return found
+    await cur.execute(
+        f"""SELECT a.tenant_id, a.user_id, a.toolkit, a.label
+            FROM unnest(%b::text[], %b::text[]) AS w(t, u)
+            JOIN {ACCOUNTS} AS a ON a.tenant_id = w.t AND a.user_id = w.u""",
+        ([t for t, _ in distinct], [u for _, u in distinct]))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])].append((r[2], COLUMNS.open(r[0], r[1], r[3])))
+    return {user: sorted(pairs) for user, pairs in found.items()}
 
 
 async def upsert_rule(cur: AsyncCursor[Any], tenant_id: str, user_id: str, rule: ToolRule,
@@ -210,6 +261,26 @@ async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Documen
     return None if row is None else opened_document(tenant_id, user_id, row)
 
 
+async def latest_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
+                    ) -> dict[UserKey, Document | None]:
+    """Each user's latest document (None: none yet), every user in one statement (an index
+    lookup per user, newest version first)."""
+    distinct = list(dict.fromkeys(users))
+    found: dict[UserKey, Document | None] = dict.fromkeys(distinct)
+    if not distinct:
+        return found
+    await cur.execute(
+        f"""SELECT w.t, w.u, d.version, d.markdown, d.sha256, d.origin, d.cause_event_id
+            FROM unnest(%b::text[], %b::text[]) AS w(t, u)
+            CROSS JOIN LATERAL (
+              SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS}
+              WHERE tenant_id = w.t AND user_id = w.u ORDER BY version DESC LIMIT 1) AS d""",
+        ([t for t, _ in distinct], [u for _, u in distinct]))
+    for r in await cur.fetchall():
+        found[(r[0], r[1])] = opened_document(r[0], r[1], r[2:])
+    return found
+
+
 async def saved_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str, version: int
                       ) -> bool:
     """Did a user's save create a version after `version`? (compare-and-swap on notes)"""
@@ -233,13 +304,42 @@ async def add_version(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versi
                       blocks_changed: Sequence[str]) -> str:
     """Store a version (its text sealed); returns the sha256 of the text, not of the sealed
     value: the hash the mirror compares its file with and `ProfileRendered` announces."""
-    digest = sha256(markdown)
-    await cur.execute(
-        f"""INSERT INTO {DOCUMENTS} (tenant_id, user_id, version, markdown, sha256, origin,
-                cause_event_id, blocks_changed) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-        (tenant_id, user_id, version, COLUMNS.seal(tenant_id, user_id, markdown), digest,
-         origin, cause_event_id, list(blocks_changed)))
+    versions = NewVersions()
+    digest = versions.add(tenant_id, user_id, version, markdown, origin, cause_event_id,
+                          blocks_changed)
+    await versions.flush(cur)
     return digest
+
+
+class NewVersions:
+    """Versions to store, gathered and inserted in one statement (`flush`): a run of renders
+    stores its versions together, not one round trip each."""
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[str, str, int, str, str, str, str, str]] = []
+
+    def add(self, tenant_id: str, user_id: str, version: int, markdown: str, origin: str,
+            cause_event_id: str, blocks_changed: Sequence[str]) -> str:
+        """Gather a version; returns the sha256 of its text (as `add_version`)."""
+        digest = sha256(markdown)
+        self._rows.append((tenant_id, user_id, version,
+                           COLUMNS.seal(tenant_id, user_id, markdown), digest, origin,
+                           cause_event_id, to_json(list(blocks_changed)).decode()))
+        return digest
+
+    async def flush(self, cur: AsyncCursor[Any]) -> None:
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        await cur.execute(
+            f"""INSERT INTO {DOCUMENTS} (tenant_id, user_id, version, markdown, sha256, origin,
+                    cause_event_id, blocks_changed)
+                SELECT t, u, v, m, h, o, c, ARRAY(
+                    SELECT item FROM jsonb_array_elements_text(b::jsonb) WITH ORDINALITY
+                         AS i(item, n) ORDER BY n)
+                FROM unnest(%b::text[], %b::text[], %b::int4[], %b::text[], %b::text[],
+                            %b::text[], %b::text[], %b::text[]) AS x(t, u, v, m, h, o, c, b)""",
+            tuple([r[i] for r in rows] for i in range(8)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.http import TLS
 from tests.support.services import running
+from tests.support.statements import CountingCursor
 from tests.support.streams import events_on
 
 pytestmark = pytest.mark.asyncio
@@ -498,3 +499,64 @@ async def test_postgres_keeps_only_ciphertext_and_every_answer_is_text(person: P
         assert cell.startswith(PREFIX), cell
         assert not any(s in cell for s in secrets), cell
     assert documents[-1][2] == profile["sha256"]  # the hash of the text, not of its seal
+
+
+async def test_a_run_of_rebuilt_caches_renders_each_in_statements_that_do_not_grow(
+        stack: tuple[str, Path], pool: Any) -> None:
+    """A run of `CacheRebuilt` events (one user twice) is rendered in as many statements for
+    12 users as for 3, and gives what applying each event alone gives: the same versions, the
+    same texts, the same events, and each user's tables holding their last lists."""
+    from habitus.projection import ApplyContext, Delivered
+    from services.profile_renderer import store
+    from services.profile_renderer.projection import RenderProjection
+
+    def run_for(tenant: str, size: int) -> list[Any]:
+        events = [CATALOG.new(rebuilt(
+            [{"class": "style", "key": "verbosity", "value": ("terse", "detailed")[i % 2]},
+             {"class": "tooling", "key": "editor", "value": f"editor{i}"}],
+            [{"class": "style", "key": "tone", "value": "plain", "stability": 1.2 + i / 100}]),
+            tenant_id=tenant, user_id=f"u{i}", producer="tests", occurred_at=T0 + i)
+            for i in range(size)]
+        events.insert(size // 2, CATALOG.new(rebuilt(  # the first user again, changed
+            [{"class": "style", "key": "verbosity", "value": "detailed"}], []),
+            tenant_id=tenant, user_id="u0", producer="tests", occurred_at=T0 + 50))
+        return events
+
+    async def apply(events: list[Any], *, together: bool) -> tuple[int, list[Any]]:
+        projection, ctx, statements = RenderProjection(), ApplyContext(), 0
+        batches = [events] if together else [[e] for e in events]
+        for n, batch in enumerate(batches):
+            async with pool.connection() as conn:
+                cur = CountingCursor(conn)
+                await projection.apply_batch(
+                    cur, [Delivered(e, 1 + n + k, "", 1) for k, e in enumerate(batch)], ctx)
+                await conn.commit()
+                statements += cur.statements
+        return statements, ctx.emitted
+
+    async def state(tenant: str, users: list[str]) -> dict[str, Any]:
+        async with pool.connection() as conn, conn.cursor() as cur:
+            return {u: (await store.latest(cur, tenant, u), await store.load_facets(cur, tenant, u),
+                        await store.load_provisional(cur, tenant, u)) for u in users}
+
+    costs = {}
+    for size in (3, 12):
+        together, alone = unique("tn"), unique("tn")
+        users = [f"u{i}" for i in range(size)]
+        costs[size], emitted = await apply(run_for(together, size), together=True)
+        _, emitted_alone = await apply(run_for(alone, size), together=False)
+        assert [(e.user_id, e.payload.version, e.payload.sha256) for e in emitted] == [
+            (e.user_id, e.payload.version, e.payload.sha256) for e in emitted_alone]
+        assert len(emitted) == size + 1
+        got, expected = await state(together, users), await state(alone, users)
+        for u in users:
+            doc, facets, unsure = got[u]
+            doc_alone, facets_alone, unsure_alone = expected[u]
+            assert doc is not None and doc_alone is not None
+            assert (doc.version, doc.markdown) == (doc_alone.version, doc_alone.markdown)
+            assert sorted(facets, key=repr) == sorted(facets_alone, key=repr)
+            assert unsure == unsure_alone
+        first_doc, first_facets, first_unsure = got["u0"]
+        assert first_doc is not None and first_doc.version == 2
+        assert [f.value for f in first_facets] == ["detailed"] and first_unsure == []
+    assert costs[3] == costs[12], costs

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 import pytest_asyncio
 
@@ -35,6 +34,7 @@ from tests.support.factories import unique
 from tests.support.http import TLS
 from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F401
 from tests.support.services import running
+from tests.support.statements import CountingCursor
 from tests.support.streams import events_on
 
 pytestmark = pytest.mark.asyncio
@@ -922,16 +922,6 @@ async def test_a_periodic_rebuild_passes_over_a_user_being_erased(
             for table in store.TABLES:
                 await conn.execute(f"DELETE FROM {table} WHERE tenant_id = %s "
                                    "AND user_id = %s", (gone.tenant, gone.user))
-
-
-class CountingCursor(psycopg.AsyncCursor[Any]):
-    """A cursor that counts the statements it sends (each one a round trip)."""
-
-    statements = 0
-
-    async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        self.statements += 1
-        return await super().execute(*args, **kwargs)
 
 
 async def apply_run(pool: Any, events: list[Event[Any]], first_seq: int) -> tuple[int, int]:
