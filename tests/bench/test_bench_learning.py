@@ -82,7 +82,8 @@ async def seed_users(pool: Any, tenant: str, total: int, due: int) -> None:
         await conn.execute(
             """INSERT INTO learning.evidence (tenant_id, user_id, event_id, seq, class, key,
                    value, cue_family, observed_at, confidence, producer, refs)
-               SELECT %s, 'u' || g, 'e' || g || '-' || k, 0, 'style', 'verbosity', 'terse',
+               SELECT %s, 'u' || g, 'e' || g || '-' || k, g * 5 + k, 'style', 'verbosity',
+                      'terse',
                       'explicit', %s - 86400 * 10, 0.9, 'bench', '[]'
                FROM generate_series(0, %s - 1) g, generate_series(1, 5) k""",
             (tenant, NOW, due),
