@@ -39,10 +39,15 @@ class Clock:
         return self.now
 
 
+def leader() -> tuple[CountedLock, Clock, Leadership]:
+    """A leadership over a counted lock, on a clock the test moves, asking once a second."""
+    lock, clock = CountedLock(), Clock()
+    return lock, clock, Leadership("", "p", lock, check_every=1.0, clock=clock)
+
+
 @pytest.mark.asyncio
 async def test_a_lock_found_alive_is_asked_again_only_after_a_second() -> None:
-    lock, clock = CountedLock(), Clock()
-    leadership = Leadership("", "p", lock, check_every=1.0, clock=clock)
+    lock, clock, leadership = leader()
     for _ in range(50):  # fifty batches within the same second
         await leadership.check()
         clock.now += 0.019
@@ -54,8 +59,7 @@ async def test_a_lock_found_alive_is_asked_again_only_after_a_second() -> None:
 
 @pytest.mark.asyncio
 async def test_a_lost_lock_is_fenced_at_every_check_once_it_is_due() -> None:
-    lock, clock = CountedLock(), Clock()
-    leadership = Leadership("", "p", lock, check_every=1.0, clock=clock)
+    lock, clock, leadership = leader()
     leadership.event.set()
     await leadership.check()
     lock.alive = False
@@ -70,8 +74,7 @@ async def test_a_lost_lock_is_fenced_at_every_check_once_it_is_due() -> None:
 
 @pytest.mark.asyncio
 async def test_acquiring_and_releasing_forget_the_last_check() -> None:
-    lock, clock = CountedLock(), Clock()
-    leadership = Leadership("", "p", lock, check_every=1.0, clock=clock)
+    lock, _, leadership = leader()  # the clock stands still: only the events count
     await leadership.check()
     await leadership.release()
     await leadership.check()  # a released lock is asked at once
