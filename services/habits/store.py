@@ -336,7 +336,7 @@ async def add_observations(cur: AsyncCursor[Any],
                o.observed_at, o.expires_at) for t, u, o in rows]
     await cur.execute(
         f"""INSERT INTO {OBSERVATIONS} ({", ".join(columns)})
-            SELECT * FROM unnest({", ".join(f"%s::{t}[]" for t in types)})
+            SELECT * FROM unnest({", ".join(f"%b::{t}[]" for t in types)})
             ON CONFLICT DO NOTHING""",
         [list(column) for column in zip(*values, strict=True)])
 

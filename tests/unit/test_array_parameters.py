@@ -3,7 +3,8 @@
 psycopg writes a text-format array element by element in Python, escaping each one: about
 1.5 µs an event id, three arrays for every event a runner applies (docs/benchmarks.md). A
 `%b` placeholder sends the same array in binary at a fifth of that. This holds the code that
-ships to it: an array parameter written `%s::<type>[]` is reported with its file and line.
+ships to it: an array parameter written `%s::<type>[]` is reported with its file and line, its
+type written out or formatted in (`%s::{t}[]`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = ("libs/habitus", "services")
-TEXT_ARRAY = re.compile(r"%s::[a-z0-9_ ]+\[\]")
+TEXT_ARRAY = re.compile(r"%s::(?:[a-z0-9_ ]+|\{[^}]*\})\[\]")
 
 
 def text_arrays(paths: list[Path], root: Path = ROOT) -> list[str]:
@@ -34,3 +35,10 @@ def test_a_text_array_is_reported_where_it_is(tmp_path: Path) -> None:
     store.write_text('SQL = """SELECT 1"""\n'
                      'CLAIM = "... FROM unnest(%s::text[], %b::int8[]) AS k(e, s)"\n')
     assert text_arrays([store], tmp_path) == ["store.py:2: %s::text[]"]
+
+
+def test_a_text_array_whose_type_is_formatted_in_is_reported(tmp_path: Path) -> None:
+    store = tmp_path / "store.py"
+    store.write_text('ROWS = f"unnest({", ".join(f\'%b::{t}[]\' for t in a)})"\n'
+                     'MORE = f"unnest({", ".join(f\'%s::{t}[]\' for t in b)})"\n')
+    assert text_arrays([store], tmp_path) == ["store.py:2: %s::{t}[]"]
