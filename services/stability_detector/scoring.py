@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,11 +139,26 @@ def decayed(row: FacetRow, as_of: float, settings: LearningSettings) -> FacetRow
     evidence, so the whole score does: S(t) = S(t0) · 2^(-(t - t0)/h). A rebuild leaves a row
     whose evidence, value and state did not change as it was (rewriting every row at every
     rebuild only to store the decay was most of a rebuild's writes); readers decay it."""
+    stability = decayed_stability(row, as_of, settings)
+    if stability is None:
+        return row
+    return dataclasses.replace(row, stability=stability, as_of=as_of)
+
+
+def decayed_stability(row: FacetRow, as_of: float, settings: LearningSettings) -> float | None:
+    """`decayed(row, as_of).stability`, or None where decay leaves the row as it is."""
     if row.as_of is None or as_of <= row.as_of or not math.isfinite(row.stability) \
             or row.stability == 0:
-        return row
-    factor = 2.0 ** (-(as_of - row.as_of) / settings.half_life(row.facet_class))
-    return dataclasses.replace(row, stability=row.stability * factor, as_of=as_of)
+        return None
+    return float(row.stability * 2.0 ** (-(as_of - row.as_of)
+                                        / settings.half_life(row.facet_class)))
+
+
+#: what two rows compare on besides the score and its next crossing (`FacetRow.__eq__`'s
+#: fields but those two), read in one C call: `only_decayed` runs for every row of every rebuild
+_BESIDES_SCORE = operator.attrgetter(*(
+    f.name for f in dataclasses.fields(FacetRow)
+    if f.compare and f.name not in ("stability", "next_change_at")))
 
 
 def only_decayed(old: FacetRow, new: FacetRow, as_of: float, settings: LearningSettings
@@ -150,17 +166,18 @@ def only_decayed(old: FacetRow, new: FacetRow, as_of: float, settings: LearningS
     """Whether `new` (computed at `as_of`) differs from the stored `old` by decay alone, so it
     need not be written: everything equal but the stability, which is `old`'s decayed to
     `as_of`, and the next threshold crossing, which pure decay leaves where it was."""
-    then = decayed(old, as_of, settings)
-    if dataclasses.replace(then, stability=new.stability,
-                           next_change_at=new.next_change_at) != new:
+    if _BESIDES_SCORE(old) != _BESIDES_SCORE(new):
         return False
-    if (then.next_change_at is None) != (new.next_change_at is None) or (
-            then.next_change_at is not None and new.next_change_at is not None
-            and abs(then.next_change_at - new.next_change_at) > 1e-3):
+    then_next = old.next_change_at  # decay leaves it where it was
+    if (then_next is None) != (new.next_change_at is None) or (
+            then_next is not None and new.next_change_at is not None
+            and abs(then_next - new.next_change_at) > 1e-3):
         return False
-    if not (math.isfinite(then.stability) and math.isfinite(new.stability)):
-        return then.stability == new.stability
-    return math.isclose(then.stability, new.stability, rel_tol=1e-9, abs_tol=1e-12)
+    then = decayed_stability(old, as_of, settings)
+    then_stability = old.stability if then is None else then
+    if not (math.isfinite(then_stability) and math.isfinite(new.stability)):
+        return then_stability == new.stability
+    return math.isclose(then_stability, new.stability, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def settled_rows(old: Mapping[FacetKey, FacetRow], new: Mapping[FacetKey, FacetRow],
