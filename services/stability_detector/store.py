@@ -4,9 +4,10 @@ All writes go through the cursor of the projection's batch transaction, so evide
 facets and the checkpoint commit together.
 
 Long on purpose: every statement on the five tables is here, so a change of a column or an
-index is made and reviewed in one place; the reads a rebuild makes come in a form for many
-users at once (a batch of rebuild requests reads them in four statements), with the one-user
-form beside each as its special case.
+index is made and reviewed in one place. The reads a rebuild makes come in a form for many
+users at once (a run of rebuild requests reads them in six statements), with the one-user form
+beside each as its special case; its writes are gathered by `RebuildWrites` and made for the
+whole run in at most eight.
 
 Every key, value and sentence is sealed with its user's key on the way in and opened on the way
 out (`sealing`): callers hand in and get back text; only the rows hold ciphertext.
