@@ -33,7 +33,7 @@ from services.stability_detector.scoring import (
     value_when_given,
 )
 from services.stability_detector.settings import DAY, LearningSettings
-from services.stability_detector.summary import ValueStats
+from services.stability_detector.summary import ValueStats, dumps, dumps_refs
 
 SETTINGS = LearningSettings()
 T0 = 1_700_000_000.0
@@ -88,9 +88,9 @@ def test_folding_forward_equals_summarising_the_log(case: tuple[list[Evidence], 
             summarize_key(stats, fk, [e for e in logged if (e.facet_class, e.key) == fk],
                           as_of, None, SETTINGS)
         folded_seq, deferred = step.folded_seq, step.deferred
-        # stored and read back, as the projection does between rebuilds
-        stats = {fk: {v: ValueStats.from_json(json.loads(json.dumps(s.to_json())),
-                                              refs=json.loads(json.dumps(s.refs_json())))
+        # stored and read back, as the projection does between rebuilds (its serialiser)
+        stats = {fk: {v: ValueStats.from_json(json.loads(dumps(s)),
+                                              refs=json.loads(dumps_refs(s)))
                       for v, s in vals.items()} for fk, vals in stats.items()}
         reference = summarize(logged, as_of, None, SETTINGS)
         assert _as_doc(stats) == _as_doc(reference)
