@@ -15,13 +15,13 @@ out (`sealing`): callers hand in and get back text; only the rows hold ciphertex
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from psycopg import AsyncCursor
 from psycopg.errors import UniqueViolation
+from pydantic_core import to_json
 
 from habitus.crypto import Shredded
 from services.stability_detector.scoring import Command, Evidence, FacetKey, FacetRow, UserStats
@@ -474,8 +474,8 @@ class RebuildWrites:
                  [r.state for *_, r, _ in rows],
                  [None if math.isinf(r.stability) else r.stability for *_, r, _ in rows],
                  [r.user_state for *_, r, _ in rows],
-                 [json.dumps(list(r.evidence_refs)) for *_, r, _ in rows],
-                 [json.dumps(dict(r.cue_counts)) for *_, r, _ in rows],
+                 [to_json(list(r.evidence_refs)).decode() for *_, r, _ in rows],
+                 [to_json(dict(r.cue_counts)).decode() for *_, r, _ in rows],
                  [r.evidence_count for *_, r, _ in rows],
                  [r.first_seen_at for *_, r, _ in rows],
                  [r.last_evidence_at for *_, r, _ in rows],
