@@ -200,14 +200,13 @@ async def upsert_account(cur: AsyncCursor[Any], tenant_id: str, user_id: str, to
 async def load_accounts(cur: AsyncCursor[Any], tenant_id: str, user_id: str
                         ) -> list[tuple[str, str]]:
     """(toolkit, label) pairs, in that order (sorted here: the labels are sealed)."""
-    await cur.execute(f"SELECT toolkit, label FROM {ACCOUNTS} WHERE tenant_id = %s AND "
-                      "user_id = %s", (tenant_id, user_id))
-    return sorted((r[0], COLUMNS.open(tenant_id, user_id, r[1])) for r in await cur.fetchall())
+    return (await accounts_of(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
 
 
 async def accounts_of(cur: AsyncCursor[Any], users: Sequence[UserKey]
                       ) -> dict[UserKey, list[tuple[str, str]]]:
-    """`load_accounts` of every user named, in one statement."""
+    """Each user's (toolkit, label) pairs, in that order (sorted here: the labels are sealed),
+    every user named in one statement."""
     distinct = list(dict.fromkeys(users))
     found: dict[UserKey, list[tuple[str, str]]] = {user: [] for user in distinct}
     if not distinct:
@@ -253,12 +252,7 @@ async def version_of(cur: AsyncCursor[Any], tenant_id: str, user_id: str, versio
 
 
 async def latest(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> Document | None:
-    await cur.execute(
-        f"SELECT version, markdown, sha256, origin, cause_event_id FROM {DOCUMENTS} "
-        "WHERE tenant_id = %s AND user_id = %s ORDER BY version DESC LIMIT 1",
-        (tenant_id, user_id))
-    row = await cur.fetchone()
-    return None if row is None else opened_document(tenant_id, user_id, row)
+    return (await latest_of(cur, [(tenant_id, user_id)]))[(tenant_id, user_id)]
 
 
 async def latest_of(cur: AsyncCursor[Any], users: Sequence[UserKey]

@@ -176,13 +176,13 @@ def _evidence(r: Sequence[Any], text: UserText) -> Evidence:
 async def load_evidence_since(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
                               after_seq: int, also: Sequence[int]) -> list[Evidence]:
     """The user's evidence logged after `after_seq`, and that at the positions `also` (the
-    evidence that waited for its time): what a rebuild folds in, from the (user, seq) index."""
+    evidence that waited for its time): what a rebuild folds in, from the (user, seq) index
+    (`_evidence_since_rows` for one user)."""
+    user = (tenant_id, user_id)
+    rows = await _evidence_since_rows(cur, {user: SummaryState(None, after_seq, tuple(also),
+                                                               None)})
     text = UserText(tenant_id, user_id)
-    await cur.execute(
-        f"SELECT {_EVIDENCE_READ} FROM {EVIDENCE} WHERE tenant_id = %s AND user_id = %s "
-        "AND (seq > %s OR seq = ANY(%b::int8[])) ORDER BY seq",
-        (tenant_id, user_id, after_seq, list(also)))
-    return [_evidence(r, text) for r in await cur.fetchall()]
+    return [_evidence(r, text) for r in rows[user]]
 
 
 async def _refs_of_values(cur: AsyncCursor[Any], values: Sequence[tuple[str, str, str, str, str]]
@@ -527,23 +527,6 @@ async def _delete_users_rows(cur: AsyncCursor[Any], table: str, users: Sequence[
         "WHERE x.tenant_id = w.t AND x.user_id = w.u", _columns(users, 2))
 
 
-async def save_stats(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                     changed: Sequence[tuple[str, str, str, ValueStats]],
-                     gone: Sequence[tuple[str, str, str]], *, replace_all: bool = False
-                     ) -> None:
-    """Write the summaries a rebuild changed, drop those gone (`RebuildWrites.stats`), now."""
-    writes = RebuildWrites()
-    writes.stats(tenant_id, user_id, changed, gone, replace_all=replace_all)
-    await writes.flush(cur)
-
-
-async def save_held(cur: AsyncCursor[Any], tenant_id: str, user_id: str,
-                    held: Mapping[int, str | None]) -> None:
-    writes = RebuildWrites()
-    writes.held(tenant_id, user_id, held)
-    await writes.flush(cur)
-
-
 async def load_commands(cur: AsyncCursor[Any], tenant_id: str, user_id: str) -> list[Command]:
     return (await load_commands_and_held(cur, tenant_id, user_id))[0]
 
@@ -625,7 +608,7 @@ class RebuildInputs(NamedTuple):
     #: rebuild writes them all again, sealed, or the sealed rows would stand beside them
     unsealed: bool = False
     #: the evidence logged since the summaries were folded (and that which waited for its
-    #: time), read with the rest when the summaries are kept (`evidence_since_of`)
+    #: time), read with the rest when the summaries are kept (`_evidence_since_rows`)
     fresh: list[Evidence] | None = None
 
 

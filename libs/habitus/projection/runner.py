@@ -79,11 +79,11 @@ class RunnerConfig:
     #: pending checked, three round trips) then runs every few seconds, not every second,
     #: in each of the dozens of runners a deployment keeps idle
     idle_fetch_timeout: float = 4.0
-    #: while events flow (the last batch held more than one), how long a batch that is not
-    #: full waits for more before it is applied: every batch pays a fixed part (its
-    #: transaction, the checkpoint, the ack, the statements a projection sends once per
-    #: batch), and a runner that keeps up would otherwise apply a few events at a time. A
-    #: lone event (a command, a quiet user's turn) is never held (docs/foundation.md)
+    #: once events have flowed steadily for a while (`habitus.bus.pull.SUSTAINED`), how long
+    #: a batch that is not full waits for more before it is applied: every batch pays a fixed
+    #: part (its transaction, the checkpoint, the ack, the statements a projection sends once
+    #: per batch), and a runner that keeps up would otherwise apply a few events at a time. A
+    #: lone event and a short burst's tail are never held (docs/foundation.md)
     linger: float = 0.05
     ack_wait: float = 30.0
     #: deliveries of an event whose apply keeps failing before it goes to the DLQ
