@@ -209,6 +209,25 @@ def test_what_those_readings_leave_alone() -> None:
         ("style", "examples", "include", "standing")]  # "whenever": not this answer only
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I prefer yarn for installs.", ("tooling", "package_manager", "yarn")),
+    ("I prefer pnpm over npm for installs.", ("tooling", "package_manager", "pnpm")),
+    ("We use pnpm for the monorepo.", ("tooling", "package_manager", "pnpm")),
+    ("I like vim for quick edits.", ("tooling", "editor", "vim"))])
+def test_a_tool_the_speaker_uses_or_prefers_is_read_whatever_follows_it(
+        message: str, expected: tuple[str, str, str]) -> None:
+    """The encoder read "I prefer yarn for installs" as nothing (a third new-user trial sent
+    it); the words say it: the speaker's "prefer"/"use" right before a named tool."""
+    assert [s[:3] for s in read(message)] == [expected]
+
+
+def test_a_tool_someone_else_uses_or_one_asked_about_is_not_the_users() -> None:
+    assert read("My manager prefers yarn for installs.") == []
+    assert read("Do you prefer yarn for installs?") == []
+    assert read("If I used yarn for installs, would it be faster?") == []
+    assert read("I use it with yarn sometimes, is that fine?") == []
+
+
 @pytest.mark.parametrize("message", [
     "Don't explain basic Python to me, I've been writing it for 10 years.",
     "Erklär mir bitte kein Python."])

@@ -575,6 +575,17 @@ SKIP_PREAMBLE_RE = re.compile(
 
 
 #: a move to another tool ("I switched from VS Code to Cursor", "wir sind auf Bun umgestiegen")
+#: the speaker saying they use or prefer what follows at once ("I prefer yarn for installs",
+#: "we use pnpm", "ich nutze Vim", "j'utilise Zed", "uso Neovim"): the verb's end must be the
+#: named tool's start, so "I use it with yarn" says nothing of yarn
+USES_RE = re.compile(
+    r"\b(?:i|we)\s+(?:(?:really|always|usually|mostly|mainly|just|only)\s+)?"
+    r"(?:prefer|use|like|love|stick\s+(?:with|to)|go\s+with|work\s+with)\s+$"
+    r"|\b(?:ich|wir)\s+(?:nutze|nutzen|benutze|benutzen|verwende|verwenden|bevorzuge|"
+    r"bevorzugen)\s+$|\bj'(?:utilise|préfère)\s+$|\b(?:je|nous)\s+(?:préfère|préférons|"
+    r"utilisons)\s+$|\b(?:uso|usamos|prefiero|preferimos)\s+$", _I)
+
+
 SWITCHED_RE = re.compile(
     r"\b(?:switch(?:ed|ing)?|mov(?:ed|ing)|migrat(?:ed|ing)|chang(?:ed|ing)|went)\s+"
     r"(?:over\s+)?(?:from\s+.{1,40}?\s+)?to\b|umgestiegen|gewechselt|umgezogen\s+auf|"

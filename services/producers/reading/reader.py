@@ -241,12 +241,16 @@ def _label_by_words(pending: _Pending) -> str:
     """The label a clause's words decide alone when the encoder named none (NONE otherwise):
     a word limit on answers ("under 80 words", which the encoder read differently from "under
     100 words"); a move to a named tool ("I switched from VS Code to Cursor": the tool moved
-    to is named, the old one negated); length said away ("Bitte keine langen Erklärungen")."""
+    to is named, the old one negated); a named tool the speaker says they use or prefer ("I
+    prefer yarn for installs", which the encoder read as nothing); length said away ("Bitte
+    keine langen Erklärungen")."""
     clause = pending.clause.text
     if gates.WORD_LIMIT_RE.search(clause) and _FOR_ANSWERS_RE.search(clause):
         return "verbosity=terse"
     if gates.SWITCHED_RE.search(clause) and gates.first_person(clause) and any(
             s.kind == "tool" for s in pending.found):
+        return "tooling"
+    if any(s.kind == "tool" and gates.USES_RE.search(clause[:s.start]) for s in pending.found):
         return "tooling"
     if gates.asks_for_less(clause):
         return "verbosity=terse"
