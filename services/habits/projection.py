@@ -61,11 +61,9 @@ class CaptureProjection(Projection):
                        ctx: ApplyContext) -> None:
         if not self.enabled:
             return
-        retention: dict[str, int] = {}
-        captured: list[tuple[str, str, store.Observation]] = []
+        kept: list[tuple[Delivered, TurnRecorded, str]] = []
         for delivered in run:
-            event = delivered.event
-            turn: TurnRecorded = event.payload
+            turn: TurnRecorded = delivered.event.payload
             if turn.outcome != "completed":
                 metrics.NOT_CAPTURED.labels(reason=turn.outcome).inc()
                 continue
@@ -73,9 +71,12 @@ class CaptureProjection(Projection):
             if text is None:
                 metrics.NOT_CAPTURED.labels(reason="sensitive").inc()
                 continue
-            if event.tenant_id not in retention:
-                settings = await store.tenant_settings(cur, event.tenant_id)
-                retention[event.tenant_id] = settings.retention_days
+            kept.append((delivered, turn, text))
+        retention = await store.retention_days_of(
+            cur, {delivered.event.tenant_id for delivered, _, _ in kept})
+        captured: list[tuple[str, str, store.Observation]] = []
+        for delivered, turn, text in kept:
+            event = delivered.event
             observed = turn.assistant_at
             expires = observed + retention[event.tenant_id] * DAY
             captured.append((event.tenant_id, event.user_id, store.Observation(

@@ -16,6 +16,7 @@ import pytest_asyncio
 from habitus.auth.keys import create_key
 from habitus.crypto.columns import COLUMNS, is_sealed
 from habitus.ids import TENANT_WIDE
+from services.habits import store
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 from tests.support.habits_model import (
@@ -28,6 +29,7 @@ from tests.support.habits_model import (
 )
 from tests.support.habits_stack import Client, Stack, habits_stack, observed, until
 from tests.support.llm_server import Answer
+from tests.support.statements import CountingCursor
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -269,6 +271,25 @@ async def test_only_completed_turns_are_captured_and_what_is_kept_is_redacted(
             "AND user_id = %s", (acme.tenant, user))
         [(kept,)] = await cur.fetchall()
     assert kept == 14 * 86_400
+
+
+async def test_a_batchs_capture_reads_each_tenants_retention_in_one_statement(
+        stack: Stack, pool: Any) -> None:
+    """Retention is the tenant's own (its tenant-wide settings row), the default where it set
+    none; a row kept under one of its users is not the tenant's setting."""
+    configured, unset, per_user = unique("ret"), unique("ret"), unique("ret")
+    async with pool.connection() as conn:
+        cur = CountingCursor(conn)
+        await store.set_tenant_settings(cur, configured, TENANT_WIDE,
+                                        store.TenantSettings(retention_days=30), 1.0)
+        await store.set_tenant_settings(cur, per_user, "dana",
+                                        store.TenantSettings(retention_days=90), 1.0)
+        before = cur.statements
+        found = await store.retention_days_of(cur, [configured, unset, per_user])
+        assert cur.statements - before == 1
+        assert await store.retention_days_of(cur, []) == {}
+        await conn.rollback()
+    assert found == {configured: 30, unset: 7, per_user: 7}
 
 
 # ------------------------------------------------------------------------------- sealing
