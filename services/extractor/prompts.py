@@ -40,7 +40,7 @@ from habitus.vocabulary.keys import BANNED, KEYS, VETO_THINGS
 from habitus.vocabulary.tools import CATEGORIES
 from services.extractor.material import Chunk, SourceKey, fold_text
 
-EXTRACT_VERSION = "extract-v3"
+EXTRACT_VERSION = "extract-v4"
 REFLECT_VERSION = "reflect-v2"
 #: the most facets one call may return; more is read as a model that lost the thread
 MAX_FACETS = 8
@@ -185,7 +185,8 @@ fits, {_OPEN_KEY}.
 - style: {_STYLE_KEYS}.
 - identity: {", ".join(IDENTITY_KEYS)}. name, preferred_name and employer as written; team \
 and role in lower case (team: its name, billing); location: the city's name in English \
-(Munich, Lisbon); timezone: the IANA zone (Europe/Berlin, America/Los_Angeles).
+(Munich, Lisbon); timezone: the IANA zone (Europe/Berlin, America/Los_Angeles); \
+pronouns: one of {", ".join(KEYS["identity", "pronouns"].values)}, only the user's own.
 - tooling: the tool's category ({", ".join(TOOLING_CATEGORIES)}), the value the tool's \
 usual short name in lower case (runtime: bun, language: python, database: postgres, editor: \
 vscode; bun is a runtime unless it installs packages). A tool of none of these categories: \

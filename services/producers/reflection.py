@@ -39,6 +39,8 @@ _CUE_RE = re.compile(
     r"|i\s+decided(?:\s+to)?"
     r"|my\s+(?:main\s+|current\s+|big\s+)?goal\s+(?:is|this\s+\w+\s+is)(?:\s+to)?"
     r"|i'm\s+working\s+towards"
+    r"|i(?:'m|\s+am)\s+(?:studying|preparing|training|cramming)\s+for"
+    r"|i(?:'m|\s+am)\s+trying\s+to(?=\s+(?:learn|become|pass|get\s+certified)\b)"
     r")\s+",
     re.IGNORECASE,
 )

@@ -36,6 +36,28 @@ def test_two_goals_and_the_same_topic_twice_counts_once() -> None:
     assert [k for k, _ in found] == ["ship-billing-migration", "pass-aws-exam", "learn-rust"]
 
 
+@pytest.mark.parametrize(("message", "key"), [
+    ("I'm studying for my AWS Solutions Architect certification, exam is in March.",
+     "aws-solutions-architect"),
+    ("I am preparing for the Berlin marathon.", "berlin-marathon"),
+    ("I'm trying to learn Rust this year.", "learn-rust"),  # the key "decided to" gives
+    ("I'm trying to get certified in Kubernetes.", "certified-kubernetes"),
+])
+def test_what_the_user_studies_trains_or_tries_to_learn_for_is_a_goal(message: str,
+                                                                     key: str) -> None:
+    [(found, _)] = goals(message)
+    assert found == key
+
+
+@pytest.mark.parametrize("message", [
+    "I'm trying to fix this flaky test.",  # trying to do a task: no goal
+    "Are you studying for anything?",
+    "My brother is studying for the bar exam.",
+])
+def test_trying_a_task_and_someone_elses_studies_are_no_goal(message: str) -> None:
+    assert goals(message) == []
+
+
 @pytest.mark.parametrize("message", [
     "From now on always use markdown tables when comparing.",  # a statement, not a goal
     "Please remember that I work on the billing team.",

@@ -228,6 +228,59 @@ def test_a_tool_someone_else_uses_or_one_asked_about_is_not_the_users() -> None:
     assert read("I use it with yarn sometimes, is that fine?") == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("My pronouns are they/them.", [("identity", "pronouns", "they/them")]),
+    ("I use she/her pronouns.", [("identity", "pronouns", "she/her")]),
+    ("I go by he/they.", [("identity", "pronouns", "he/they")]),
+    ("I use any pronouns.", [("identity", "pronouns", "any")]),
+    ("Hi, I'm Alex (they/them).", [("identity", "name", "Alex"),
+                                   ("identity", "pronouns", "they/them")])])
+def test_the_speakers_pronouns_are_identity(message: str,
+                                            expected: list[tuple[str, str, str]]) -> None:
+    """A fourth new-user trial's "My pronouns are they/them." was read as nothing: the
+    vocabulary had no key for them, and the encoder read "I go by he/they" as a tone."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+def test_someone_elses_pronouns_or_a_question_about_them_are_not_the_users() -> None:
+    assert read("My friend's pronouns are she/her.") == []
+    assert read("My manager Sam (she/her) prefers tables.") == []
+    assert read("What are your pronouns?") == []
+
+
+@pytest.mark.parametrize(("message", "employer"), [
+    ("I work as a nurse at Mercy Hospital.", "Mercy Hospital"),
+    ("I'm a teacher at Lincoln High School.", "Lincoln High School"),
+    ("I am a pharmacist at Boots in London.", "Boots"),
+    ("I'm a paralegal at Hale & Dorr in Boston.", "Hale & Dorr")])
+def test_a_named_place_right_after_the_speakers_role_is_their_employer(message: str,
+                                                                      employer: str) -> None:
+    """The employer cues named only the software trade's roles ("engineer at"): "a nurse at
+    Mercy Hospital" gave the role alone."""
+    assert ("identity", "employer", employer) in [s[:3] for s in read(message)]
+
+
+def test_when_after_a_role_or_someone_elses_workplace_is_no_employer() -> None:
+    assert [s[:3] for s in read("I'm a teacher at Christmas time.")] == [
+        ("identity", "role", "teacher")]
+    assert read("My sister is a nurse at Mercy Hospital.") == []
+    assert read("I used to be a nurse at Mercy Hospital.") == []
+
+
+@pytest.mark.parametrize(("message", "thing"), [
+    ("I hate it when you apologize all the time, just fix the thing.", "content=apologies"),
+    ("Enough with the apologies.", "content=apologies"),
+    ("I'm tired of all the disclaimers.", "content=disclaimers"),
+    ("I can't stand tables in chat.", "format=tables")])
+def test_a_dislike_of_what_answers_do_is_a_veto(message: str, thing: str) -> None:
+    assert read(message) == [("veto", thing, "banned", "standing")]
+
+
+def test_a_dislike_of_anything_else_bans_nothing() -> None:
+    assert read("I hate it when the build breaks on Fridays.") == []
+    assert read("I can't stand my manager's jargon.") == []
+
+
 @pytest.mark.parametrize("message", [
     "Don't explain basic Python to me, I've been writing it for 10 years.",
     "Erklär mir bitte kein Python."])

@@ -51,6 +51,8 @@ _SPECS: tuple[KeySpec, ...] = (
     KeySpec(IDENTITY, "location", "city", (), "location"),
     KeySpec(IDENTITY, "timezone", "timezone", (), "time zone"),
     KeySpec(IDENTITY, "email", "email", (), "email address"),
+    KeySpec(IDENTITY, "pronouns", "enum", ("he/him", "she/her", "they/them", "he/they",
+                                           "she/they", "xe/xem", "ze/zir", "any"), "pronouns"),
     *(KeySpec(TOOLING, category, "tool", tuple(names), category.replace("_", " "))
       for category, names in tools.CATEGORIES.items()),
     KeySpec(CHANNEL, "primary", "enum", ("email", "slack", "telegram", "sms", "whatsapp",

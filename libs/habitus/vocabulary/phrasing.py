@@ -39,6 +39,7 @@ _IDENTITY = {
     "location": "you are based in {v}",
     "timezone": "your time zone is {v}",
     "email": "your email address is {v}",
+    "pronouns": "your pronouns are {v}",
 }
 _TOOL_NAMES = {"postgres": "Postgres", "vscode": "VS Code", "macos": "macOS", "node": "Node.js",
                "c++": "C++", "c#": "C#", "aws": "AWS", "gcp": "GCP", "next.js": "Next.js",

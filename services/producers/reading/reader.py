@@ -27,7 +27,8 @@ from habitus.vocabulary import check, places, tools
 from services.producers.reading import gates, slots, text
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
-_IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone")
+_IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
+                   "pronouns")
 _ANCHORING_KINDS = frozenset({*_IDENTITY_KINDS, "language", "channel"})
 #: a fragment's label, from the kind of value it holds ("..., in French": `language`)
 _FRAGMENT_LABELS = {**dict.fromkeys(_IDENTITY_KINDS, "identity"), "language": "language",
@@ -48,7 +49,10 @@ _BAN_RE = re.compile(
     r"\b(?:no|not|never|don't|dont|do\s+not|stop|stopped|quit|avoid|drop|cut|skip|lose|spare|"
     r"without|anymore|no\s+longer|keine?n?|nie|nicht|ohne|mehr|hör\w*\s+auf|vermeide\w*|"
     r"lass\w*|pas|plus|jamais|sans|arrête\w*|évite\w*|sin|nada\s+de|nunca|deja\s+de|"
-    r"deje\s+de|dejamos|evita\w*|ya\s+no)\b",
+    r"deje\s+de|dejamos|evita\w*|ya\s+no|"
+    # a dislike of what answers do bans it too ("I hate it when you apologize all the time")
+    r"hate\s+(?:it\s+)?when|hate\s+how|can'?t\s+stand|cannot\s+stand|enough\s+(?:with|of)|"
+    r"(?:tired|sick)\s+of)\b",
     re.IGNORECASE)
 
 
@@ -433,6 +437,10 @@ class StatementReader:
         previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
             label = decision.label if pending.anchored else NONE
+            if any(s.kind == "pronouns" for s in pending.found):
+                # the slot's own pattern is the speaker's ("my pronouns are they/them", "I go
+                # by he/they"), which the encoder, with no such examples, reads as anything
+                label = "identity"
             if pending.bans and (label == NONE or label.startswith("format=")):
                 label = "veto"
             if label in (NONE, "tooling") and _tool_banned(pending):

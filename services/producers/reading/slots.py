@@ -76,6 +76,20 @@ _EMPLOYER_CUES = re.compile(
     rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
     rf"(?:l'équipe|el\s+equipo(?:\s+de)?|im)\s+[\w-]+\s+(?:de|del|bei|chez))"
     rf"\s+(?P<v>{_NAME})", _I)
+_PAIRS = r"he/him|she/her|they/them|he/they|she/they|xe/xem|ze/zir"
+#: the speaker's own pronouns: "my pronouns are they/them", "I use she/her", "I go by he/they",
+#: "any pronouns", or in brackets after their own name ("I'm Alex (they/them)")
+PRONOUNS_RE = re.compile(
+    rf"\b(?:my\s+pronouns\s+(?:are|:)|pronouns\s*:|i\s+use|i\s+go\s+by)\s+"
+    rf"(?:(?P<v>{_PAIRS})\b|(?P<any>any)\s+pronouns\b)"
+    rf"|\b(?:i'm|i\s+am|my\s+name\s+is|call\s+me)\s+{_NAME}\s+\((?P<b>{_PAIRS})\)", _I)
+#: right after a role: where the speaker holds it ("a nurse at Mercy Hospital")
+#: capitalised words after "at" that say when, not where ("a teacher at Christmas")
+_WHEN_WORDS = frozenset(
+    "monday tuesday wednesday thursday friday saturday sunday january february march april "
+    "may june july august september october november december christmas easter "
+    "thanksgiving weekends".split())
+_AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez)\s+(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
@@ -175,6 +189,25 @@ def _is_other_value(text: str) -> bool:
             or canonical_timezone(text) is not None or low in _ZONE_WORDS)
 
 
+def _employer_after_role(clause: str, slots: list[Slot]) -> None:
+    """"a nurse at Mercy Hospital", "Lehrerin bei Schule Nord": a named place right after the
+    speaker's role is where they work, whatever the role (the employer cues name only the
+    roles of the software trade). Added when no employer was found already."""
+    if any(s.kind == "employer" for s in slots):
+        return
+    lowered = clause.lower()
+    for role in [s for s in slots if s.kind == "role"]:
+        at = lowered.find(role.value.split()[-1], role.start)
+        m = _AT_NAME_RE.match(clause, at + len(role.value.split()[-1])) if at >= 0 else None
+        if m is None:
+            continue
+        value = _name(m.group("v"))
+        if value and find_city(value) is None and canonical_language(value) is None and (
+                not _is_other_value(value)) and value.lower() not in _WHEN_WORDS:
+            slots.append(Slot("employer", value, m.start("v"), m.end("v")))
+            return
+
+
 def find(clause: str, sentence: str) -> list[Slot]:
     """Every value `clause` names; `sentence` (its whole sentence) resolves ambiguities."""
     slots: list[Slot] = []
@@ -224,6 +257,17 @@ def find(clause: str, sentence: str) -> list[Slot]:
         role = _role(m.group("v"))
         if role and not any(s.kind == "role" for s in slots):
             slots.append(Slot("role", role, m.start("v"), m.end("v")))
+    _employer_after_role(clause, slots)
+    for m in PRONOUNS_RE.finditer(clause):
+        group = next(g for g in ("v", "any", "b") if m.group(g))
+        slots.append(Slot("pronouns", m.group(group).lower(), m.start(group), m.end(group)))
+    if not any(s.kind == "pronouns" for s in slots) and "(" in sentence:
+        # "I'm Alex (they/them)": the brackets are a clause of their own; the pronouns are
+        # the speaker's, so they go with the clause that names them
+        whose = clause.strip(" \x00")
+        for m in PRONOUNS_RE.finditer(sentence):
+            if m.group("b") and whose and whose in sentence[m.start():m.start("b")]:
+                slots.append(Slot("pronouns", m.group("b").lower(), len(clause), len(clause)))
     zones = list(_ZONE_RE.finditer(clause))
     cities = _cities(clause)
     near = None
