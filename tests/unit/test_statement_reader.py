@@ -281,6 +281,30 @@ def test_a_dislike_of_anything_else_bans_nothing() -> None:
     assert read("I can't stand my manager's jargon.") == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I prefer answers in bullet points.", ("style", "format", "bullets")),
+    ("Be more casual with me.", ("style", "tone", "casual")),
+    ("We prefer prose over bullet points.", ("style", "format", "prose")),
+    ("My email is jo@example.org", ("identity", "email", "jo@example.org")),
+    ("My work email is Jo.Smith@Acme.io.", ("identity", "email", "jo.smith@acme.io")),
+    ("Please don't use markdown.", ("veto", "format=markdown", "banned")),
+    ("No filler please.", ("veto", "content=filler", "banned"))])
+def test_what_a_fifth_trial_said_plainly_is_read(message: str,
+                                                 expected: tuple[str, str, str]) -> None:
+    """Each was read as nothing (the encoder's nearest examples were too close to call, or
+    the vocabulary's thing had no words), or as the opposite ("prose over bullet points" was
+    bullets)."""
+    assert [s[:3] for s in read(message)] == [expected]
+
+
+def test_a_list_asked_for_or_someone_elses_address_is_no_preference() -> None:
+    assert read("I want a list of all the endpoints.") == []  # was format=prose
+    assert read("My manager's email is bob@acme.io") == []
+    assert read("I prefer the second option.") == []
+    assert [s[:3] for s in read("Email me at jo@example.org.")] == [
+        ("channel", "primary", "email")]
+
+
 @pytest.mark.parametrize("message", [
     "Don't explain basic Python to me, I've been writing it for 10 years.",
     "Erklär mir bitte kein Python."])

@@ -406,6 +406,13 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
     "format=bullets": re.compile(
         r"\bbullet(?:s|ed|\s+points?|\s+lists?)\b|stichpunkt\w*|aufzählung\w*|puces?\b|"
         r"viñetas?\b", _I),
+    # prose named, or lists said away: "I want a list of all the endpoints" asks for a list
+    "format=prose": re.compile(
+        r"\b(?:prose|paragraphs?|full\s+sentences|flie(?:ß|ss)text|absätzen?|phrases|"
+        r"párrafos|prosa|frases)\b"
+        r"|\b(?:no|not|without|stop|less|fewer|instead\s+of|rather\s+than|over|keine?n?|ohne|"
+        r"pas\s+de|sans|sin|nada\s+de|menos)\b.{0,40}\b(?:lists?|bullet\w*|listen|listes?|"
+        r"listas?|puces?|stichpunkt\w*|aufzählung\w*|viñetas?)", _I),
     "tone=direct": re.compile(r"direct\w*|blunt\w*|straight\w*|sugar\w*|frank\w*|honest\w*|"
                               r"direkt\w*|franc\w*|sin\s+rodeos", _I),
     "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|freundlich\w*|herzlich\w*|"
@@ -485,6 +492,8 @@ _FLIP_RE = re.compile(
     r"ohne|kein|nie|weniger|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
     r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
     r"en\s+lugar\s+de|don't\s+bother\s+with|forget|drop|no\s+need\s+to\s+be|évite\w*|"
+    # what is preferred over it ("I prefer prose over bullet points")
+    r"prefer\w*\s+(?:\S+\s+){1,4}?over|"
     r"evita\w*|vermeide\w*|"
     r"(?:you\s+)?don't\s+(?:need|have)\s+to\s+be|pas\s+besoin\s+d'être|"
     r"no\s+hace\s+falta\s+ser)\b"

@@ -28,7 +28,10 @@ from services.producers.reading import gates, slots, text
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
-                   "pronouns")
+                   "pronouns", "email")
+#: identity kinds whose own pattern is the speaker's statement of them, whatever the encoder
+#: reads (it has no examples of them): "my pronouns are they/them", "my email is ..."
+_SELF_STATED = frozenset({"pronouns", "email"})
 _ANCHORING_KINDS = frozenset({*_IDENTITY_KINDS, "language", "channel"})
 #: a fragment's label, from the kind of value it holds ("..., in French": `language`)
 _FRAGMENT_LABELS = {**dict.fromkeys(_IDENTITY_KINDS, "identity"), "language": "language",
@@ -247,7 +250,8 @@ def _label_by_words(pending: _Pending) -> str:
     100 words"); a move to a named tool ("I switched from VS Code to Cursor": the tool moved
     to is named, the old one negated); a named tool the speaker says they use or prefer ("I
     prefer yarn for installs", which the encoder read as nothing); length said away ("Bitte
-    keine langen Erklärungen")."""
+    keine langen Erklärungen"); a style the speaker says they prefer, in the words that decide
+    it ("I prefer answers in bullet points", "be more casual with me")."""
     clause = pending.clause.text
     if gates.WORD_LIMIT_RE.search(clause) and _FOR_ANSWERS_RE.search(clause):
         return "verbosity=terse"
@@ -258,7 +262,27 @@ def _label_by_words(pending: _Pending) -> str:
         return "tooling"
     if gates.asks_for_less(clause):
         return "verbosity=terse"
+    if _PREFERS_RE.search(clause):
+        worded = _style_by_words(clause)
+        if len(worded) == 1:  # "I like short answers", "be more casual with me"
+            return f"{worded[0][1]}={worded[0][2]}"
+        # a layout named as one ("I prefer answers in bullet points"); two named ("prose over
+        # bullet points") are left to the encoder
+        layouts = [v for v in _LAYOUTS if gates.VALUE_CUES[f"format={v}"].search(clause)]
+        if len(layouts) == 1:
+            return f"format={layouts[0]}"
     return NONE
+
+
+_LAYOUTS = ("tables", "bullets", "prose")
+
+
+#: the speaker saying what they prefer, or asking the answers to change ("be more casual")
+_PREFERS_RE = re.compile(
+    r"\b(?:i|we)\s+(?:(?:really|much|would|do|generally|usually)\s+)?(?:prefer|like|love|want)"
+    r"\b|\bi'd\s+(?:rather|like|prefer|love)\b"
+    r"|^(?:please\s+)?be\s+(?:a\s+(?:bit|little)\s+|much\s+|way\s+)?(?:more|less)\b",
+    re.IGNORECASE)
 
 
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
@@ -437,9 +461,10 @@ class StatementReader:
         previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
             label = decision.label if pending.anchored else NONE
-            if any(s.kind == "pronouns" for s in pending.found):
+            if any(s.kind in _SELF_STATED for s in pending.found):
                 # the slot's own pattern is the speaker's ("my pronouns are they/them", "I go
-                # by he/they"), which the encoder, with no such examples, reads as anything
+                # by he/they", "my email is ..."), which the encoder, with no such examples,
+                # reads as anything (a tone, a channel)
                 label = "identity"
             if pending.bans and (label == NONE or label.startswith("format=")):
                 label = "veto"

@@ -83,6 +83,11 @@ PRONOUNS_RE = re.compile(
     rf"\b(?:my\s+pronouns\s+(?:are|:)|pronouns\s*:|i\s+use|i\s+go\s+by)\s+"
     rf"(?:(?P<v>{_PAIRS})\b|(?P<any>any)\s+pronouns\b)"
     rf"|\b(?:i'm|i\s+am|my\s+name\s+is|call\s+me)\s+{_NAME}\s+\((?P<b>{_PAIRS})\)", _I)
+#: the speaker's own address, said as such ("my email is jo@example.org"); "email me at ..."
+#: asks for a channel and is read as one
+EMAIL_RE = re.compile(
+    r"\bmy\s+(?:(?:work|personal|private)\s+)?(?:e-?mail|email\s+address|address)\s+"
+    r"(?:is|:)\s+(?P<v>[^@\s]+@[^@\s]+\.[a-z]{2,})\b", _I)
 #: right after a role: where the speaker holds it ("a nurse at Mercy Hospital")
 #: capitalised words after "at" that say when, not where ("a teacher at Christmas")
 _WHEN_WORDS = frozenset(
@@ -167,6 +172,8 @@ _VETO_THINGS = (
      "content=disclaimers"),
     (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
      "content=apologies"),
+    (re.compile(r"\bmarkdown\b", _I), "format=markdown"),
+    (re.compile(r"\bfiller\b|\bfluff\b", _I), "content=filler"),
     (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
     (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos", _I),
      "content=jargon"),
@@ -261,6 +268,8 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for m in PRONOUNS_RE.finditer(clause):
         group = next(g for g in ("v", "any", "b") if m.group(g))
         slots.append(Slot("pronouns", m.group(group).lower(), m.start(group), m.end(group)))
+    for m in EMAIL_RE.finditer(clause):
+        slots.append(Slot("email", m.group("v").lower(), m.start("v"), m.end("v")))
     if not any(s.kind == "pronouns" for s in slots) and "(" in sentence:
         # "I'm Alex (they/them)": the brackets are a clause of their own; the pronouns are
         # the speaker's, so they go with the clause that names them
