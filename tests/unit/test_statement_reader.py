@@ -297,6 +297,28 @@ def test_what_a_fifth_trial_said_plainly_is_read(message: str,
     assert [s[:3] for s in read(message)] == [expected]
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Je déteste quand tu mets des emojis.", ("style", "emoji", "none")),  # was emoji=ok
+    ("I hate it when you use emojis.", ("style", "emoji", "none")),
+    ("Ich bevorzuge Antworten in Stichpunkten.", ("style", "format", "bullets")),
+    ("Prefiero respuestas en viñetas.", ("style", "format", "bullets")),
+    ("Odio cuando te disculpas todo el tiempo.", ("veto", "content=apologies", "banned")),
+    ("Honestly I just want the answer, not an essay.", ("style", "verbosity", "terse"))])
+def test_a_sixth_rounds_dislikes_and_preferences_in_four_languages(
+        message: str, expected: tuple[str, str, str]) -> None:
+    """A dislike a few words before the thing ("hate it when you use ...") turns it as a
+    "no" right before it does; a preference said with the speaker's verb in German, French or
+    Spanish is read by its words as in English."""
+    assert [s[:3] for s in read(message)] == [expected]
+
+
+def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
+    assert read("I'm writing an essay on climate policy.") == []
+    assert read("I want an essay on the French revolution.") == []
+    assert read("I hate it when the tests take long.") == []
+    assert read("I love emojis.") == [("style", "emoji", "ok", "standing")]
+
+
 def test_a_list_asked_for_or_someone_elses_address_is_no_preference() -> None:
     assert read("I want a list of all the endpoints.") == []  # was format=prose
     assert read("My manager's email is bob@acme.io") == []

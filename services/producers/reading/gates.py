@@ -511,7 +511,8 @@ TERSE_WORDS = _TERSE_WORDS = re.compile(
     r"resum\w*|" + _WORD_LIMIT + r")\b", _I)
 #: padding: "without the fluff", "sin tanto rollo", "ohne Blabla" ask for less
 _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|chichi|"
-                            r"palabrería|geschwafel|remplissage)\b", _I)
+                            r"palabrería|geschwafel|remplissage|essays?|novels?|"
+                            r"walls?\s+of\s+text)\b", _I)
 _DETAILED_WORDS = re.compile(
     r"\b(?:longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
@@ -527,8 +528,17 @@ _LEFT_OUT_RE = re.compile(r"\b(?:leave\s+(?:them|it)\s+out|out\s+of|weg|lass\w*\
 _EXAMPLE_WORD = re.compile(r"\b(?:examples?|beispiel\w*|exemples?|ejemplos?)\b", _I)
 
 
+#: a dislike of what the answers do, the thing a few words on: "I hate it when you use
+#: emojis", "je déteste quand tu mets des emojis", "odio cuando usas viñetas"
+_DISLIKE_FRAME_RE = re.compile(
+    r"\b(?:hate\s+(?:it\s+)?(?:when|how)|hasse\s+es,?\s+wenn|déteste\s+(?:quand|que)|"
+    r"odio\s+(?:cuando|que))\s+(?:\S+\s+){0,5}$", _I)
+
+
 def _flipped(clause: str, match: re.Match[str]) -> bool:
-    return (_FLIP_RE.search(clause[max(0, match.start() - 40):match.start()]) is not None
+    before = clause[max(0, match.start() - 60):match.start()]
+    return (_FLIP_RE.search(before[-40:]) is not None
+            or _DISLIKE_FRAME_RE.search(before) is not None
             or _FLIP_AFTER_RE.match(clause[match.end():match.end() + 60]) is not None)
 
 

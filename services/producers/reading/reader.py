@@ -55,7 +55,7 @@ _BAN_RE = re.compile(
     r"deje\s+de|dejamos|evita\w*|ya\s+no|"
     # a dislike of what answers do bans it too ("I hate it when you apologize all the time")
     r"hate\s+(?:it\s+)?when|hate\s+how|can'?t\s+stand|cannot\s+stand|enough\s+(?:with|of)|"
-    r"(?:tired|sick)\s+of)\b",
+    r"(?:tired|sick)\s+of|hasse\s+es|déteste\s+quand|odio\s+(?:cuando|que))\b",
     re.IGNORECASE)
 
 
@@ -279,8 +279,11 @@ _LAYOUTS = ("tables", "bullets", "prose")
 
 #: the speaker saying what they prefer, or asking the answers to change ("be more casual")
 _PREFERS_RE = re.compile(
-    r"\b(?:i|we)\s+(?:(?:really|much|would|do|generally|usually)\s+)?(?:prefer|like|love|want)"
-    r"\b|\bi'd\s+(?:rather|like|prefer|love)\b"
+    r"\b(?:i|we)\s+(?:(?:really|much|would|do|generally|usually|just)\s+)?"
+    r"(?:prefer|like|love|want)\b|\bi'd\s+(?:rather|like|prefer|love)\b"
+    r"|\b(?:ich|wir)\s+(?:bevorzuge|bevorzugen|mag|mögen|hätte\s+gern)\b"
+    r"|\b(?:je|nous)\s+(?:préfère|préférons|veux|voudrais)\b|\bj'aime\b"
+    r"|\b(?:prefiero|preferimos|quiero)\b|\bme\s+gusta"
     r"|^(?:please\s+)?be\s+(?:a\s+(?:bit|little)\s+|much\s+|way\s+)?(?:more|less)\b",
     re.IGNORECASE)
 
