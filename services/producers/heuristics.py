@@ -64,7 +64,8 @@ _CORRECTIONS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
         # shorter: "shorter", "make it shorter", "shorten it", "too long", "too verbose",
         # "be brief", "more concise", "keep it short", "tl;dr", "less text", a bare "less"
         (r"\bshort(?:er|en)\b", "verbosity", "terse"),
-        (r"\btoo\s+(?:long|verbose|wordy|lengthy|much\s+text)\b", "verbosity", "terse"),
+        (r"\btoo\s+(?:long|verbose|wordy|lengthy|much\s+(?:text|detail|info\w*))\b",
+         "verbosity", "terse"),
         (r"\b(?:be\s+)?(?:brief|briefer|concise|more\s+concise|succinct)\b", "verbosity", "terse"),
         (r"\bkeep\s+it\s+(?:short|brief|tight)\b", "verbosity", "terse"),
         (r"\btl;?dr\b", "verbosity", "terse"),

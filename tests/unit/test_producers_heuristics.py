@@ -116,6 +116,7 @@ def test_just_inside_the_window() -> None:
         ("Make it SHORTER.", [("verbosity", "terse")]),
         ("way too long", [("verbosity", "terse")]),
         ("too verbose!", [("verbosity", "terse")]),
+        ("that was too much detail", [("verbosity", "terse")]),
         ("be brief", [("verbosity", "terse")]),
         ("less", [("verbosity", "terse")]),
         ("less text please", [("verbosity", "terse")]),

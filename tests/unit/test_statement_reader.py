@@ -312,6 +312,19 @@ def test_a_sixth_rounds_dislikes_and_preferences_in_four_languages(
     assert [s[:3] for s in read(message)] == [expected]
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Too formal, loosen up.", ("style", "tone", "casual")),  # was tone=formal
+    ("Your answers are too short.", ("style", "verbosity", "detailed")),
+    ("Too many emojis.", ("style", "emoji", "none")),
+    ("Viel zu förmlich.", ("style", "tone", "casual")),
+    ("C'est trop formel.", ("style", "tone", "casual")),
+    ("Bitte wechsle zu kurzen Antworten.", ("style", "verbosity", "terse")),
+    ("Me too, short answers please.", ("style", "verbosity", "terse"))])
+def test_too_much_of_a_style_asks_for_the_other(message: str,
+                                                expected: tuple[str, str, str]) -> None:
+    assert [s[:3] for s in read(message)] == [expected]
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

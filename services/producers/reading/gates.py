@@ -489,6 +489,8 @@ def imperative(clause: str) -> bool:
 _FLIP_RE = re.compile(
     r"\b(?:no|not|never|don't|dont|do\s+not|doesn't|without|hate|dislike|can't\s+stand|"
     r"enough\s+with|no\s+more|stop|less|fewer|skip|avoid|distracting|annoying|nicht|keine?n?|"
+    # excess asks for the other way ("too formal" is casual, "too many emojis" none)
+    r"too|viel\s+zu|etwas\s+zu|zu\s+viele?|trop|demasiado|"
     r"ohne|kein|nie|weniger|brauche\s+ich\s+nie|pas|sans|jamais|moins|sin|nada\s+de|odio|nunca|menos|"
     r"ni|tanto|statt|instead\s+of|rather\s+than|plutôt\s+que|au\s+lieu\s+de|en\s+vez\s+de|"
     r"en\s+lugar\s+de|don't\s+bother\s+with|forget|drop|no\s+need\s+to\s+be|évite\w*|"
