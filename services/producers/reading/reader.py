@@ -24,7 +24,7 @@ from cachetools import LRUCache
 
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
-from services.producers.reading import gates, slots, text
+from services.producers.reading import by_words, gates, slots, text
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
@@ -168,12 +168,6 @@ _IN_TOOL_RE = re.compile(r"\b(?:in|im|en|dans|para)\s+(?:the\s+|my\s+|our\s+)?$"
                          re.IGNORECASE)
 
 
-#: a word limit said of the answers, or asked for ("keep it under 80 words", "bitte ..."),
-#: not of some text ("the essay must be under 500 words")
-_FOR_ANSWERS_RE = re.compile(r"\b(?:answers?|responses?|replies|keep|antwort\w*|bitte|"
-                             r"réponses?|respuestas?|please|por\s+favor|s'il)\b", re.IGNORECASE)
-
-
 def _tool_banned(pending: _Pending) -> bool:
     clause = pending.clause.text
     return any(s.kind == "tool" and gates.TOOL_BAN_RE.search(clause[max(0, s.start - 40):s.start])
@@ -213,79 +207,12 @@ def _answer_language(clause: str, slot: slots.Slot) -> bool:
             or _LANGUAGE_AFTER_RE.match(clause[slot.end:]) is not None)
 
 
-#: style keys whose words alone give the value ("kürzer", "no emojis")
-_WORDED_KEYS = {"verbosity": "terse", "emoji": "ok", "preamble": "skip"}
-
-
-def _style_by_words(clause: str) -> list[tuple[str, str, str]]:
-    keys = [k for k in gates.STYLE_CUES if gates.states_style(k, clause)]
-    if keys == ["tone"]:  # "make your answers a bit more casual", read as brevity
-        register = gates.register_by_words(clause)
-        return [("style", "tone", register)] if register else []
-    if len(keys) != 1 or keys[0] not in _WORDED_KEYS:
-        return []
-    key = keys[0]
-    value = gates.polarity(key, _WORDED_KEYS[key], clause)
-    if key == "verbosity" and value == "terse" and not gates.TERSE_WORDS.search(clause) and (
-            not gates.negated_padding(clause)):
-        return []  # the words decided nothing: no guess
-    if key == "emoji" and value == "ok":
-        return []  # only a ban on emoji is this sure
-    if key == "preamble" and not gates.SKIP_PREAMBLE_RE.search(clause):
-        return []  # "get to the point" skips it; "straight to my nonna" says nothing
-    return [("style", key, value)] if value else []
-
-
 _TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
 #: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
 #: "erklär mir kein Python", "no need to teach me SQL")
 _NOT_THE_BAN_RE = re.compile(
     r"\b(?:explain\w*|teach\w*|introduc\w*|walk\s+me\s+through|erklär\w*|expliqu\w*|"
     r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
-
-
-def _label_by_words(pending: _Pending) -> str:
-    """The label a clause's words decide alone when the encoder named none (NONE otherwise):
-    a word limit on answers ("under 80 words", which the encoder read differently from "under
-    100 words"); a move to a named tool ("I switched from VS Code to Cursor": the tool moved
-    to is named, the old one negated); a named tool the speaker says they use or prefer ("I
-    prefer yarn for installs", which the encoder read as nothing); length said away ("Bitte
-    keine langen Erklärungen"); a style the speaker says they prefer, in the words that decide
-    it ("I prefer answers in bullet points", "be more casual with me")."""
-    clause = pending.clause.text
-    if gates.WORD_LIMIT_RE.search(clause) and _FOR_ANSWERS_RE.search(clause):
-        return "verbosity=terse"
-    if gates.SWITCHED_RE.search(clause) and gates.first_person(clause) and any(
-            s.kind == "tool" for s in pending.found):
-        return "tooling"
-    if any(s.kind == "tool" and gates.USES_RE.search(clause[:s.start]) for s in pending.found):
-        return "tooling"
-    if gates.asks_for_less(clause):
-        return "verbosity=terse"
-    if _PREFERS_RE.search(clause):
-        worded = _style_by_words(clause)
-        if len(worded) == 1:  # "I like short answers", "be more casual with me"
-            return f"{worded[0][1]}={worded[0][2]}"
-        # a layout named as one ("I prefer answers in bullet points"); two named ("prose over
-        # bullet points") are left to the encoder
-        layouts = [v for v in _LAYOUTS if gates.VALUE_CUES[f"format={v}"].search(clause)]
-        if len(layouts) == 1:
-            return f"format={layouts[0]}"
-    return NONE
-
-
-_LAYOUTS = ("tables", "bullets", "prose")
-
-
-#: the speaker saying what they prefer, or asking the answers to change ("be more casual")
-_PREFERS_RE = re.compile(
-    r"\b(?:i|we)\s+(?:(?:really|much|would|do|generally|usually|just)\s+)?"
-    r"(?:prefer|like|love|want)\b|\bi'd\s+(?:rather|like|prefer|love)\b"
-    r"|\b(?:ich|wir)\s+(?:bevorzuge|bevorzugen|mag|mögen|hätte\s+gern)\b"
-    r"|\b(?:je|nous)\s+(?:préfère|préférons|veux|voudrais)\b|\bj'aime\b"
-    r"|\b(?:prefiero|preferimos|quiero)\b|\bme\s+gusta"
-    r"|^(?:please\s+)?be\s+(?:a\s+(?:bit|little)\s+|much\s+|way\s+)?(?:more|less)\b",
-    re.IGNORECASE)
 
 
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
@@ -302,7 +229,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                                                     None if turned_by_words else turned):
             # the encoder read a style statement but named a key the words do not hold:
             # the one key whose words are there, when they alone decide its value
-            return _style_by_words(clause)
+            return by_words.style(clause)
         return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
@@ -484,7 +411,7 @@ class StatementReader:
                          if s.kind in _FRAGMENT_LABELS}
                 label = kinds.pop() if len(kinds) == 1 else NONE
             if label == NONE:
-                label = _label_by_words(pending)
+                label = by_words.label(pending.clause.text, pending.found)
             if label == NONE:
                 continue
             previous = (*here, label)

@@ -1,0 +1,85 @@
+"""Labels a clause's own words decide, where the encoder's nearest examples named none (or a
+style key the words do not hold): a word limit on answers, a move to a named tool, a tool the
+speaker uses, length said away, a style the speaker says they prefer. Each rule is one the
+encoder missed on real sentences; the words are what make it sure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from services.producers.reading import gates
+from services.producers.reading.intents import NONE
+from services.producers.reading.slots import Slot
+
+#: a word limit said of the answers, or asked for ("keep it under 80 words", "bitte ..."),
+#: not of some text ("the essay must be under 500 words")
+_FOR_ANSWERS_RE = re.compile(r"\b(?:answers?|responses?|replies|keep|antwort\w*|bitte|"
+                             r"réponses?|respuestas?|please|por\s+favor|s'il)\b", re.IGNORECASE)
+
+#: style keys whose words alone give the value ("kürzer", "no emojis")
+_WORDED_KEYS = {"verbosity": "terse", "emoji": "ok", "preamble": "skip"}
+
+
+def style(clause: str) -> list[tuple[str, str, str]]:
+    """The style statement a clause's words make alone (none when they decide nothing)."""
+    keys = [k for k in gates.STYLE_CUES if gates.states_style(k, clause)]
+    if keys == ["tone"]:  # "make your answers a bit more casual", read as brevity
+        register = gates.register_by_words(clause)
+        return [("style", "tone", register)] if register else []
+    if len(keys) != 1 or keys[0] not in _WORDED_KEYS:
+        return []
+    key = keys[0]
+    value = gates.polarity(key, _WORDED_KEYS[key], clause)
+    if key == "verbosity" and value == "terse" and not gates.TERSE_WORDS.search(clause) and (
+            not gates.negated_padding(clause)):
+        return []  # the words decided nothing: no guess
+    if key == "emoji" and value == "ok":
+        return []  # only a ban on emoji is this sure
+    if key == "preamble" and not gates.SKIP_PREAMBLE_RE.search(clause):
+        return []  # "get to the point" skips it; "straight to my nonna" says nothing
+    return [("style", key, value)] if value else []
+
+
+_LAYOUTS = ("tables", "bullets", "prose")
+
+
+#: the speaker saying what they prefer, or asking the answers to change ("be more casual")
+_PREFERS_RE = re.compile(
+    r"\b(?:i|we)\s+(?:(?:really|much|would|do|generally|usually|just)\s+)?"
+    r"(?:prefer|like|love|want)\b|\bi'd\s+(?:rather|like|prefer|love)\b"
+    r"|\b(?:ich|wir)\s+(?:bevorzuge|bevorzugen|mag|mögen|hätte\s+gern)\b"
+    r"|\b(?:je|nous)\s+(?:préfère|préférons|veux|voudrais)\b|\bj'aime\b"
+    r"|\b(?:prefiero|preferimos|quiero)\b|\bme\s+gusta"
+    r"|^(?:please\s+)?be\s+(?:a\s+(?:bit|little)\s+|much\s+|way\s+)?(?:more|less)\b",
+    re.IGNORECASE)
+
+
+def label(clause: str, found: Sequence[Slot]) -> str:
+    """The label a clause's words decide alone when the encoder named none (NONE otherwise):
+    a word limit on answers ("under 80 words", which the encoder read differently from "under
+    100 words"); a move to a named tool ("I switched from VS Code to Cursor": the tool moved
+    to is named, the old one negated); a named tool the speaker says they use or prefer ("I
+    prefer yarn for installs", which the encoder read as nothing); length said away ("Bitte
+    keine langen Erklärungen"); a style the speaker says they prefer, in the words that decide
+    it ("I prefer answers in bullet points", "be more casual with me")."""
+    if gates.WORD_LIMIT_RE.search(clause) and _FOR_ANSWERS_RE.search(clause):
+        return "verbosity=terse"
+    if gates.SWITCHED_RE.search(clause) and gates.first_person(clause) and any(
+            s.kind == "tool" for s in found):
+        return "tooling"
+    if any(s.kind == "tool" and gates.USES_RE.search(clause[:s.start]) for s in found):
+        return "tooling"
+    if gates.asks_for_less(clause):
+        return "verbosity=terse"
+    if _PREFERS_RE.search(clause):
+        worded = style(clause)
+        if len(worded) == 1:  # "I like short answers", "be more casual with me"
+            return f"{worded[0][1]}={worded[0][2]}"
+        # a layout named as one ("I prefer answers in bullet points"); two named ("prose over
+        # bullet points") are left to the encoder
+        layouts = [v for v in _LAYOUTS if gates.VALUE_CUES[f"format={v}"].search(clause)]
+        if len(layouts) == 1:
+            return f"format={layouts[0]}"
+    return NONE
+
