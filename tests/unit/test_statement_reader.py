@@ -260,6 +260,17 @@ def test_a_named_place_right_after_the_speakers_role_is_their_employer(message: 
     assert ("identity", "employer", employer) in [s[:3] for s in read(message)]
 
 
+def test_any_role_said_beside_the_speakers_name_is_theirs() -> None:
+    """A new-user trial's "Hi! I'm Ana (she/her), a nurse at Mercy Hospital." gave the name
+    and pronouns alone: a role with no "I'm" of its own was read only for the software
+    trade's roles."""
+    assert [s[:3] for s in read("Hi! I'm Ana (she/her), a nurse at Mercy Hospital.")] == [
+        ("identity", "name", "Ana"), ("identity", "pronouns", "she/her"),
+        ("identity", "role", "nurse"), ("identity", "employer", "Mercy Hospital")]
+    assert ("identity", "role", "pilot") in [s[:3] for s in read("I'm Tom, a pilot.")]
+    assert read("A nurse at the clinic said I should rest.") == []
+
+
 def test_when_after_a_role_or_someone_elses_workplace_is_no_employer() -> None:
     assert [s[:3] for s in read("I'm a teacher at Christmas time.")] == [
         ("identity", "role", "teacher")]

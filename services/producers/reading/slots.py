@@ -124,7 +124,11 @@ _ROLE_CUES = re.compile(
     r"designer|manager|scientist|analyst|architect|researcher|consultant|founder|intern|"
     r"translator|student|entwickler\w*|ingenieur\w*|développeu\w+|ingénieur\w*|"
     r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
-    r"(?:\s+(?:at|@|chez|bei|en|in|para)\s|$)", _I)
+    r"(?:\s+(?:at|@|chez|bei|en|in|para)\s|$)"
+    # any role of the vocabulary, said as an apposition to the speaker's name ("I'm Ana, a
+    # nurse at Mercy Hospital"): with its article, and where it is held or nothing after
+    rf"|^an?\s+(?P<held>(?:[\w-]+\s+){{0,2}}(?:{'|'.join(sorted(roles.HEADS))}))"
+    r"(?:\s+(?:at|@)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = roles.HEADS
 _ZONE_RE = re.compile(
@@ -250,7 +254,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and value not in {"team", "my", "our"}:
             slots.append(Slot("team", value, m.start(group), m.end(group)))
     for m in _ROLE_CUES.finditer(clause):
-        group = "v" if m.group("v") else "bare"
+        group = next(g for g in ("v", "bare", "held") if m.group(g))
         role = _role(m.group(group))
         if role:
             slots.append(Slot("role", role, m.start(group), m.end(group)))
