@@ -336,6 +336,22 @@ def test_too_much_of_a_style_asks_for_the_other(message: str,
     assert [s[:3] for s in read(message)] == [expected]
 
 
+def test_a_seventh_rounds_misreadings() -> None:
+    """Each was read wrong before: the full name named beside the one to use made the
+    sentence "about someone else"; "I speak German" was an answer language; a ban on what
+    e-mails say was e-mail as the channel."""
+    assert ("identity", "preferred_name", "Liz") in [
+        s[:3] for s in read("call me Liz, Elizabeth is too formal")]
+    assert [s[:3] for s in read("i speak german natively but english is fine for work stuff")
+            ] == [("style", "language", "en")]
+    assert read("We speak Spanish at home.") == []
+    assert read("don't use my full name in emails") == []
+    assert [s[:3] for s in read("Speak German with me.")] == [("style", "language", "de")]
+    assert [s[:3] for s in read("Don't use email, ping me on Slack.")] == [
+        ("channel", "primary", "slack")]
+    assert read("Sarah says to call me Liz.") == []
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

@@ -246,11 +246,18 @@ def about_someone_else(sentence: str) -> bool:
         return False
     if _REPORTING_RE.search(_OWN_GROUP_RE.sub(" ", sentence)):
         return True
+    if _NAMING_ME_RE.search(sentence):
+        return False  # "call me Liz, Elizabeth is too formal": the names are the user's own
     for m in _NAMED_SUBJECT_RE.finditer(sentence):
         first = m.group().lstrip(",; ").split()[0]
         if first.lower() not in _NOT_NAMES and not _known_thing(first):
             return True
     return False
+
+
+#: the speaker naming what to call them: any other name in the sentence is a form of theirs
+_NAMING_ME_RE = re.compile(r"\b(?:call\s+me|i\s+go\s+by|address\s+me\s+as|"
+                           r"nenn\w*\s+mich|appelle[sz]?[- ]moi|llámame|llamame)\s+[A-ZÀ-Þ]")
 
 
 def _known_thing(word: str) -> bool:

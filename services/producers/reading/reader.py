@@ -192,7 +192,9 @@ def _fragment(pending: _Pending) -> bool:
 
 
 _LANGUAGE_FRAME_RE = re.compile(
-    r"(?:\b(?:in|auf|en|to|speak|talk|write|answer|reply|respond|sprich\w*|antwort\w*|"
+    # "I speak German" is what the user can do, "speak German with me" what they ask for
+    r"(?:(?<!\bi\s)(?<!\bwe\s)\b(?:in|auf|en|to|speak|talk|write|answer|reply|respond|"
+    r"sprich\w*|antwort\w*|"
     r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
     r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain|simple|easy|basic|einfachem|"
     r"einfaches|sencillo|facile)\s+)?|^)$", re.IGNORECASE)
@@ -208,6 +210,7 @@ def _answer_language(clause: str, slot: slots.Slot) -> bool:
 
 
 _TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
+_DONT_USE_RE = re.compile(r"(?:please\s+)?(?:don't|dont|do\s+not|never)\s+use\b", re.IGNORECASE)
 #: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
 #: "erklär mir kein Python", "no need to teach me SQL")
 _NOT_THE_BAN_RE = re.compile(
@@ -263,8 +266,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                 and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
                 and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
     if label == "channel":
-        if not gates.states_channel(clause):
-            return []
+        if not gates.states_channel(clause) or _DONT_USE_RE.match(clause):
+            return []  # "don't use my full name in emails" names no way to reach the user
         named = [s for s in usable if s.kind == "channel"]
         # "text me on Telegram": the verb "text" is a way of saying write, the app is named
         apps = [s for s in named if not _TEXT_VERB_RE.fullmatch(clause[s.start:s.end])]

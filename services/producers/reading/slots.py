@@ -145,7 +145,7 @@ _PLACE_BEFORE_RE = re.compile(
     r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
     r"\b(?:in|im|en|à|a|out\s+of|(?:moved|moving|relocated|relocating)\s+to|"
     r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
-    r"work(?:ing)?\s+(?:remotely\s+)?from|(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
+    r"work(?:ing)?\s+(?:remote(?:ly)?\s+)?from|(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
 #: a city in lower case ("j'habite à lyon") counts after a word of living there
 _LIVE_BEFORE_RE = re.compile(
     r"\b(?:live|living|based|wohne|lebe|habite|vis|vivo|resido|moved\s+to)\s+(?:in|à|en|a)?\s*$",
