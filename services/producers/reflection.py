@@ -41,11 +41,20 @@ _CUE_RE = re.compile(
     r"|i'm\s+working\s+towards"
     r"|i(?:'m|\s+am)\s+(?:studying|preparing|training|cramming)\s+for"
     r"|i(?:'m|\s+am)\s+trying\s+to(?=\s+(?:learn|become|pass|get\s+certified)\b)"
+    # "I'm learning Japanese", "I want to get better at system design" (not "learning that",
+    # "learn how this works": a lesson or a question, no goal)
+    r"|i(?:'m|\s+am)(?:\s+(?:currently|slowly))?(?=\s+learning\s+(?!that|how|why|what|about)\w)"
+    r"|i(?:\s+want|'d\s+like|\s+would\s+like)\s+to(?=\s+(?:get\s+better\s+at|improve\s+my|"
+    r"become|learn\s+(?!how|why|what|where|when|which|more)\w))"
     r")\s+",
     re.IGNORECASE,
 )
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD_RE = re.compile(r"[a-z]+")
+#: where the goal's clause ends: the words after it are the sentence's other business
+_CLAUSE_END_RE = re.compile(r"[,;:(]|\s(?:so|but|because|since)\s", re.IGNORECASE)
+#: forms of one goal's words ("I'm learning Rust" is the goal "I decided to learn Rust" names)
+_SAME_TOPIC = {"learning": "learn", "improving": "improve", "becoming": "become"}
 _SKIP = frozenset(
     """i i'm we to the a an my our that this it is are be get do make really finally now just
     need must have has should will would can could so and or but of in on at for with from by
@@ -62,8 +71,10 @@ def _sentences(text: str) -> list[tuple[str, bool]]:
 
 def topic(rest: str) -> str | None:
     """The goal's topic key from the words after its cue, or None when none fits."""
+    rest = _CLAUSE_END_RE.split(rest, maxsplit=1)[0]  # "Japanese, so feel free ...": Japanese
     folded = unicodedata.normalize("NFKD", rest).encode("ascii", "ignore").decode().lower()
-    words = [w for w in _WORD_RE.findall(folded) if w not in _SKIP and len(w) > 1]
+    words = [_SAME_TOPIC.get(w, w) for w in _WORD_RE.findall(folded)
+             if w not in _SKIP and len(w) > 1]
     for n in range(min(TOPIC_WORDS, len(words)), 0, -1):
         key = "-".join(words[:n])
         if open_key_problem(key) is None:

@@ -42,6 +42,11 @@ def test_two_goals_and_the_same_topic_twice_counts_once() -> None:
     ("I am preparing for the Berlin marathon.", "berlin-marathon"),
     ("I'm trying to learn Rust this year.", "learn-rust"),  # the key "decided to" gives
     ("I'm trying to get certified in Kubernetes.", "certified-kubernetes"),
+    ("I'm learning Japanese, so feel free to throw in some words.", "learn-japanese"),
+    ("I am currently learning Go.", "learn-go"),
+    ("I want to get better at system design.", "better-system-design"),
+    ("I'd like to improve my SQL.", "improve-sql"),
+    ("I want to become a staff engineer.", "become-staff-engineer"),
 ])
 def test_what_the_user_studies_trains_or_tries_to_learn_for_is_a_goal(message: str,
                                                                      key: str) -> None:
@@ -51,6 +56,9 @@ def test_what_the_user_studies_trains_or_tries_to_learn_for_is_a_goal(message: s
 
 @pytest.mark.parametrize("message", [
     "I'm trying to fix this flaky test.",  # trying to do a task: no goal
+    "I want to fix this bug.",
+    "I want to learn how this function works.",  # a question
+    "I'm learning that tests matter.",  # a lesson
     "Are you studying for anything?",
     "My brother is studying for the bar exam.",
 ])

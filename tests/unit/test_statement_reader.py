@@ -352,6 +352,13 @@ def test_a_seventh_rounds_misreadings() -> None:
     assert read("Sarah says to call me Liz.") == []
 
 
+def test_a_stay_is_not_where_the_user_lives() -> None:
+    assert [s[:3] for s in read("I'm based in Toronto but I'm in London this week.")] == [
+        ("identity", "location", "Toronto")]
+    assert read("I'm in Rome for a conference.") == []
+    assert [s[:3] for s in read("I'm in Lisbon now.")] == [("identity", "location", "Lisbon")]
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

@@ -240,7 +240,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "identity":
         if gates.converting(clause):
             return []
-        return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS]
+        return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
+                and not (s.kind == "location" and slots.FOR_A_WHILE_RE.match(clause[s.end:]))]
     if label == "tooling":
         opens = pending.clause.sentence.lstrip(" \x00").startswith(clause[:20])
         if opens and gates.imperative(clause):

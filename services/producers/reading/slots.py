@@ -83,6 +83,13 @@ PRONOUNS_RE = re.compile(
     rf"\b(?:my\s+pronouns\s+(?:are|:)|pronouns\s*:|i\s+use|i\s+go\s+by)\s+"
     rf"(?:(?P<v>{_PAIRS})\b|(?P<any>any)\s+pronouns\b)"
     rf"|\b(?:i'm|i\s+am|my\s+name\s+is|call\s+me)\s+{_NAME}\s+\((?P<b>{_PAIRS})\)", _I)
+#: a stay, not where the speaker lives ("I'm in London this week", "in Rome for a conference");
+#: the place is still found (the bank's examples are read with their values replaced alike)
+FOR_A_WHILE_RE = re.compile(
+    r"\s*(?:this\s+(?:week|weekend|month)|today|tonight|tomorrow|next\s+week|for\s+(?:a\s+few\s+"
+    r"days|a\s+week|the\s+(?:week|weekend|day)|a\s+(?:conference|wedding|meeting|trip))|"
+    r"on\s+(?:vacation|holiday|a\s+trip|business)|until\b|till\b|diese\s+woche|heute|"
+    r"cette\s+semaine|aujourd'hui|esta\s+semana|hoy)\b", _I)
 #: the speaker's own address, said as such ("my email is jo@example.org"); "email me at ..."
 #: asks for a channel and is read as one
 EMAIL_RE = re.compile(
