@@ -41,7 +41,7 @@ from habitus.vocabulary.tools import CATEGORIES
 from services.extractor.material import Chunk, SourceKey, fold_text
 
 EXTRACT_VERSION = "extract-v4"
-REFLECT_VERSION = "reflect-v2"
+REFLECT_VERSION = "reflect-v3"
 #: the most facets one call may return; more is read as a model that lost the thread
 MAX_FACETS = 8
 MAX_VALUE_CHARS = 200

@@ -44,8 +44,8 @@ from services.extractor.validation import (
 #: by window hash and prompt version, so editing a prompt without bumping its version would
 #: silently mix old and new results: when this fails, bump the version, then the fingerprint.
 FINGERPRINTS = {
-    EXTRACT_VERSION: "4c338ebb8944283c",
-    REFLECT_VERSION: "5038d81b5b4447ec",
+    EXTRACT_VERSION: "80088d83972d4a59",
+    REFLECT_VERSION: "de66a6d83255c64c",
 }
 
 

@@ -359,6 +359,27 @@ def test_a_stay_is_not_where_the_user_lives() -> None:
     assert [s[:3] for s in read("I'm in Lisbon now.")] == [("identity", "location", "Lisbon")]
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Use metric units.", ("style", "units", "metric")),
+    ("Please use the metric system.", ("style", "units", "metric")),
+    ("I prefer imperial.", ("style", "units", "imperial")),
+    ("Bitte metrische Einheiten.", ("style", "units", "metric")),
+    ("Use 24-hour time please.", ("style", "clock", "24h")),
+    ("24h format please.", ("style", "clock", "24h")),
+    ("Times in am/pm please.", ("style", "clock", "12h"))])
+def test_units_and_clock_format_named_as_the_ones_to_use(
+        message: str, expected: tuple[str, str, str]) -> None:
+    """Two settings the vocabulary lacked, among the commonest an assistant is told."""
+    assert [s[:3] for s in read(message)] == [expected]
+
+
+def test_a_distance_a_duration_or_a_conversion_is_no_setting() -> None:
+    assert read("I ran five miles this morning.") == []
+    assert read("I need this in 24 hours.") == []
+    assert read("We left 12 hours ago.") == []
+    assert read("Can you convert 5 miles to km?") == []
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

@@ -95,7 +95,11 @@ def test_every_confirmation_question_reads_back_as_its_facet() -> None:
               ("veto", "content=disclaimers", "banned"), ("veto", "format=headings", "banned"),
               ("veto", "format=code-blocks", "banned"), ("veto", "content=caveats", "banned"),
               ("veto", "format=numbered-lists", "banned"), ("veto", "content=jargon", "banned"),
-              ("tooling", "ci", "github-actions")]
+              ("tooling", "ci", "github-actions"), ("identity", "pronouns", "she/her"),
+              ("identity", "email", "jo@example.org"), ("veto", "format=markdown", "banned"),
+              ("veto", "content=filler", "banned"), ("style", "units", "metric"),
+              ("style", "units", "imperial"), ("style", "clock", "24h"),
+              ("style", "clock", "12h")]
     clauses = [first_person(describe(*f)) + "." for f in facets]
     for facet, statements in zip(facets, reader.read(clauses), strict=True):
         assert [(s.facet_class, s.key, s.value) for s in statements] == [facet]

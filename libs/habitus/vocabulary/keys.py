@@ -43,6 +43,8 @@ _SPECS: tuple[KeySpec, ...] = (
     KeySpec(STYLE, "language", "language", (), "answer language"),
     KeySpec(STYLE, "emoji", "enum", ("none", "ok"), "emoji"),
     KeySpec(STYLE, "tone", "enum", ("formal", "casual", "friendly", "direct"), "tone"),
+    KeySpec(STYLE, "units", "enum", ("metric", "imperial"), "units of measure"),
+    KeySpec(STYLE, "clock", "enum", ("24h", "12h"), "time format"),
     KeySpec(IDENTITY, "name", "name", (), "name"),
     KeySpec(IDENTITY, "preferred_name", "name", (), "preferred name"),
     KeySpec(IDENTITY, "employer", "name", (), "employer"),

@@ -29,6 +29,10 @@ _STYLE: dict[tuple[str, str], str] = {
     ("tone", "casual"): "you prefer a casual tone",
     ("tone", "friendly"): "you prefer a friendly tone",
     ("tone", "direct"): "you prefer a direct tone",
+    ("units", "metric"): "you want metric units",
+    ("units", "imperial"): "you want imperial units",
+    ("clock", "24h"): "you want times in 24-hour format",
+    ("clock", "12h"): "you want times in 12-hour format",
 }
 _IDENTITY = {
     "name": "your name is {v}",

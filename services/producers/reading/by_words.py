@@ -42,6 +42,23 @@ def style(clause: str) -> list[tuple[str, str, str]]:
 
 
 _LAYOUTS = ("tables", "bullets", "prose")
+#: a system of units named as the one to use (not "I ran five miles"); the value is metric
+#: when the words say metric (métrique, metrisch) and imperial otherwise
+_UNITS_RE = re.compile(
+    r"\b(?:metric|imperial)\s+(?:units?|system|measurements?)\b"
+    r"|\b(?:use|in|prefer|want|switch\s+to|stick\s+to|stay\s+with)\s+(?:the\s+)?"
+    r"(?:metric|imperial)\b|\bmetrisch\w*\s+(?:einheiten|system)|\bimperial\w*\s+einheiten|"
+    r"\bsystème\s+(?:métrique|impérial)|\bunités\s+(?:métriques|impériales)|"
+    r"\bsistema\s+(?:métrico|imperial)|\bunidades\s+(?:métricas|imperiales)", re.IGNORECASE)
+_METRIC_RE = re.compile(r"m[eé]tri", re.IGNORECASE)
+#: a clock format named as the one to use ("24-hour time", "24h format", "am/pm"), not a
+#: duration ("in 24 hours", "12 hours ago")
+_CLOCK_RE = re.compile(
+    r"\b(?:24|12|twenty[- ]four|twelve)[- ]?(?:h|hours?|hr)\s*(?:time|clock|format)\b"
+    r"|\b(?:use|in|prefer|want)\s+(?:the\s+)?(?:24|12)\s?h\b|\bam\s*/\s*pm\b"
+    r"|\bmilitary\s+time\b|\b(?:24|12)[- ]?stunden[- ]?(?:format|uhr|anzeige)"
+    r"|\bformat\s+(?:24|12)\s?h\b|\bformato\s+(?:de\s+)?(?:24|12)\s?(?:h|horas)\b",
+    re.IGNORECASE)
 
 
 #: the speaker saying what they prefer, or asking the answers to change ("be more casual")
@@ -53,6 +70,20 @@ _PREFERS_RE = re.compile(
     r"|\b(?:prefiero|preferimos|quiero)\b|\bme\s+gusta"
     r"|^(?:please\s+)?be\s+(?:a\s+(?:bit|little)\s+|much\s+|way\s+)?(?:more|less)\b",
     re.IGNORECASE)
+
+
+def setting(clause: str) -> str | None:
+    """A units or clock format the clause names as the one to use ("use metric units", "I
+    want times in 24-hour format"): its words decide, whatever the encoder read (its bank has
+    no examples of either)."""
+    units = _UNITS_RE.search(clause)
+    if units is not None:
+        return "units=metric" if _METRIC_RE.search(units.group()) else "units=imperial"
+    clock = _CLOCK_RE.search(clause)
+    if clock is not None:
+        said = clock.group().lower()
+        return "clock=12h" if "12" in said or "twelve" in said or "am" in said else "clock=24h"
+    return None
 
 
 def label(clause: str, found: Sequence[Slot]) -> str:

@@ -395,7 +395,10 @@ class StatementReader:
         previous: tuple[int, int, str] | None = None
         for pending, decision in zip(todo, decisions, strict=True):
             label = decision.label if pending.anchored else NONE
-            if any(s.kind in _SELF_STATED for s in pending.found):
+            named = by_words.setting(pending.clause.text)
+            if named is not None:
+                label = named  # "use metric units", "I want times in 24-hour format"
+            elif any(s.kind in _SELF_STATED for s in pending.found):
                 # the slot's own pattern is the speaker's ("my pronouns are they/them", "I go
                 # by he/they", "my email is ..."), which the encoder, with no such examples,
                 # reads as anything (a tone, a channel)
