@@ -201,6 +201,10 @@ _EDICT_RE = re.compile(
     r"(?P<neg>never|don'?t|do\s+not|(?:you\s+)?(?:should|must)\s+(?:never|not)),?\s+"
     r"(?P<next>[^\W\d_][\w'-]*)"
     r"|stop\s+(?P<ing>[^\W\d_]+ing)\b"
+    # a standing obligation: "always cc my manager", "make sure to always run the tests"
+    # ("make sure you check the dates" is about this task: no rule)
+    r"|(?P<pos>(?:(?:make|be)\s+sure(?:\s+(?:to|you))?\s+)?always)\s+"
+    r"(?P<pnext>[^\W\d_][\w'-]*)"
     r")",
     re.IGNORECASE,
 )
@@ -230,16 +234,23 @@ _TAG_QUESTION_RE = re.compile(
     r",\s*(?:ok|okay|alright|all\s+right|got\s+it|understood|yeah|please)\s*\?+$", re.IGNORECASE
 )
 _DO_NOT_RE = re.compile(r"\bdo\s+not\b")
+#: after "always": words that make no order of it ("always happy to help", "always the same")
+_NOT_AN_OBLIGATION = frozenset(
+    """the a an so very too happy glad good nice fun true right wrong same been was is are be
+    my your our this that there here has have had works worked breaks fails crashes""".split()
+)
 
 
 def _gate(low: str) -> bool:
-    """Cheap test that `low` (lower-cased) may hold an edict; "don" also finds a curly "don't"."""
+    """Cheap test that `low` (lower-cased) may hold an edict (a prohibition, or an obligation
+    with "always"); "don" also finds a curly "don't"."""
     return (
         "never" in low
         or "don" in low
         or "stop" in low
         or ("not" in low and _DO_NOT_RE.search(low) is not None)
         or may_prohibit(low)
+        or "always" in low
     )
 
 
@@ -253,6 +264,11 @@ def _is_edict(sentence: str) -> bool:
     ing = m.group("ing")
     if ing is not None:
         return ing.lower() not in _ING_NOUNS
+    obliged = m.group("pnext")
+    if obliged is not None:
+        word = obliged.lower()
+        return word not in _NOT_AN_ORDER and word not in _NOT_AN_OBLIGATION and not (
+            word.endswith("ed") and word not in _ED_VERBS)
     neg = m.group("neg").lower()
     word = m.group("next").lower()
     if word in _NOT_AN_ORDER:

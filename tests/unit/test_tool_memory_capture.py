@@ -175,6 +175,12 @@ def test_one_failure_is_no_rule() -> None:
         ("- never run rm -rf\n- don't touch prod", ["never run rm -rf", "don't touch prod"]),
         ("Thanks! Also never schedule meetings on Friday; never invite Tom.",
          ["Also never schedule meetings on Friday", "never invite Tom."]),
+        # standing obligations (a new-user round: none of these made a rule)
+        ("Always cc my manager on emails to clients.",
+         ["Always cc my manager on emails to clients."]),
+        ("Please always ask before spending money.", ["Please always ask before spending money."]),
+        ("Make sure to always run the tests before committing.",
+         ["Make sure to always run the tests before committing."]),
     ],
 )
 def test_edicts(message: str, expected: list[str]) -> None:
@@ -202,6 +208,14 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "> never email Sarah\nthat was her message",
         "```\n# don't edit this file\n```",
         "Send \"never again\" as the subject.",
+        "Always happy to help!",
+        "Always the same problem with this printer.",
+        "It always fails on Mondays.",
+        "You always forget the attachment.",
+        "I always use tabs.",
+        "Thanks, always appreciated.",
+        "Make sure you double-check the dates.",  # this task's, no standing rule
+        "Is it always like this?",
         "",
         "   ",
     ],
