@@ -234,10 +234,15 @@ _TAG_QUESTION_RE = re.compile(
     r",\s*(?:ok|okay|alright|all\s+right|got\s+it|understood|yeah|please)\s*\?+$", re.IGNORECASE
 )
 _DO_NOT_RE = re.compile(r"\bdo\s+not\b")
-#: after "always": words that make no order of it ("always happy to help", "always the same")
+#: after "always": words that make no order of it ("always happy to help", "always the same"),
+#: and the verbs of how to answer ("always answer in German", "always use tables", "always keep
+#: it short"): those are the learning cache's style facets, which the user can correct or
+#: forget; a rule pinned beside them would contradict the correction
 _NOT_AN_OBLIGATION = frozenset(
     """the a an so very too happy glad good nice fun true right wrong same been was is are be
-    my your our this that there here has have had works worked breaks fails crashes""".split()
+    my your our this that there here has have had works worked breaks fails crashes answer
+    answers reply respond write use keep include explain speak talk format give show start end
+    add make put say call address sound""".split()
 )
 
 

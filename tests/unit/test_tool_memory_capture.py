@@ -216,6 +216,9 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "Thanks, always appreciated.",
         "Make sure you double-check the dates.",  # this task's, no standing rule
         "Is it always like this?",
+        "Always answer in German.",  # a style facet, which the user can correct or forget
+        "Always use tables for comparisons.",
+        "Please always keep it short.",
         "",
         "   ",
     ],
