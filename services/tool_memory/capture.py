@@ -259,8 +259,24 @@ def _gate(low: str) -> bool:
     )
 
 
+#: an order about how to answer ("never use emojis", "don't answer in German", "stop
+#: apologizing"): the learning cache's style facet or veto, which the user can correct or
+#: forget ("emojis are fine actually"); a rule pinned beside it would contradict the correction
+_ABOUT_ANSWERS_RE = re.compile(
+    r"\b(?:never|don'?t|do\s+not|stop|always)\s+(?:(?:ever|again)\s+)?(?:"
+    r"answer\w*|repl(?:y|ies|ying)|respond\w*|apologi[sz]\w*|explain\w*|sound\w*|"
+    r"(?:use|using|include|including|add|adding|put|putting)\s+(?:any\s+|the\s+|so\s+many\s+|"
+    r"more\s+)?(?:emojis?|emoticons|bullet\w*|tables?|markdown|headings?|headers|jargon|"
+    r"disclaimers?|caveats?|numbered\s+lists?|code\s+blocks?|filler|fluff))\b",
+    re.IGNORECASE,
+)
+
+
 def _is_edict(sentence: str) -> bool:
-    """Whether one cleaned sentence (ASCII apostrophes) is an imperative prohibition."""
+    """Whether one cleaned sentence (ASCII apostrophes) is an imperative prohibition, or a
+    standing obligation ("always ..."), about what the agent does rather than how it answers."""
+    if _ABOUT_ANSWERS_RE.search(sentence) and not _tool_nouns(sentence):
+        return False  # "never include tables in emails to clients" is the e-mail tool's rule
     m = _EDICT_RE.match(sentence)
     if m is None:
         return is_prohibition(sentence, _tool_nouns)

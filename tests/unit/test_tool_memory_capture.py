@@ -181,6 +181,9 @@ def test_one_failure_is_no_rule() -> None:
         ("Please always ask before spending money.", ["Please always ask before spending money."]),
         ("Make sure to always run the tests before committing.",
          ["Make sure to always run the tests before committing."]),
+        # how to answer, but in a tool's output: that tool's rule
+        ("Please never include tables in emails to clients.",
+         ["Please never include tables in emails to clients."]),
     ],
 )
 def test_edicts(message: str, expected: list[str]) -> None:
@@ -217,6 +220,10 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "Make sure you double-check the dates.",  # this task's, no standing rule
         "Is it always like this?",
         "Always answer in German.",  # a style facet, which the user can correct or forget
+        "Never use emojis.",  # a veto the learning cache keeps ("emojis are fine" undoes it)
+        "Don't use bullet points.",
+        "Never answer in German.",
+        "Stop apologizing.",
         "Always use tables for comparisons.",
         "Please always keep it short.",
         "",
