@@ -455,7 +455,8 @@ MAX = ("max.ironbridge@example.net", "Max Ironbridge-Tallow", "Project Kestrel")
 def says(address: str, name: str, code: str) -> list[str]:
     return [f"Mail the draft to {address}, signed {name}.",
             f"Keep {code} out of every summary, and answer briefly.",
-            "Never use emoji with me.",
+            # a tool edict (her tool rule); "never use emoji" is a veto, no rule
+            f"Never run the deploy script for {code} without asking me.",
             "I'm in Berlin and I use neovim for everything."]
 
 
