@@ -380,6 +380,13 @@ def test_a_distance_a_duration_or_a_conversion_is_no_setting() -> None:
     assert read("Can you convert 5 miles to km?") == []
 
 
+def test_a_language_the_speaker_prefers_is_the_answer_language() -> None:
+    assert [s[:3] for s in read("My native language is Hindi but I prefer English.")] == [
+        ("style", "language", "en")]
+    assert [s[:3] for s in read("I prefer Python for scripts.")] == [
+        ("tooling", "language", "python")]
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

@@ -197,7 +197,7 @@ _LANGUAGE_FRAME_RE = re.compile(
     r"sprich\w*|antwort\w*|"
     r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
     r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain|simple|easy|basic|einfachem|"
-    r"einfaches|sencillo|facile)\s+)?|^)$", re.IGNORECASE)
+    r"einfaches|sencillo|facile)\s+)?|\bprefer(?:s|red)?\s+|^)$", re.IGNORECASE)
 _LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|nur|por\s+fa)",
                                 re.IGNORECASE)
 
