@@ -26,7 +26,7 @@ from nats.js import JetStreamContext
 
 from habitus.bus.publisher import EventPublisher, PublishResult, failure_kind, msg_id
 from habitus.crypto.keyring import KeyMissing, Shredded
-from habitus.crypto.sealing import is_sealed, open_body
+from habitus.crypto.sealing import open_event
 from habitus.events import CATALOG, Event
 
 log = logging.getLogger(__name__)
@@ -85,9 +85,8 @@ async def _differs_from_stored(js: JetStreamContext, event: Event[Any],
     if (stored.headers or {}).get("Nats-Msg-Id") != msg_id(event) or not stored.data:
         return False  # the sequence holds something else now: cannot tell
     try:
-        doc = json.loads(stored.data)
-        if is_sealed(doc) and CATALOG.keyring is not None:
-            doc = open_body(doc, CATALOG.keyring)
+        doc = (open_event(stored.data, CATALOG.keyring) if CATALOG.keyring is not None
+               else json.loads(stored.data))
     except (Shredded, KeyMissing):
         return False  # the user was erased in between, or the key store is amiss: cannot tell
     except ValueError:

@@ -22,7 +22,7 @@ import pytest
 
 from habitus.bus.streams import INGEST
 from habitus.config import Settings
-from habitus.crypto.sealing import open_body
+from habitus.crypto.sealing import open_event
 from habitus.crypto.setup import keyring_from
 from habitus.runtime.embedded import free_port
 from tests.support.http import TLS
@@ -68,23 +68,23 @@ def printed_key(lines: list[str]) -> str:
     return match.group(1)
 
 
-async def stored(nats_url: str, seq: int) -> dict[str, Any]:
+async def stored(nats_url: str, seq: int) -> bytes:
     nc = await nats.connect(nats_url)
     try:
         msg = await nc.jetstream().get_msg(INGEST, seq)
-        return dict(json.loads(msg.data))
+        return bytes(msg.data)
     finally:
         await nc.close()
 
 
-def opened(event: dict[str, Any], data_dir: Path) -> dict[str, Any]:
+def opened(event: bytes, data_dir: Path) -> dict[str, Any]:
     """The event opened with the keys of the `habitus up` on `data_dir` (its key store is
     `<data_dir>-keys`: the test's own HABITUS_KEYSTORE_DIR is not passed to it)."""
     keystore = data_dir.resolve().with_name(f"{data_dir.name}-keys")
     keyring = keyring_from(Settings(data_dir=data_dir, keystore_dir=keystore, kek=None,
                                     kek_file=None))
     assert keyring is not None
-    return open_body(event, keyring)
+    return open_event(event, keyring)
 
 
 @pytest.fixture
@@ -114,12 +114,13 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
         assert response.status_code == 200, response.text
         result = response.json()["results"][0]
         runtime = json.loads((data_dir / "runtime.json").read_text())
-        event = await stored(runtime["nats_url"], result["seq"])
+        raw = await stored(runtime["nats_url"], result["seq"])
+        event = json.loads(raw)
         assert event["type"] == "TurnRecorded"
         assert event["tenant_id"] == "dev"
         # sealed on the stream with alice's key, kept in the key store beside the data
         assert event["sealed"]["alg"] == "A256GCM"
-        assert opened(event, data_dir)["payload"]["user_message"] == "Shorter answers please"
+        assert opened(raw, data_dir)["payload"]["user_message"] == "Shorter answers please"
     finally:
         code = stop(proc)
     assert code == 0
@@ -131,7 +132,7 @@ async def test_up_ingest_stop_and_restart_reuses_data(data_root: Path) -> None:
         assert printed_key(lines) == key  # the dev key is kept with the data
         runtime = json.loads((data_dir / "runtime.json").read_text())
         event_again = await stored(runtime["nats_url"], result["seq"])
-        assert event_again["event_id"] == result["event_id"]
+        assert json.loads(event_again)["event_id"] == result["event_id"]
         assert opened(event_again, data_dir)["payload"]["assistant_message"] == "ok"
     finally:
         assert stop(again, signal.SIGTERM) == 0

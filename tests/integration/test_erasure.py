@@ -35,7 +35,7 @@ from habitus.bus import EVENTS
 from habitus.bus.streams import DLQ
 from habitus.crypto.columns import COLUMNS, Columns, is_sealed
 from habitus.crypto.keyring import Shredded
-from habitus.crypto.sealing import open_body
+from habitus.crypto.sealing import open_event
 from habitus.crypto.setup import keyring_from
 from habitus.ids import TENANT_WIDE
 from habitus.llm import LlmSettings
@@ -633,9 +633,9 @@ async def test_an_erased_users_words_are_unreadable_everywhere_on_disk_and_in_a_
             continue  # the tombstones of earlier erasures, and the like
         if user == zoe:
             with pytest.raises(Shredded):
-                open_body(doc, fresh)
+                open_event(msg.data, fresh)
         else:
-            assert open_body(doc, fresh)["user_id"] == max_
+            assert open_event(msg.data, fresh)["user_id"] == max_
     for _, value in sealed:
         with pytest.raises(Shredded):
             opener.open(name, zoe, value)

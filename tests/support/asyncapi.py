@@ -20,7 +20,7 @@ import nats
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from habitus.crypto.sealing import is_sealed, open_body
+from habitus.crypto.sealing import is_sealed, open_event
 from habitus.events import CATALOG
 
 ROOT = Path(__file__).parents[2]
@@ -88,7 +88,7 @@ class EventChecker:
         if is_sealed(event):
             # what a subscriber with the key store reads: the plain form of the same message
             assert CATALOG.keyring is not None
-            event = open_body(event, CATALOG.keyring)
+            event = open_event(body, CATALOG.keyring)
             self._validate(event, SCHEMA.format(f"{channel}Event"))
         headers_schema = jsonschema.Draft202012Validator(message["headers"])
         problems = [e.message for e in headers_schema.iter_errors(dict(headers or {}))]

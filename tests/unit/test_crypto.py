@@ -394,11 +394,11 @@ def test_threads_warming_the_same_new_users_make_each_key_once(tmp_path: Path) -
 
 def test_a_second_owner_spliced_into_a_sealed_envelope_is_refused_not_believed(
         ring: Keyring) -> None:
-    """A JSON parser keeps the last of two keys; the reader's fast path reads the first. A body
-    naming its user twice must not open as one user's words under the other's name."""
+    """A JSON parser keeps the last of two keys. A body naming its user twice must not open as
+    one user's words under the other's name: the envelope is the associated data, so any
+    change to it (a key given twice, even with the same value) does not open."""
     from habitus.bus.publisher import headers_for
-    from habitus.crypto.sealing import open_event_json
-    from habitus.events import CATALOG, Catalog
+    from habitus.events import CATALOG, Catalog, EventValidationError
     from habitus.events.ingest import TurnRecorded
 
     catalog = Catalog(list(CATALOG))
@@ -407,17 +407,66 @@ def test_a_second_owner_spliced_into_a_sealed_envelope_is_refused_not_believed(
                         user_id="dana", producer="gateway")
     wire = catalog.encode(event)
     head = b'"user_id":"dana"'
+    seal_body({**TURN, "user_id": "mallory"}, ring)  # mallory has keys too
+    for spliced in (b',"user_id":"mallory"', b',"user_id":"dana"'):
+        with pytest.raises(EventValidationError, match="does not open"):
+            catalog.decode_message(wire.replace(head, head + spliced, 1), headers_for(event))
+    assert catalog.decode_message(wire, headers_for(event)) == event
+
+
+def test_any_byte_of_the_envelope_altered_does_not_open(ring: Keyring) -> None:
+    """Beyond the owner and ids the earlier form bound: the time, the producer, the causation,
+    the schema version."""
+    from habitus.bus.publisher import headers_for
+    from habitus.events import CATALOG, Catalog, EventValidationError
+    from habitus.events.ingest import TurnRecorded
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer="gateway", occurred_at=1_700_000_000.0)
+    wire = catalog.encode(event)
+    for before, after in ((b'"occurred_at":1700000000.0', b'"occurred_at":1700000001.0'),
+                          (b'"producer":"gateway"', b'"producer":"gatewax"'),
+                          (b'"causation_id":null', b'"causation_id":"x"')):
+        assert before in wire
+        with pytest.raises(EventValidationError, match="does not open"):
+            catalog.decode_message(wire.replace(before, after, 1), headers_for(event))
+
+
+def test_a_body_sealed_in_the_earlier_form_still_opens_and_its_splices_are_refused(
+        ring: Keyring) -> None:
+    """Streams hold bodies sealed before the envelope was the associated data: the reader
+    opens them by the envelope's exact pattern, and a spliced owner falls to the general path,
+    which reads the last owner and finds no key of that id."""
+    from habitus.bus.publisher import headers_for
+    from habitus.crypto.sealing import open_event_json
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.ingest import TurnRecorded
+    from tests.support.sealed_v1 import seal_event_json_v1
+
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(ring)
+    event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                        user_id="dana", producer="gateway")
+    wire = seal_event_json_v1(event.to_json(), "acme", "dana", event.event_id, event.type,
+                              ring)
+    assert open_event_json(wire, ring) is not None
+    assert catalog.decode_message(wire, headers_for(event)) == event
+    head = b'"user_id":"dana"'
     forged = wire.replace(head, head + b',"user_id":"mallory"', 1)
-    assert open_event_json(forged, ring) is None  # not the fast path's form
-    # the general path parses it: mallory's, under a key id that is not his
+    assert open_event_json(forged, ring) is None  # not the earlier form's pattern
     seal_body({**TURN, "user_id": "mallory"}, ring)
     with pytest.raises(KeyMissing):
         catalog.decode_message(forged, headers_for(event))
-    # and one naming dana twice (her key, so it opens) says the same either way
     twice = wire.replace(head, head + b',"user_id":"dana"', 1)
-    assert open_event_json(twice, ring) is None
     assert catalog.decode_message(twice, headers_for(event)) == event
-    assert catalog.decode_message(wire, headers_for(event)).user_id == "dana"
+    quoted = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
+                         user_id="dana", producer='the "night" batch')
+    odd = seal_event_json_v1(quoted.to_json(), "acme", "dana", quoted.event_id, quoted.type,
+                             ring)
+    assert open_event_json(odd, ring) is None  # outside the pattern: the general path opens it
+    assert catalog.decode_message(odd, headers_for(quoted)) == quoted
 
 
 def test_a_sealed_body_whose_key_id_is_no_key_id_is_bad_not_a_missing_key(
@@ -445,12 +494,11 @@ def test_a_sealed_body_whose_key_id_is_no_key_id_is_bad_not_a_missing_key(
     assert catalog.decode_message(wire, headers_for(event)) == event
 
 
-def test_an_envelope_the_fast_path_does_not_read_still_opens_by_the_general_path(
-        ring: Keyring) -> None:
-    """The reader's fast path matches the envelope as the model writes it; a producer name with
-    a quote in it (escaped in the JSON) is outside that form, and the event still decodes."""
+def test_any_envelope_opens_from_its_bytes(ring: Keyring) -> None:
+    """A producer name with a quote in it (escaped in the JSON) was outside the earlier form's
+    pattern; the envelope as written is the associated data now, whatever it holds."""
     from habitus.bus.publisher import headers_for
-    from habitus.crypto.sealing import open_event_json
+    from habitus.crypto.sealing import open_event, open_event_json
     from habitus.events import CATALOG, Catalog
     from habitus.events.ingest import TurnRecorded
 
@@ -459,5 +507,9 @@ def test_an_envelope_the_fast_path_does_not_read_still_opens_by_the_general_path
     event = catalog.new(TurnRecorded.model_validate(TURN["payload"]), tenant_id="acme",
                         user_id="dana", producer='the "night" batch')
     wire = catalog.encode(event)
-    assert open_event_json(wire, ring) is None
+    assert open_event_json(wire, ring) is not None
     assert catalog.decode_message(wire, headers_for(event)) == event
+    assert catalog.decode(wire) == event  # the general path opens it from the bytes too
+    assert open_event(wire, ring)["payload"] == json.loads(event.to_json())["payload"]
+    with pytest.raises(ValueError, match="from its bytes"):  # not from a parsed copy
+        open_body(json.loads(wire), ring)

@@ -271,14 +271,20 @@ def _sealed_schema(spec: EventSpec, envelope: dict[str, Any]) -> dict[str, Any]:
     properties["payload"] = {
         "type": "string", "contentEncoding": "base64",
         "description": "The payload's JSON, sealed with AES-256-GCM under the user's data key "
-                       "`sealed.kid`: a 12-byte nonce, then the ciphertext and tag; the "
-                       "associated data is `habitus/data/<tenant_id>/<user_id>/<kid>/"
-                       "<event_id>/<type>`, so the payload opens only in its own envelope."}
+                       "`sealed.kid`: a 12-byte nonce, then the ciphertext and tag. With "
+                       "`sealed.aad` `envelope`, the associated data is the envelope as "
+                       "written: every byte of the body before `,\"payload\":`; a body "
+                       "sealed before that form has none, and its associated data is "
+                       "`habitus/data/<tenant_id>/<user_id>/<kid>/<event_id>/<type>`. Either "
+                       "way the payload opens only in its own envelope."}
     properties["sealed"] = {
         "type": "object", "required": ["kid", "alg"], "additionalProperties": False,
         "description": "Which key sealed the payload, and how.",
         "properties": {"kid": {"type": "string", "description": "The user's data key id."},
-                       "alg": {"const": ALGORITHM}}}
+                       "alg": {"const": ALGORITHM},
+                       "aad": {"const": "envelope",
+                               "description": "The associated data is the envelope as "
+                                              "written (absent on bodies sealed before)."}}}
     return {**plain, "description": f"A {spec.type} event of a user: the envelope, and the "
                                     "payload sealed with the user's key.",
             "required": [*plain["required"], "sealed"], "properties": properties}

@@ -32,17 +32,18 @@ def event_filter(event_type: str | None, tenant: str | None, user: str | None) -
     return user_filter(EVENT_ROOT, event_type or "*", tenant or "*", user or "*")
 
 
-def opened(doc: dict[str, Any]) -> dict[str, Any]:
-    """A sealed event opened with this process's keyring (an operator on the deployment's
-    machine reads the key store); the payload of an erased user's event says so."""
+def opened(data: bytes, doc: dict[str, Any]) -> dict[str, Any]:
+    """A sealed event (`doc`, parsed from `data`) opened with this process's keyring (an
+    operator on the deployment's machine reads the key store); the payload of an erased
+    user's event says so."""
     from habitus.crypto.keyring import Shredded
-    from habitus.crypto.sealing import is_sealed, open_body
+    from habitus.crypto.sealing import is_sealed, open_event
     from habitus.events import CATALOG
 
     if not is_sealed(doc) or CATALOG.keyring is None:
         return doc
     try:
-        return open_body(doc, CATALOG.keyring)
+        return open_event(data, CATALOG.keyring)
     except Shredded:
         return {**doc, "payload": "(erased: the user's key is gone)"}
     except ValueError:
@@ -58,7 +59,7 @@ def event_json(data: bytes, subject: str, seq: int | None) -> str:
         doc = None
     line: dict[str, Any] = {"seq": seq, "subject": subject}
     if isinstance(doc, dict):
-        line["event"] = opened(doc)
+        line["event"] = opened(data, doc)
     else:
         line.update(event=None, data=data.decode(errors="replace"))
     return json.dumps(line, separators=(",", ":"), ensure_ascii=False)
@@ -72,7 +73,7 @@ def event_line(data: bytes, subject: str, seq: int | None) -> str:
         doc = None
     if not isinstance(doc, dict):
         return f"-  {seq}  (not an event)  {subject}  {short(data.decode(errors='replace'))}"
-    doc = opened(doc)
+    doc = opened(data, doc)
     occurred = doc.get("occurred_at")
     at = iso(float(occurred)) if isinstance(occurred, int | float) else "-"
     return (f"{at}  {seq}  {doc.get('type', '?')}  {doc.get('tenant_id', '?')}/"

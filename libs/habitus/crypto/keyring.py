@@ -10,6 +10,7 @@ memory for long.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import threading
@@ -17,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from habitus.crypto.aead import Cipher, SealError, cipher, new_key
 from habitus.crypto.deterministic import ColumnCipher, column_cipher
@@ -43,6 +45,15 @@ class KeyMissing(LookupError):
 def dek_context(tenant_id: str, user_id: str, kid: str) -> bytes:
     """What a wrapped data key is bound to."""
     return f"habitus/dek/{tenant_id}/{user_id}/{kid}".encode()
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are given once each: an envelope naming its user twice was not
+    written by a sealer, and is refused before any key is looked for under either name."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        raise SealError("a key given twice")
+    return found
 
 
 def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_type: str
@@ -92,6 +103,9 @@ class Keyring:
         #: (tenant, user, kid) as a message's bytes -> (read at, key, associated data's
         #: prefix): `opener`'s memo
         self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher, bytes]] = {}
+        #: kid as a message's bytes -> (read at, key, the owner as the envelope writes it):
+        #: `envelope_key`'s memo
+        self._by_kid: dict[bytes, tuple[float, Cipher, bytes]] = {}
         #: (tenant, user) -> (read at, sealer): `sealer`'s memo, lock-free like `_memo`
         self._sealers: dict[tuple[str, str], tuple[float, Sealer]] = {}
         #: (tenant, user) -> when a reader's warming found no keys of theirs (plain events of
@@ -282,6 +296,35 @@ class Keyring:
             memo[(tenant_id, user_id, kid)] = (entry.read_at, key, prefix)
         return key, prefix
 
+    def envelope_key(self, kid: bytes, envelope: bytes) -> Cipher:
+        """The key `kid` of the owner `envelope` (an event's JSON up to its payload) names, for
+        the reader of a body sealed with its envelope as associated data: a lock-free memo by
+        key id in front of `key`, the owner read from the envelope only when the memo misses.
+        A memo entry counts only for an envelope naming the owner it was read for, so two
+        owners' keys of one id never stand in for each other; the associated data (the
+        envelope, every byte of it) decides whether the key opens the payload."""
+        found = self._by_kid.get(kid)
+        if found is not None and time.monotonic() - found[0] <= self._ttl and (
+                found[2] in envelope):
+            return found[1]
+        if _KID.fullmatch(kid) is None:  # whoever wrote it, no key of ours has this id
+            raise SealError(f"sealed: {kid[:80]!r} is not a key id")
+        try:
+            head = json.loads(envelope + b"}", object_pairs_hook=_once_each)
+            owner = (str(head["tenant_id"]), str(head["user_id"]))
+        except (ValueError, KeyError, TypeError):  # a SealError is a ValueError
+            raise SealError("sealed: the envelope names no single owner") from None
+        key = self.key(*owner, kid.decode())
+        entry = self._cached(owner)
+        if entry is not None:
+            memo = self._by_kid
+            if len(memo) >= self._cache_size:
+                memo.clear()
+            memo[kid] = (entry.read_at, key, json.dumps(
+                {"tenant_id": owner[0], "user_id": owner[1]}, separators=(",", ":"),
+                ensure_ascii=False).encode()[1:-1])
+        return key
+
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""
         kid = f"k{secrets.token_hex(6)}"
@@ -326,6 +369,7 @@ class Keyring:
             self._cache.pop((tenant_id, user_id), None)
             # rare (an erasure, a rotation): the memos refill from the cache as they are read
             self._memo = {}
+            self._by_kid = {}
             self._sealers = {}
 
     def destroy(self, tenant_id: str, user_id: str) -> bool:

@@ -4,8 +4,16 @@ On the wire and in the stream files a sealed event keeps its envelope readable (
 times: what routing, deduplication and erasure by subject need) and carries its payload as one
 base64 blob, with the key id beside it:
 
-    {"type": "TurnRecorded", "tenant_id": "acme", "user_id": "alice", ...,
-     "payload": "q0Jx...", "sealed": {"kid": "k3f9a...", "alg": "A256GCM"}}
+    {"event_id": "...", "type": "TurnRecorded", "tenant_id": "acme", "user_id": "alice", ...,
+     "payload": "q0Jx...", "sealed": {"kid": "k3f9a...", "alg": "A256GCM", "aad": "envelope"}}
+
+The associated data is the envelope itself, every byte of the JSON up to `,"payload":`: an
+envelope altered in any way (another owner, a key given twice, another time) does not open, and
+a reader needs no parse of it to trust it. So a reader opens the payload from the bytes as
+written (`open_event_json`), and only reads the owner out of the envelope when its memo of the
+key id misses. Bodies sealed before (no `"aad"`; the associated data then was the owner, key id,
+event id and type, `data_context`) still open, by the envelope's pattern or from the parsed
+body (`open_body`).
 
 Events of the tenant itself (user ids beginning with `_`) and the erasure tombstone (which must
 stay readable after the key is gone) are not sealed. Everything else a user's events say,
@@ -51,7 +59,9 @@ def seal_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
 
 
 #: how every body `seal_event_json` writes ends: a reader tells a sealed body by it alone
-SEALED_END: Final = b'"alg":"A256GCM"}}'
+SEALED_END: Final = b'"alg":"A256GCM","aad":"envelope"}}'
+#: how a body sealed before the envelope was the associated data ends
+SEALED_END_V1: Final = b'"alg":"A256GCM"}}'
 
 
 def seal_event_json(body: bytes, tenant_id: str, user_id: str, event_id: str,
@@ -62,15 +72,16 @@ def seal_event_json(body: bytes, tenant_id: str, user_id: str, event_id: str,
     be escaped), so the first one is the field's."""
     mark = body.index(_FIELD)
     sealer = keyring.sealer(tenant_id, user_id)
-    context = sealer.context_prefix + f"{event_id}/{event_type}".encode()
-    blob = pybase64.b64encode(seal(sealer.cipher, body[mark + len(_FIELD):-1], context))
-    return b"".join((body[:mark], _PAYLOAD_MARK, blob, _KID_MARK, sealer.kid_bytes, _KID_END))
+    envelope = body[:mark]  # the associated data: what the reader authenticates as written
+    blob = pybase64.b64encode(seal(sealer.cipher, body[mark + len(_FIELD):-1], envelope))
+    return b"".join((envelope, _PAYLOAD_MARK, blob, _KID_MARK, sealer.kid_bytes, _KID_END))
 
 
 _FIELD = b',"payload":'
 _PAYLOAD_MARK = b',"payload":"'
 _KID_MARK = b'","sealed":{"kid":"'
 _KID_END = b'",' + SEALED_END
+_KID_END_V1 = b'",' + SEALED_END_V1
 # The envelope as its model writes it, up to its sealed payload's first byte: every field in
 # the model's order (`ENVELOPE_FIELDS`), ids and types plain tokens (habitus.ids, the
 # envelope's patterns: no quotes, no backslashes), the rest numbers, null, or strings without
@@ -84,16 +95,50 @@ _ENVELOPE = re.compile(
 
 
 def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
-    """The plain JSON of a body `seal_event_json` wrote (the envelope, then the opened
-    payload), for the reader's fast path: the owner and key id read from the bytes, nothing
-    parsed here. None when the body is not in that exact form (the general path then opens
-    it). Raises `Shredded` and `SealError` as `open_body` does.
+    """The plain JSON of a sealed body as written (the envelope, then the opened payload):
+    every sealed event a consumer reads comes through here. None when the body is no sealed
+    body in a form this reads from its bytes (the general path, `open_body`, then opens it).
+    Raises `Shredded` and `SealError` as `open_body` does.
 
-    Every sealed event a consumer reads comes through here, so it is written for the
-    interpreter's sake: one regular expression for the envelope, one search from the end for
-    the key id, the key and the associated data's fixed part from one memo."""
+    Written for the interpreter's sake: two searches from the end (the key id, the payload),
+    the key from a memo by key id, one AEAD call with the envelope as written."""
+    if data.endswith(SEALED_END):
+        return _open_enveloped(data, keyring)
+    if data.endswith(SEALED_END_V1):
+        return _open_v1(data, keyring)
+    return None
+
+
+def _open_enveloped(data: bytes, keyring: Keyring) -> bytes:
+    """`open_event_json` for a body sealed with its envelope as the associated data. The
+    payload is the body's last field and base64 holds no quote, so the last `,"payload":"`
+    before the key id is the payload's: a second one earlier (a key given twice) is part of
+    the envelope, which then does not open."""
+    kid_at = data.rfind(_KID_MARK)
+    at = data.rfind(_PAYLOAD_MARK, 0, kid_at)
+    if kid_at < 0 or at < 0:
+        raise SealError("sealed, but holds no payload and key id")
+    envelope = data[:at]
+    cipher = keyring.envelope_key(data[kid_at + len(_KID_MARK):-len(_KID_END)], envelope)
+    try:
+        blob = pybase64.b64decode(data[at + len(_PAYLOAD_MARK):kid_at], validate=True)
+    except binascii.Error:
+        raise SealError("a sealed payload must be base64") from None
+    if len(blob) < NONCE_BYTES + 16:
+        raise SealError("too short to be sealed")
+    try:
+        payload = cipher.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], envelope)
+    except InvalidTag:
+        raise SealError("does not open with this key for this envelope") from None
+    return b'%s,"payload":%s}' % (envelope, payload)
+
+
+def _open_v1(data: bytes, keyring: Keyring) -> bytes | None:
+    """`open_event_json` for a body sealed before the envelope was the associated data: the
+    owner and ids read from the envelope by its exact pattern (matched whole, it leaves no
+    room for a key given twice); None when the envelope is not in that form."""
     envelope = _ENVELOPE.match(data)
-    if envelope is None or not data.endswith(SEALED_END):
+    if envelope is None:
         return None
     start = envelope.end()
     kid_at = data.rfind(_KID_MARK, start)
@@ -101,7 +146,7 @@ def open_event_json(data: bytes, keyring: Keyring) -> bytes | None:
         return None  # not the form this writes: the general path decides
     event_id, event_type, tenant_id, user_id = envelope.groups()
     cipher, prefix = keyring.opener(tenant_id, user_id,
-                                    data[kid_at + len(_KID_MARK):-len(_KID_END)])
+                                    data[kid_at + len(_KID_MARK):-len(_KID_END_V1)])
     try:
         blob = pybase64.b64decode(data[start:kid_at], validate=True)
     except binascii.Error:
@@ -129,6 +174,9 @@ def open_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
     if not is_sealed(body):
         return dict(body)
     sealed = body["sealed"]
+    if sealed.get("aad") == "envelope":
+        raise ValueError("sealed with its envelope as written: it opens from its bytes "
+                         "(open_event), not from a parsed copy")
     kid = sealed.get("kid")
     if sealed.get("alg") != ALGORITHM or not isinstance(kid, str) or not is_key_id(kid):
         raise ValueError(f"sealed: unknown algorithm or key id ({dict(sealed)!r})")
@@ -143,3 +191,14 @@ def open_body(body: Mapping[str, Any], keyring: Keyring) -> dict[str, Any]:
     opened = {k: v for k, v in body.items() if k != "sealed"}
     opened["payload"] = json.loads(plaintext)
     return opened
+
+
+def open_event(data: bytes, keyring: Keyring) -> dict[str, Any]:
+    """A message's body, parsed, with its payload opened (any body: one not sealed is only
+    parsed). For readers that want the event as a document (the CLI, the gateway's duplicate
+    check). Raises as `open_body` does, ValueError when the body is no JSON object."""
+    plain = open_event_json(data, keyring)
+    doc = json.loads(plain if plain is not None else data)
+    if not isinstance(doc, dict):
+        raise ValueError("an event must be a JSON object")
+    return open_body(doc, keyring) if plain is None else doc

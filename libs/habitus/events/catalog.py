@@ -24,6 +24,7 @@ from habitus.crypto.columns import COLUMNS
 from habitus.crypto.keyring import Keyring, Shredded
 from habitus.crypto.sealing import (
     SEALED_END,
+    SEALED_END_V1,
     open_body,
     open_event_json,
     seal_event_json,
@@ -202,6 +203,16 @@ class Catalog:
         """Parse and validate an event, upcasting an old payload version first.
 
         `strict`: coerce nothing (the edge: `"1764460800"` is no number, `1` no boolean)."""
+        if isinstance(data, bytes) and self.keyring is not None and data.endswith(SEALED_END):
+            try:  # sealed with its envelope as written: it opens from these bytes
+                plain = open_event_json(data, self.keyring)
+            except Shredded:
+                raise
+            except (SealError, ValueError) as exc:
+                raise EventValidationError.single(
+                    "payload", f"sealed, and does not open: {exc}") from None
+            if plain is not None:
+                data = plain
         if isinstance(data, bytes | str):
             try:
                 raw = json.loads(data)
@@ -256,7 +267,7 @@ class Catalog:
         version, validate straight from JSON (no intermediate dict); otherwise take the general
         path with upcasting. A sealed body (it ends as `seal_event_json` ends it) is opened
         first, to the same plain JSON."""
-        sealed = data.endswith(SEALED_END)
+        sealed = data.endswith(SEALED_END) or data.endswith(SEALED_END_V1)
         if sealed and self.keyring is not None:
             try:
                 plain = open_event_json(data, self.keyring)
