@@ -387,6 +387,20 @@ def test_a_language_the_speaker_prefers_is_the_answer_language() -> None:
         ("tooling", "language", "python")]
 
 
+def test_i_said_insists_unless_the_sentence_moves_off_it() -> None:
+    """"No, I said Spanish, not Portuguese." and "I told you I don't use Windows." were read
+    as taking the value back: a correction the user had to repeat went unlearned."""
+    assert [s[:3] for s in read("No, I said Spanish, not Portuguese.")] == [
+        ("style", "language", "es")]
+    assert [s[:3] for s in read("I told you I don't use Windows.")] == [
+        ("veto", "tool=windows", "banned")]
+    assert [s[:3] for s in read("I said Python earlier, but we use Go.")] == [
+        ("tooling", "language", "go")]
+    assert read("I said tables before, forget that.") == []
+    assert ("identity", "employer", "Initech") not in [
+        s[:3] for s in read("I said I'm at Initech, I meant Initrode.")]
+
+
 def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []

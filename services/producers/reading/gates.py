@@ -109,7 +109,7 @@ _PAST_RE = re.compile(
 _RETRACTION_RE = re.compile(
     r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait)[\s,]+)*(?:forget|scratch|ignore|drop|"
     r"disregard|never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate|"
-    r"earlier\s+i|before\s+i|i\s+(?:said|told\s+you)\b)\b"
+    r"earlier\s+i|before\s+i)\b"
     # a condition or a concession states nothing of its own
     r"|^(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
     r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b", _I)
@@ -295,9 +295,21 @@ def past(clause: str) -> bool:
     return _PAST_RE.search(clause) is not None and _NOW_RE.search(clause) is None
 
 
-def retraction(clause: str) -> bool:
+#: "I said ..." quotes the speaker's earlier words: taken back when the sentence moves off them
+#: ("I said Python earlier, but we use Go"), insisted on otherwise ("No, I said Spanish, not
+#: Portuguese", "I told you I don't use Windows")
+_I_SAID_RE = re.compile(r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait|no)[\s,]+)*"
+                        r"i\s+(?:said|told\s+you)\b", _I)
+_MOVED_OFF_RE = re.compile(r"\b(?:but|earlier|before|forget|ignore|scratch|wrong|mistake|"
+                           r"changed|anymore|no\s+longer|meant|i\s+mean|typo|sorry)\b", _I)
+
+
+def retraction(clause: str, sentence: str = "") -> bool:
     """A clause that takes a value back rather than stating one."""
-    return _RETRACTION_RE.match(clause.strip()) is not None
+    core = clause.strip()
+    if _I_SAID_RE.match(core):
+        return _MOVED_OFF_RE.search(sentence or core) is not None
+    return _RETRACTION_RE.match(core) is not None
 
 
 def declared(text: str) -> bool:

@@ -197,7 +197,8 @@ _LANGUAGE_FRAME_RE = re.compile(
     r"sprich\w*|antwort\w*|"
     r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
     r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain|simple|easy|basic|einfachem|"
-    r"einfaches|sencillo|facile)\s+)?|\bprefer(?:s|red)?\s+|^)$", re.IGNORECASE)
+    r"einfaches|sencillo|facile)\s+)?|\bprefer(?:s|red)?\s+|\bi\s+said\s+|^)$",
+    re.IGNORECASE)
 _LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|nur|por\s+fa)",
                                 re.IGNORECASE)
 
@@ -350,7 +351,7 @@ class StatementReader:
                     continue
                 if clause.index in tasks:
                     continue
-                if gates.past(body) or (gates.retraction(body) and not bans):
+                if gates.past(body) or (gates.retraction(body, sentence) and not bans):
                     continue
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
