@@ -104,7 +104,7 @@ class ProducersProjection(Projection):
             candidates += statement_candidates(statements, **where)
             candidates += without_restated(
                 reflection_candidates(payload.user_message, **where),
-                [s.sentence for s in statements])
+                [s.sentence for s in statements], [s.value for s in statements])
             states[key] = state
             proposals[key] = proposal_in(reader, payload.assistant_message)
             last_seq[key] = delivered.seq

@@ -116,15 +116,26 @@ def _words(text: str) -> str:
     return re.sub(r"[^\w]+", " ", text.replace("\u2019", "'").lower()).strip()
 
 
-def without_restated(reflections: Sequence[Candidate], sentences: Sequence[str]
-                     ) -> list[Candidate]:
-    """The goals whose sentence was not already read as a statement."""
+def without_restated(reflections: Sequence[Candidate], sentences: Sequence[str],
+                     values: Sequence[str] | None = None) -> list[Candidate]:
+    """The goals whose sentence was not already read as a statement. With the statements'
+    `values`, a goal whose sentence was read is still kept when its topic says more than
+    those values: "I'm studying for my AWS Solutions Architect certification" read as
+    `cloud=aws` is still the goal `aws-solutions-architect`, where "I've decided to use pnpm"
+    read as `package_manager=pnpm` is no goal of its own."""
     stated = [_words(s) for s in sentences if s]
     if not stated:
         return list(reflections)
+    known = {w for v in values or () for w in _words(v).split()} | _GOAL_VERBS
     kept = []
     for candidate in reflections:
         words = _words(candidate.value)
-        if not any(s in words or words in s for s in stated):
+        restated = any(s in words or words in s for s in stated)
+        if not restated or (values is not None
+                            and not set(candidate.key.split("-")) <= known):
             kept.append(candidate)
     return kept
+
+
+#: a goal topic's verbs: "use-pnpm" says no more than the statement `pnpm`
+_GOAL_VERBS = frozenset("use learn switch move try start adopt get".split())

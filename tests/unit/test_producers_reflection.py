@@ -86,7 +86,17 @@ def test_a_topic_is_a_few_content_words_never_a_cut_sentence() -> None:
 def test_a_goal_already_read_as_a_statement_is_dropped() -> None:
     found = reflection_candidates("I've decided to use pnpm from now on.", **WHERE)
     assert without_restated(found, ["I've decided to use pnpm from now on."]) == []
+    assert without_restated(found, ["I've decided to use pnpm from now on."], ["pnpm"]) == []
     assert without_restated(found, []) == found
+
+
+def test_a_goal_that_says_more_than_the_statement_read_from_its_sentence_stays() -> None:
+    """A trial's "I'm studying for my AWS Solutions Architect certification" was read as
+    `cloud=aws`, and the goal was dropped with it."""
+    sentence = "I'm studying for my AWS Solutions Architect certification, exam is in March."
+    found = reflection_candidates(sentence, **WHERE)
+    assert [c.key for c in without_restated(found, [sentence], ["aws"])] == [
+        "aws-solutions-architect"]
 
 
 @given(st.text(max_size=300))
