@@ -314,6 +314,9 @@ def test_what_a_fifth_trial_said_plainly_is_read(message: str,
     ("Ich bevorzuge Antworten in Stichpunkten.", ("style", "format", "bullets")),
     ("Prefiero respuestas en viñetas.", ("style", "format", "bullets")),
     ("Odio cuando te disculpas todo el tiempo.", ("veto", "content=apologies", "banned")),
+    # the dislike and its thing in two clauses
+    ("Ich hasse es, wenn du dich ständig entschuldigst.",
+     ("veto", "content=apologies", "banned")),
     ("Honestly I just want the answer, not an essay.", ("style", "verbosity", "terse"))])
 def test_a_sixth_rounds_dislikes_and_preferences_in_four_languages(
         message: str, expected: tuple[str, str, str]) -> None:
@@ -405,6 +408,7 @@ def test_an_essay_or_a_dislike_of_anything_else_is_no_style() -> None:
     assert read("I'm writing an essay on climate policy.") == []
     assert read("I want an essay on the French revolution.") == []
     assert read("I hate it when the tests take long.") == []
+    assert read("Ich hasse es, wenn der Build bricht.") == []
     assert read("I love emojis.") == [("style", "emoji", "ok", "standing")]
 
 

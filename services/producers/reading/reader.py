@@ -211,6 +211,14 @@ def _answer_language(clause: str, slot: slots.Slot) -> bool:
 
 
 _TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
+#: a dislike whose thing comes in the next clause: "Ich hasse es, wenn du dich entschuldigst"
+_DISLIKE_LEAD_RE = re.compile(r"\b(?:i\s+hate\s+it|hasse\s+es|je\s+déteste\s+(?:ça|quand)|"
+                              r"odio)\W*$", re.IGNORECASE)
+
+
+def _disliked_before(clause: str, sentence: str) -> bool:
+    at = sentence.find(clause)
+    return at > 0 and _DISLIKE_LEAD_RE.search(sentence[:at]) is not None
 _DONT_USE_RE = re.compile(r"(?:please\s+)?(?:don't|dont|do\s+not|never)\s+use\b", re.IGNORECASE)
 #: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
 #: "erklär mir kein Python", "no need to teach me SQL")
@@ -256,7 +264,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
-        if _CONTRAST_RE.match(clause) or not _BAN_RE.search(clause):
+        if _CONTRAST_RE.match(clause) or not (_BAN_RE.search(clause) or _disliked_before(
+                clause, pending.clause.sentence)):
             return []  # "pnpm, not npm" is a contrast; without a ban word nothing is banned
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
