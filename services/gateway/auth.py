@@ -66,8 +66,11 @@ class KeyCache:
         digest = keys.hash_key(key)
         if digest in self._revoked:
             return None
-        if self._fresh is not None and digest in self._fresh:
-            return self._fresh[digest]
+        if self._fresh is not None:
+            try:  # one read: a check, then a read, can straddle the entry's expiry
+                return self._fresh[digest]
+            except KeyError:
+                pass
         if self._unknown is not None and digest in self._unknown:
             return None
         try:
