@@ -203,16 +203,9 @@ class Catalog:
         """Parse and validate an event, upcasting an old payload version first.
 
         `strict`: coerce nothing (the edge: `"1764460800"` is no number, `1` no boolean)."""
-        if isinstance(data, bytes) and self.keyring is not None and data.endswith(SEALED_END):
-            try:  # sealed with its envelope as written: it opens from these bytes
-                plain = open_event_json(data, self.keyring)
-            except Shredded:
-                raise
-            except (SealError, ValueError) as exc:
-                raise EventValidationError.single(
-                    "payload", f"sealed, and does not open: {exc}") from None
-            if plain is not None:
-                data = plain
+        if isinstance(data, bytes) and data.endswith(SEALED_END):
+            # sealed with its envelope as written: it opens from these bytes
+            data = self._opened_json(data) or data
         if isinstance(data, bytes | str):
             try:
                 raw = json.loads(data)
@@ -262,20 +255,28 @@ class Catalog:
             raise EventValidationError.single("payload", f"sealed, and does not open: {exc}"
                                               ) from None
 
+    def _opened_json(self, data: bytes) -> bytes | None:
+        """The plain JSON of a sealed body read from its bytes (`open_event_json`); None when
+        this process has no keyring or the body is not in a form read from its bytes (the
+        general path then decides). `Shredded` passes through: the user was erased."""
+        if self.keyring is None:
+            return None
+        try:
+            return open_event_json(data, self.keyring)
+        except Shredded:
+            raise
+        except (SealError, ValueError) as exc:
+            raise EventValidationError.single("payload", f"sealed, and does not open: {exc}"
+                                              ) from None
+
     def decode_message(self, data: bytes, headers: Mapping[str, str] | None) -> Event[Any]:
         """Decode a bus message. When the publisher's type and version headers name the current
         version, validate straight from JSON (no intermediate dict); otherwise take the general
         path with upcasting. A sealed body (it ends as `seal_event_json` ends it) is opened
         first, to the same plain JSON."""
         sealed = data.endswith(SEALED_END) or data.endswith(SEALED_END_V1)
-        if sealed and self.keyring is not None:
-            try:
-                plain = open_event_json(data, self.keyring)
-            except Shredded:
-                raise
-            except (SealError, ValueError) as exc:
-                raise EventValidationError.single("payload", f"sealed, and does not open: "
-                                                             f"{exc}") from None
+        if sealed:
+            plain = self._opened_json(data)
             if plain is not None:
                 data, sealed = plain, False
         if headers and not sealed:

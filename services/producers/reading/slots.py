@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from habitus.vocabulary import canonical_language, canonical_timezone, roles, tools
+from habitus.vocabulary.keys import KEYS
 from habitus.vocabulary.languages import is_language_tag, is_written_name, names_language
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.roles import canonical_role
@@ -76,7 +77,8 @@ _EMPLOYER_CUES = re.compile(
     rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
     rf"(?:l'équipe|el\s+equipo(?:\s+de)?|im)\s+[\w-]+\s+(?:de|del|bei|chez))"
     rf"\s+(?P<v>{_NAME})", _I)
-_PAIRS = r"he/him|she/her|they/them|he/they|she/they|xe/xem|ze/zir"
+#: the vocabulary's pronoun pairs ("any" is said as "any pronouns")
+_PAIRS = "|".join(re.escape(v) for v in KEYS["identity", "pronouns"].values if "/" in v)
 #: the speaker's own pronouns: "my pronouns are they/them", "I use she/her", "I go by he/they",
 #: "any pronouns", or in brackets after their own name ("I'm Alex (they/them)")
 PRONOUNS_RE = re.compile(
