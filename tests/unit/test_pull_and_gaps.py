@@ -85,8 +85,8 @@ def delivered(stream_seq: int, pending: int) -> Msg:
 
 
 async def test_a_delivery_with_nothing_pending_is_handed_out_without_gathering() -> None:
-    # A gather of a minute: waiting for it would time the test out.
-    puller = BatchPuller(FakeNats(), "S", "c", gather_seconds=60)  # type: ignore[arg-type]
+    # A burst window of a minute: waiting for it would time the test out.
+    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
     await puller.start()
     fetch = asyncio.create_task(puller.fetch(10, timeout=5))
     await asyncio.sleep(0)
@@ -95,12 +95,39 @@ async def test_a_delivery_with_nothing_pending_is_handed_out_without_gathering()
 
 
 async def test_a_delivery_with_more_pending_waits_for_the_rest_of_the_burst() -> None:
-    puller = BatchPuller(FakeNats(), "S", "c", gather_seconds=0.2)  # type: ignore[arg-type]
+    # A burst window of a minute: the batch is handed out once the burst's last delivery
+    # (the one that says nothing more is pending) is in, not when the window ends.
+    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
     await puller.start()
     fetch = asyncio.create_task(puller.fetch(10, timeout=5))
     await asyncio.sleep(0)
     await puller._on_msg(delivered(1, pending=2))
     await asyncio.sleep(0.05)
+    assert not fetch.done()  # two more are on their way
     await puller._on_msg(delivered(2, pending=1))
     await puller._on_msg(delivered(3, pending=0))
-    assert [delivery_info(m).stream_seq for m in await fetch] == [1, 2, 3]
+    got = await asyncio.wait_for(fetch, 5)
+    assert [delivery_info(m).stream_seq for m in got] == [1, 2, 3]
+
+
+async def test_a_burst_larger_than_the_batch_hands_out_a_full_batch_at_once() -> None:
+    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
+    await puller.start()
+    fetch = asyncio.create_task(puller.fetch(3, timeout=5))
+    await asyncio.sleep(0)
+    for seq in range(1, 4):
+        await puller._on_msg(delivered(seq, pending=100 - seq))
+    got = await asyncio.wait_for(fetch, 5)
+    assert [delivery_info(m).stream_seq for m in got] == [1, 2, 3]
+
+
+async def test_a_burst_whose_rest_never_comes_is_handed_out_after_the_window() -> None:
+    # The stream said more were pending, but they went to another puller (or the request
+    # ended): what arrived goes out once the window passed.
+    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=0.1)  # type: ignore[arg-type]
+    await puller.start()
+    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
+    await asyncio.sleep(0)
+    await puller._on_msg(delivered(1, pending=5))
+    got = await asyncio.wait_for(fetch, 5)
+    assert [delivery_info(m).stream_seq for m in got] == [1]
