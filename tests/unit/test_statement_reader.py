@@ -670,3 +670,51 @@ def test_readers_in_one_process_share_one_encoded_bank() -> None:
     assert second.classifier._bank_matrix() is bank
     assert not bank.flags.writeable
     assert first.read(["I prefer short answers."]) == second.read(["I prefer short answers."])
+
+
+@pytest.mark.parametrize("message", [
+    "Can you go over the bullet points again?",
+    "Can you repeat the bullet points?",
+    "Go through the bullet points one more time.",
+    "Explain the table again.",
+    "Kannst du die Stichpunkte nochmal durchgehen?",
+])
+def test_going_over_a_list_already_shown_states_no_format(message: str) -> None:
+    # the last answer's bullets, asked about: no wish for bullets from now on
+    assert [r for r in read(message) if r[1] == "format"] == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Keep the bullet points.", ("style", "format", "bullets", "standing")),
+    ("I like the table, keep using tables.", ("style", "format", "tables", "standing")),
+    ("I prefer bullet points.", ("style", "format", "bullets", "standing")),
+])
+def test_a_layout_kept_or_preferred_is_still_a_format(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    assert expected in read(message)
+
+
+@pytest.mark.parametrize("message", [
+    "We prefer German for customer docs.",
+    "Antworte auf Deutsch für die Protokolle.",
+    "I prefer German for emails to clients.",
+    "I prefer German in emails.",
+    "I prefer bullet points for emails.",
+])
+def test_a_language_or_layout_kept_for_some_texts_is_no_answer_language_or_channel(
+        message: str) -> None:
+    assert [r for r in read(message) if r[1] in ("language", "primary")] == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("German for me please.", ("style", "language", "de", "standing")),
+    ("Answer in Spanish for the rest of the chat.", ("style", "language", "es", "standing")),
+    ("Réponds en anglais pour celle-ci, je dois la transférer à un collègue",
+     ("style", "language", "en", "one_off")),
+    ("I'd rather get updates in Slack.", ("channel", "primary", "slack", "standing")),
+    ("Ping me in Slack.", ("channel", "primary", "slack", "standing")),
+    ("I prefer email for updates.", ("channel", "primary", "email", "standing")),
+])
+def test_the_answers_language_and_the_way_to_reach_me_still_read(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    assert expected in read(message)

@@ -415,6 +415,27 @@ def states_channel(clause: str) -> bool:
     return _CHANNEL_CUE_RE.search(clause) is not None
 
 
+#: reaching the user, said with a verb: "ping me in Slack", "I'd rather get updates in Slack"
+#: name the way to reach them
+_REACH_RE = re.compile(
+    r"\b(?:reach|contact|ping|text\s+me|message\s+me|dm|slack\s+me|hit\s+me\s+up|"
+    r"get\s+in\s+touch|email\s+me|write\s+(?:to\s+)?me|call\s+me|get\s+hold|get|receive|"
+    r"hear|send\s+me|notify|keep\s+me\s+posted|let\s+me\s+know|erreich\w*|"
+    r"kontaktier\w*|schreib\w*\s+mir|meld\w*\s+dich|joindre|contacte\w*|écri\w*-moi|"
+    r"escríbe\w*|contácta\w*|llám\w*|mánda\w*)\b", _I)
+#: a channel named as where some texts go: "German for emails", "bullets in Slack"
+_CHANNEL_SCOPE_RE = re.compile(
+    r"\b(?:for|in|für|pour|dans|para|en)\s+(?:(?:my|our|the|all|meine?n?|unsere?n?|die|mes|"
+    r"nos|les|mis|nuestr\w+|los|las)\s+)?$", _I)
+
+
+def channel_as_scope(clause: str, start: int) -> bool:
+    """Whether the channel named at `start` is where other preferences apply ("I prefer
+    German in emails", "bullet points for emails"), with no word of reaching the user."""
+    return (_CHANNEL_SCOPE_RE.search(clause[max(0, start - 20):start]) is not None
+            and _REACH_RE.search(clause) is None)
+
+
 #: a value of a key that has its own words, narrower than the key's
 VALUE_CUES: dict[str, re.Pattern[str]] = {
     # a table or a bullet as a way to lay out answers, not a kitchen table or a bullet journal
@@ -463,6 +484,29 @@ def states_style(key: str, clause: str, value: str | None = None) -> bool:
         return False
     narrow = VALUE_CUES.get(f"{key}={value}")
     return narrow is None or narrow.search(clause) is not None
+
+
+#: a layout already shown, named to be gone over again: "Can you go over the bullet points
+#: again?" asks about the last answer's bullets, not for bullets from now on
+_SHOWN_LAYOUT_RE = re.compile(
+    r"\b(?:the|those|these|that|your|die|diese|les|ces|tes|vos|las|los|esas|esos|tus)\s+"
+    r"(?:(?:first|last|second|third|previous|above|earlier|same|letzten|ersten|derniers?|"
+    r"premiers?|últimos?|primeros?)\s+)?"
+    r"(?:bullet(?:s|ed|\s+points?|\s+lists?)?|table|list|stichpunkt\w*|aufzählung\w*|tabelle|"
+    r"liste|puces|tableau|viñetas|tabla|lista)\b", _I)
+_REVISIT_RE = re.compile(
+    r"\b(?:again|once\s+more|one\s+more\s+time|repeat\w*|go\s+(?:back\s+)?(?:over|through)|"
+    r"walk\s+me\s+through|recap|explain\w*|clarify|expand\s+on|elaborate\s+on|what\s+(?:do|does|"
+    r"did)|mean|read\s+(?:out|back)|nochmal|noch\s+einmal|wiederhol\w*|durchgehen|erklär\w*|"
+    r"encore|répét\w*|reprend\w*|expliqu\w*|otra\s+vez|de\s+nuevo|repit\w*|repas\w*|"
+    r"explic\w*)\b", _I)
+
+
+def revisits_shown_layout(clause: str) -> bool:
+    """Whether the clause asks to go over a list or table already shown (its layout is not a
+    preference: "Can you repeat the bullet points?", "Explain the table again")."""
+    return (_SHOWN_LAYOUT_RE.search(clause) is not None
+            and _REVISIT_RE.search(clause) is not None)
 
 
 _RATHER_RE = re.compile(r"\b(?:rather|instead|prefer\w*|lieber|statt|plutôt|mejor|en\s+vez)\b",

@@ -203,9 +203,23 @@ _LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|
                                 re.IGNORECASE)
 
 
+#: a language kept for some texts, not for the answers: "German for customer docs", "Spanish
+#: für die Protokolle"; what may follow "for" and still mean the answers ("for now", "for me")
+_KEPT_FOR_RE = re.compile(
+    r"^\s+(?:for|für|pour|para)\s+(?!(?:now|me|us|you|this|the\s+rest|rest|answers?|replies|"
+    r"responses?|everything|all|good|today|the\s+future|future|jetzt|mich|uns|dich|alles|"
+    r"immer|heute|diesmal|dieses\s+mal|moi|nous|toi|tout|maintenant|aujourd'hui|celle-ci|"
+    r"celui-ci|ça|cette\s+fois|mí|nosotros|ti|todo|ahora|hoy|esta\s+vez|once)(?![\w-]))"
+    r"(?:the\s+|our\s+|my\s+|all\s+|die\s+|unsere?\w*\s+|meine?\w*\s+|les\s+|nos\s+|mes\s+|"
+    r"los\s+|las\s+|nuestr\w+\s+|mis\s+)?[\w-]", re.IGNORECASE)
+
+
 def _answer_language(clause: str, slot: slots.Slot) -> bool:
     """A language named as the one to answer in ("in German", "auf Deutsch", "English
-    please"), not as something the user is or learns ("I'm Dutch", "still learning German")."""
+    please"), not as something the user is or learns ("I'm Dutch", "still learning German"),
+    nor as the one some other texts are kept in ("We prefer German for customer docs")."""
+    if _KEPT_FOR_RE.match(clause[slot.end:]) is not None:
+        return False
     return (_LANGUAGE_FRAME_RE.search(clause[max(0, slot.start - 30):slot.start]) is not None
             or _LANGUAGE_AFTER_RE.match(clause[slot.end:]) is not None)
 
@@ -232,6 +246,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
+        if key == "format" and gates.revisits_shown_layout(clause):
+            return []
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         # a value turned by the clause's own words ("not so formal") came from the key's
         # words: the turned value's own words are not there to be found
@@ -279,7 +295,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "channel":
         if not gates.states_channel(clause) or _DONT_USE_RE.match(clause):
             return []  # "don't use my full name in emails" names no way to reach the user
-        named = [s for s in usable if s.kind == "channel"]
+        named = [s for s in usable if s.kind == "channel"
+                 and not gates.channel_as_scope(clause, s.start)]
         # "text me on Telegram": the verb "text" is a way of saying write, the app is named
         apps = [s for s in named if not _TEXT_VERB_RE.fullmatch(clause[s.start:s.end])]
         return [("channel", "primary", s.value) for s in (apps or named)][:1]
