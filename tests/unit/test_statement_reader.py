@@ -718,3 +718,25 @@ def test_a_language_or_layout_kept_for_some_texts_is_no_answer_language_or_chann
 def test_the_answers_language_and_the_way_to_reach_me_still_read(
         message: str, expected: tuple[str, str, str, str]) -> None:
     assert expected in read(message)
+
+
+@pytest.mark.parametrize("message", [
+    "Could you be a bit less verbose?",
+    "Be less verbose.",
+    "Less verbose please.",
+    "Less verbosity please.",
+    "You're too verbose.",
+    "That's way too much detail for me.",
+    "Too much detail.",
+    "Too many details, keep it short.",
+])
+def test_length_said_away_asks_for_brevity(message: str) -> None:
+    # "too much detail" had been read as a wish for detail, "less verbose" as nothing
+    assert {r[2] for r in read(message) if r[1] == "verbosity"} == {"terse"}
+
+
+@pytest.mark.parametrize("message", [
+    "I want as much detail as possible.", "Not enough detail.", "Be more detailed please.",
+])
+def test_detail_asked_for_is_still_detail(message: str) -> None:
+    assert {r[2] for r in read(message) if r[1] == "verbosity"} == {"detailed"}

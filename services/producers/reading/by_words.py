@@ -32,7 +32,7 @@ def style(clause: str) -> list[tuple[str, str, str]]:
     key = keys[0]
     value = gates.polarity(key, _WORDED_KEYS[key], clause)
     if key == "verbosity" and value == "terse" and not gates.TERSE_WORDS.search(clause) and (
-            not gates.negated_padding(clause)):
+            not gates.negated_padding(clause)) and not gates.detail_said_away(clause):
         return []  # the words decided nothing: no guess
     if key == "emoji" and value == "ok":
         return []  # only a ban on emoji is this sure

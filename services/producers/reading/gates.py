@@ -349,7 +349,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|"
                      r"ones|text)|length\w*|blabla|bla\s+bla|rollo|waffle|fluff|"
                      r"elaborat\w*|expand\w*|more\s+on|go\s+into\s+detail|"
-                     r"detail\w*|verbose|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
+                     r"detail\w*|verbos(?:e|ity)|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
                      r"tldr|one[- ]liners?|two\s+lines|ramble|rambling|walls?\s+of\s+text|"
                      r"kurz\w*|kürz\w*|knapp\w*|ausführlich\w*|genauer|länger\w*|"
                      r"langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|court\w*|"
@@ -579,7 +579,9 @@ _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|ch
                             r"palabrería|geschwafel|remplissage|essays?|novels?|"
                             r"walls?\s+of\s+text)\b", _I)
 _DETAILED_WORDS = re.compile(
-    r"\b(?:longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
+    # verbose and wordy name length as the answers' way: "less verbose", "too wordy" say it away
+    r"\b(?:verbos(?:e|ity)|wordy|lengthy|long[- ]winded|(?:much|many)\s+details?|"
+    r"longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
     r"thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|ausführlich\w*|"
     r"genauer|länger\w*|langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
@@ -719,3 +721,9 @@ _TONE_WORDS = {
 def negated_padding(clause: str) -> bool:
     """"Without the fluff", "sin tanto rollo": padding said away, which asks for less."""
     return any(_flipped(clause, m) for m in _PADDING_WORDS.finditer(clause))
+
+
+def detail_said_away(clause: str) -> bool:
+    """"Less verbose", "too much detail", "weniger ausführlich": length said away, which asks
+    for less as surely as "shorter" does."""
+    return any(_flipped(clause, m) for m in _DETAILED_WORDS.finditer(clause))

@@ -280,18 +280,24 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
-        if _CONTRAST_RE.match(clause) or not (_BAN_RE.search(clause) or _disliked_before(
-                clause, pending.clause.sentence)):
-            return []  # "pnpm, not npm" is a contrast; without a ban word nothing is banned
+        if _CONTRAST_RE.match(clause):
+            return []  # "pnpm, not npm" is a contrast
+        if not (_BAN_RE.search(clause) or _disliked_before(clause, pending.clause.sentence)):
+            # without a ban word nothing is banned; "less verbose please" reads like a ban,
+            # and says a style by its words
+            return by_words.style(clause)
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
             return [("veto", s.value, "banned") for s in things]
         # "no semicolons in JS": the tool is where something else is banned, not the ban;
         # "don't explain basic Python to me": a ban on explaining, not on Python
-        return [("veto", f"tool={s.value}", "banned")
-                for s in pending.found if s.kind == "tool"
-                and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
-                and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
+        banned = [("veto", f"tool={s.value}", "banned")
+                  for s in pending.found if s.kind == "tool"
+                  and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
+                  and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
+        # nothing of the vocabulary banned: "less verbose please" reads like a ban, and says
+        # a style by its words
+        return banned or by_words.style(clause)
     if label == "channel":
         if not gates.states_channel(clause) or _DONT_USE_RE.match(clause):
             return []  # "don't use my full name in emails" names no way to reach the user
