@@ -740,3 +740,28 @@ def test_length_said_away_asks_for_brevity(message: str) -> None:
 ])
 def test_detail_asked_for_is_still_detail(message: str) -> None:
     assert {r[2] for r in read(message) if r[1] == "verbosity"} == {"detailed"}
+
+
+@pytest.mark.parametrize(("message", "value"), [
+    ("Use a professional tone.", "formal"),
+    ("Please reply in a more professional tone.", "formal"),
+    ("Sois plus professionnel s'il te plaît.", "formal"),
+    ("Bitte professioneller formulieren.", "formal"),
+    ("Don't be so professional with me.", "casual"),
+])
+def test_a_professional_tone_is_the_formal_register(message: str, value: str) -> None:
+    assert [r[2] for r in read(message) if r[1] == "tone"] == [value]
+
+
+def test_a_professional_role_is_no_tone() -> None:
+    assert [r for r in read("I'm a professional photographer.") if r[1] == "tone"] == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Always put the answer in a table.", ("style", "format", "tables", "declared")),
+    ("Always put the answer in bullet points.", ("style", "format", "bullets", "declared")),
+    ("Never put the answer in a table.", ("veto", "format=tables", "banned", "standing")),
+])
+def test_a_layout_the_encoder_read_as_another_key_is_read_by_its_words(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    assert read(message) == [expected]

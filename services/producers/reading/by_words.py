@@ -109,8 +109,35 @@ def label(clause: str, found: Sequence[Slot]) -> str:
             return f"{worded[0][1]}={worded[0][2]}"
         # a layout named as one ("I prefer answers in bullet points"); two named ("prose over
         # bullet points") are left to the encoder
-        layouts = [v for v in _LAYOUTS if gates.VALUE_CUES[f"format={v}"].search(clause)]
-        if len(layouts) == 1:
-            return f"format={layouts[0]}"
+        named = layout(clause)
+        if named is not None:
+            return f"format={named}"
     return NONE
+
+
+def layout(clause: str) -> str | None:
+    """The one layout the clause names as a way to answer ("put the answer in a table", "in
+    bullet points"); None when it names none, or two ("prose over bullet points": the
+    encoder decides)."""
+    layouts = [v for v in _LAYOUTS if gates.VALUE_CUES[f"format={v}"].search(clause)]
+    return layouts[0] if len(layouts) == 1 else None
+
+
+def style_or_layout(clause: str) -> list[tuple[str, str, str]]:
+    """`style`, or else the table or bullets the words name as the way to answer: for a clause
+    the encoder read as another key's statement ("Always put the answer in a table", read as
+    skipping the preamble)."""
+    worded = style(clause)
+    named = None if worded else layout(clause)
+    # prose by its words alone is too weak a sign ("keep responses under a paragraph" asks for
+    # brevity), and a layout said with a no anywhere before it is a ban, for the ban's reading
+    if named not in ("tables", "bullets") or _SAID_NO_RE.search(clause) or (
+            gates.revisits_shown_layout(clause)):
+        return worded
+    turned = gates.polarity("format", named, clause)
+    return [("style", "format", turned)] if turned else []
+
+
+_SAID_NO_RE = re.compile(r"\b(?:never|no|not|don't|dont|do\s+not|without|stop|avoid|nie|nicht|"
+                         r"kein\w*|ohne|jamais|pas|sans|nunca|sin)\b", re.IGNORECASE)
 

@@ -373,7 +373,8 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
         "examples": r"\b(?:examples?|beispiel\w*|exemples?|ejemplos?)",
         "emoji": r"(?:emoj\w*|émoj\w*|emoticons?|smileys?)",
         "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
-                r"blunt\w*|sugar\w*|straightforward|polite|duz\w*|siez\w*|förmlich\w*|"
+                r"blunt\w*|sugar\w*|straightforward|polite|professional\w*|businesslike|"
+                r"professionell\w*|professionnel\w*|profesional\w*|duz\w*|siez\w*|förmlich\w*|"
                 r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
                 r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa]|"
                 # "talk to me like a friend": the casual register by a likeness
@@ -457,8 +458,9 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
                               r"direkt\w*|franc\w*|sin\s+rodeos", _I),
     "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|freundlich\w*|herzlich\w*|"
                                 r"sympa\w*|chaleureu\w*|amable|cálid\w*|cercan\w*", _I),
-    "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|siez\w*|förmlich\w*|"
-                              r"vouvoy\w*|formel\w*|usted|formal", _I),
+    "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|businesslike|"
+                              r"professionell\w*|professionnel\w*|profesional\w*|siez\w*|"
+                              r"förmlich\w*|vouvoy\w*|formel\w*|usted|formal", _I),
     "tone=casual": re.compile(r"casual\w*|informal\w*|relax\w*|laid[- ]back|stiff|duz\w*|"
                               r"freund\b|ami\b|amigo\b|"
                               r"locker\w*|tutoy\w*|tutoie\w*|décontract\w*|tute\w*|tutéa\w*|"
@@ -709,8 +711,9 @@ def register_said_away(value: str, clause: str) -> bool:
 _OTHER_REGISTER = {"formal": "casual", "casual": "formal"}
 #: the words of the two registers, whole (so "informal" is never read as "formal")
 _TONE_WORDS = {
-    "formal": re.compile(r"\b(?:formal\w*|förmlich\w*|formel\w*|siez\w*|vouvoy\w*|usted)",
-                         _I),
+    "formal": re.compile(r"\b(?:formal\w*|professional\w*|businesslike|professionell\w*|"
+                         r"professionnel\w*|profesional\w*|förmlich\w*|formel\w*|siez\w*|"
+                         r"vouvoy\w*|usted)", _I),
     # "locker" and its endings, not the verb ("das lockert auf": emoji loosen things up)
     "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker(?:e[mnrs]?)?\b|duz\w*|"
                          r"tutoy\w*|"

@@ -257,7 +257,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                                                     None if turned_by_words else turned):
             # the encoder read a style statement but named a key the words do not hold:
             # the one key whose words are there, when they alone decide its value
-            return by_words.style(clause)
+            return by_words.style_or_layout(clause)
         return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
