@@ -765,3 +765,9 @@ def test_a_professional_role_is_no_tone() -> None:
 def test_a_layout_the_encoder_read_as_another_key_is_read_by_its_words(
         message: str, expected: tuple[str, str, str, str]) -> None:
     assert read(message) == [expected]
+
+
+@pytest.mark.parametrize("message", ["I no longer work at Google.", "I can't wait any longer."])
+def test_no_longer_is_of_time_not_of_length(message: str) -> None:
+    # "I no longer work at Google" had been read as a wish for shorter answers
+    assert [r for r in read(message) if r[1] == "verbosity"] == []

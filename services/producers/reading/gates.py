@@ -346,7 +346,8 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
     key: re.compile(pattern, _I) for key, pattern in {
         "verbosity": r"\b(?:short|shorter|shortest|shorten|brief\w*|concise\w*|terse|succinct|"
                      r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|"
-                     r"longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|"
+                     r"(?<!\bno\s)(?<!\bany\s)longer|"
+                     r"long\s+(?:answers?|versions?|explanations?|replies|responses|form|"
                      r"ones|text)|length\w*|blabla|bla\s+bla|rollo|waffle|fluff|"
                      r"elaborat\w*|expand\w*|more\s+on|go\s+into\s+detail|"
                      r"detail\w*|verbos(?:e|ity)|wordy|lengthy|thorough|in[- ]depth|deeper|essays?|"
@@ -583,7 +584,9 @@ _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|ch
 _DETAILED_WORDS = re.compile(
     # verbose and wordy name length as the answers' way: "less verbose", "too wordy" say it away
     r"\b(?:verbos(?:e|ity)|wordy|lengthy|long[- ]winded|(?:much|many)\s+details?|"
-    r"longer|long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
+    # "no longer" and "any longer" are of time ("I no longer work at Google")
+    r"(?<!\bno\s)(?<!\bany\s)longer|"
+    r"long\s+(?:answers?|versions?|explanations?|replies|responses|form|ones)|"
     r"detailed|in\s+detail|more\s+details?|details?\s+(?:please|pls)|go\s+into\s+detail|"
     r"thorough\w*|in[- ]depth|deeper|elaborat\w*|expand\w*|ausführlich\w*|"
     r"genauer|länger\w*|langen?\s+(?:version|antwort\w*|erklärung\w*)|détail\w*|detall\w*|"
