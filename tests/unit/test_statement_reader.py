@@ -771,3 +771,25 @@ def test_a_layout_the_encoder_read_as_another_key_is_read_by_its_words(
 def test_no_longer_is_of_time_not_of_length(message: str) -> None:
     # "I no longer work at Google" had been read as a wish for shorter answers
     assert [r for r in read(message) if r[1] == "verbosity"] == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I mostly write SQL and a bit of R.",
+     [("tooling", "language", "sql", "standing"), ("tooling", "language", "r", "standing")]),
+    ("I do most of my scripting in Bash.", [("tooling", "language", "bash", "standing")]),
+    ("Our frontend is plain HTML and CSS.",
+     [("tooling", "language", "html", "standing"), ("tooling", "language", "css", "standing")]),
+])
+def test_query_shell_and_markup_languages_are_tools(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "can you write a SQL query that finds duplicate emails in postgres",
+    "Could you write a function in Go that parses JSON?",
+    "the deploy is a bash script that scp's files to a single EC2 box.",
+    "That's a bash one-liner.",
+])
+def test_a_task_or_a_thing_written_in_a_language_is_no_tool_of_the_speaker(message: str) -> None:
+    assert read(message) == []

@@ -26,7 +26,9 @@ CATEGORIES: dict[str, dict[str, tuple[str, ...]]] = {
         "javascript": ("js",), "java": (), "kotlin": (), "swift": (), "ruby": (), "php": (),
         "c": (), "c++": ("cpp",), "c#": ("csharp",), "elixir": (), "erlang": (), "scala": (),
         "haskell": (), "clojure": (), "zig": (), "dart": (), "lua": (), "perl": (),
-        "ocaml": (), "julia": (), "r": (),
+        "ocaml": (), "julia": (), "r": (), "sql": (), "bash": (), "powershell": (),
+        "html": (), "css": (), "matlab": (), "objective-c": ("objc",), "fortran": (),
+        "cobol": (), "solidity": (), "groovy": (), "f#": ("fsharp",),
     },
     "runtime": {"node": ("node.js", "nodejs", "node js"), "bun": (), "deno": ()},
     "framework": {

@@ -241,6 +241,12 @@ _NOT_THE_BAN_RE = re.compile(
     r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
 
 
+#: a tool named as what a thing is written in ("the deploy is a bash script"): said of the
+#: thing, not of the speaker, it is no tool they use
+_ARTEFACT_AFTER_RE = re.compile(r"^\s+(?:scripts?|quer(?:y|ies)|files?|snippets?|one-liners?|"
+                                r"commands?|notebooks?|jobs?|functions?)\b", re.IGNORECASE)
+
+
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
@@ -268,13 +274,17 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
                 and not (s.kind == "location" and slots.FOR_A_WHILE_RE.match(clause[s.end:]))]
     if label == "tooling":
-        opens = pending.clause.sentence.lstrip(" \x00").startswith(clause[:20])
+        sentence = pending.clause.sentence.lstrip(" \x00")
+        # the task may follow a polite opening: "can you write a SQL query for postgres"
+        opens = (sentence.startswith(clause[:20])
+                 or (gates.polite_request(sentence) or "").startswith(clause[:20]))
         if opens and gates.imperative(clause):
             return []  # "write a function in Go"; not "we're on Postgres and deploy to AWS"
         sentence_tools = set(pending.message_tools)
+        speaker = gates.first_person(clause)
         out = []
         for s in usable:
-            if s.kind == "tool":
+            if s.kind == "tool" and (speaker or not _ARTEFACT_AFTER_RE.match(clause[s.end:])):
                 category = _tool_key(s.value, sentence_tools, pending.clause.sentence)
                 if category is not None:
                     out.append(("tooling", category, s.value))
