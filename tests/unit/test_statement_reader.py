@@ -793,3 +793,20 @@ def test_query_shell_and_markup_languages_are_tools(
 ])
 def test_a_task_or_a_thing_written_in_a_language_is_no_tool_of_the_speaker(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Hola, soy Marta, trabajo de diseñadora en Barcelona.",
+     ("identity", "role", "designer", "standing")),
+    ("Trabajo de enfermera en Madrid.", ("identity", "role", "nurse", "standing")),
+    ("Prefiero que me hables de tú.", ("style", "tone", "casual", "standing")),
+])
+def test_spanish_roles_and_register(message: str, expected: tuple[str, str, str, str]) -> None:
+    # "trabajo de diseñadora" had been the role "trabajo de designer"
+    assert expected in read(message)
+    assert not any(r[1] == "role" and r[2].startswith("trabajo") for r in read(message))
+
+
+@pytest.mark.parametrize("message", ["Trabajo de noche.", "Trabajo de lunes a viernes."])
+def test_working_hours_are_no_role(message: str) -> None:
+    assert read(message) == []

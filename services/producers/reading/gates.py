@@ -720,7 +720,7 @@ _TONE_WORDS = {
     # "locker" and its endings, not the verb ("das lockert auf": emoji loosen things up)
     "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker(?:e[mnrs]?)?\b|duz\w*|"
                          r"tutoy\w*|"
-                         r"tutoie\w*|tute\w*|tutéa\w*|décontract\w*)", _I),
+                         r"tutoie\w*|tute\w*|tutéa\w*|décontract\w*|de\s+tú\b)", _I),
 }
 
 

@@ -125,7 +125,7 @@ _TEAM_NOT = frozenset("a an the my our your this that whole entire same new othe
 _ROLE_CUES = re.compile(
     r"\b(?:i'm|i\s+am|im|i\s+work\s+as|work(?:ing)?\s+as|as|my\s+(?:role|job|title)\s+is|"
     r"ich\s+bin|bin|arbeite\s+als|als|je\s+suis|je\s+travaille\s+comme|comme|soy|"
-    r"trabajo\s+como|como)"
+    r"trabajo\s+(?:como|de)|como)"
     r"\s+(?:an?\s+|the\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
     r"|^(?!not\b|no\b|nicht\b|pas\b|kein)(?:an?\s+|une?\s+|una?\s+)?"
