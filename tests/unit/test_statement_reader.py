@@ -810,3 +810,19 @@ def test_spanish_roles_and_register(message: str, expected: tuple[str, str, str,
 @pytest.mark.parametrize("message", ["Trabajo de noche.", "Trabajo de lunes a viernes."])
 def test_working_hours_are_no_role(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Thanks! That worked. By the way, could you stop adding emojis to everything?",
+     ("style", "emoji", "none")),
+    ("btw can you keep answers shorter?", ("style", "verbosity", "terse")),
+    ("Übrigens, kannst du bitte auf Englisch antworten?", ("style", "language", "en")),
+])
+def test_a_polite_request_after_an_aside_is_still_a_request(
+        message: str, expected: tuple[str, str, str]) -> None:
+    # "By the way, could you ...?" had been read as a question, and stated nothing
+    assert expected in [r[:3] for r in read(message)]
+
+
+def test_a_capability_question_after_an_aside_is_still_a_question() -> None:
+    assert read("By the way, can you speak Japanese?") == []

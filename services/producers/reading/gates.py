@@ -26,7 +26,9 @@ import re
 _I = re.IGNORECASE
 
 _POLITE_RE = re.compile(
-    r"^¿?(?:(?:please|so|ok|okay|hey|hi|also|and|but|bitte|s'il te plaît|por favor)[\s,]+)*"
+    r"^¿?(?:(?:please|so|ok|okay|hey|hi|also|and|but|by\s+the\s+way|btw|actually|oh|then|"
+    r"now|one\s+more\s+thing|bitte|übrigens|s'il te plaît|au\s+fait|d'ailleurs|por favor|"
+    r"por\s+cierto)[\s,]+)*"
     r"(?:(?:can|could|would|will)\s+you|would\s+you\s+mind|"
     r"(?:kannst|könntest|würdest)\s+du|(?:können|könnten|würden)\s+sie|"
     r"(?:peux|pourrais)[- ]tu|(?:pouvez|pourriez)[- ]vous|tu\s+peux|vous\s+pouvez|"
