@@ -826,3 +826,18 @@ def test_a_polite_request_after_an_aside_is_still_a_request(
 
 def test_a_capability_question_after_an_aside_is_still_a_question() -> None:
     assert read("By the way, can you speak Japanese?") == []
+
+
+@pytest.mark.parametrize("message", [
+    "Honestly the previous answer was way too long.", "That's too long.", "Too long.",
+    "Das ist viel zu lang.", "C'est un peu long.", "Es demasiado largo.",
+])
+def test_an_answer_said_to_be_too_long_asks_for_brevity(message: str) -> None:
+    assert [r[:3] for r in read(message)] == [("style", "verbosity", "terse")]
+
+
+@pytest.mark.parametrize("message", [
+    "It's been a long day.", "The deploy took too long.", "I waited too long.",
+])
+def test_other_things_too_long_are_no_complaint_about_answers(message: str) -> None:
+    assert read(message) == []

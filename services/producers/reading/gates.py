@@ -339,6 +339,14 @@ _WORD_LIMIT = (r"(?:(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter
                r"lines|sätze\w*|zeilen|phrases|lignes|frases|líneas)|"
                r"keep\s+(?:it|them|answers|replies)\s+to\s+(?:one|a\s+single|two|three|\d+)\s+"
                r"(?:paragraphs?|sentences?|lines?))")
+#: a complaint that the answer was long, said of it at the clause's end ("that's too long",
+#: "a bit long.", "das ist viel zu lang"): a request for brevity ("a long day", "the deploy
+#: took too long" are no such complaint)
+_TOO_LONG = (r"(?:^|(?:is|was|'s|are|were|ist|war|sind|est|es|era|fue|son)\s+)"
+             r"(?:(?:way|much|far|viel|beaucoup|bien|muy)\s+)?"
+             r"(?:too|a\s+bit|a\s+little|kind\s+of|pretty|quite|rather|so|zu|etwas|trop|"
+             r"un\s+peu|demasiado|un\s+poco)\s+(?:long|lang|longue|larg[oa])(?=\W*$)")
+
 WORD_LIMIT_RE = re.compile(_WORD_LIMIT, re.IGNORECASE)
 
 
@@ -360,7 +368,8 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      r"cort[oa]s?|cortit[oa]s?|breve\w*|detall\w*|más\s+larg\w*|"
                      r"(?:explicaciones|respuestas)\s+largas|largas\s+(?:explicaciones|respuestas)|"
                      r"resum\w*|"
-                     r"resumid\w*|en\s+dos\s+líneas|al\s+grano|" + _WORD_LIMIT + ")",
+                     r"resumid\w*|en\s+dos\s+líneas|al\s+grano|" + _TOO_LONG + "|"
+                     + _WORD_LIMIT + ")",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
                     r"straight|directly|get\s+to\s+it|restat\w*|certainly|great\s+question|"
                     r"einleitung\w*|vorrede|sache|floskeln|introduc\w*|droit\s+au\s+but|"
@@ -578,7 +587,7 @@ _FLIP_AFTER_RE = re.compile(
 TERSE_WORDS = _TERSE_WORDS = re.compile(
     r"\b(?:short|shorter|shortest|brief\w*|concise\w*|terse|succinct|tldr|one[- ]liners?|"
     r"kurz\w*|kürz\w*|knapp\w*|court\w*|bref|brève|cort[oa]s?|cortit[oa]s?|breve\w*|"
-    r"resum\w*|" + _WORD_LIMIT + r")\b", _I)
+    r"resum\w*|" + _TOO_LONG + "|" + _WORD_LIMIT + r")\b", _I)
 #: padding: "without the fluff", "sin tanto rollo", "ohne Blabla" ask for less
 _PADDING_WORDS = re.compile(r"\b(?:fluff|filler|waffle|blabla|bla\s+bla|rollo|chichi|"
                             r"palabrería|geschwafel|remplissage|essays?|novels?|"
@@ -698,10 +707,13 @@ def register_by_words(clause: str) -> str | None:
     return value
 
 
+_TOO_LONG_RE = re.compile(_TOO_LONG, _I)
+
+
 def asks_for_less(clause: str) -> bool:
     """Length said away ("keine langen Erklärungen", "nada de explicaciones largas", "without
     the fluff"): a request for brevity, whatever else the clause says."""
-    return negated_padding(clause) or any(
+    return negated_padding(clause) or _TOO_LONG_RE.search(clause) is not None or any(
         _flipped(clause, m) for m in _DETAILED_WORDS.finditer(clause))
 
 
