@@ -774,8 +774,8 @@ def test_no_longer_is_of_time_not_of_length(message: str) -> None:
 
 
 @pytest.mark.parametrize(("message", "expected"), [
-    ("I mostly write SQL and a bit of R.",
-     [("tooling", "language", "sql", "standing"), ("tooling", "language", "r", "standing")]),
+    ("I write SQL and Python.",
+     [("tooling", "language", "sql", "standing"), ("tooling", "language", "python", "standing")]),
     ("I do most of my scripting in Bash.", [("tooling", "language", "bash", "standing")]),
     ("Our frontend is plain HTML and CSS.",
      [("tooling", "language", "html", "standing"), ("tooling", "language", "css", "standing")]),
@@ -841,3 +841,19 @@ def test_an_answer_said_to_be_too_long_asks_for_brevity(message: str) -> None:
 ])
 def test_other_things_too_long_are_no_complaint_about_answers(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "main"), [
+    ("I mostly write SQL and a bit of R.", "sql"),
+    ("I code in TypeScript and occasionally Rust.", "typescript"),
+    ("Je code surtout en Kotlin et un peu de Java.", "kotlin"),
+    ("Programo sobre todo en TypeScript y un poco de Rust", "typescript"),
+])
+def test_a_side_language_does_not_replace_the_main_one(message: str, main: str) -> None:
+    # a key holds one value: the side one, said last, had replaced the main one in the cache
+    assert [r[2] for r in read(message) if r[1] == "language"] == [main]
+
+
+def test_a_tool_of_another_key_said_as_a_side_one_is_kept() -> None:
+    assert ("tooling", "infra", "docker", "standing") in read(
+        "I use a bit of Docker and mostly Python.")

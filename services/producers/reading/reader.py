@@ -247,6 +247,27 @@ _ARTEFACT_AFTER_RE = re.compile(r"^\s+(?:scripts?|quer(?:y|ies)|files?|snippets?
                                 r"commands?|notebooks?|jobs?|functions?)\b", re.IGNORECASE)
 
 
+#: a tool said as a side one: "a bit of R", "some Go", "occasionally Rust", "ein bisschen Go"
+_MINOR_RE = re.compile(r"\b(?:a\s+(?:bit|little)\s+(?:of\s+)?|some|occasionally|sometimes|"
+                       r"rarely|now\s+and\s+then|ein\s+bisschen|etwas|manchmal|un\s+peu\s+(?:de|d')|"
+                       r"parfois|un\s+poco\s+de|a\s+veces)\s*$", re.IGNORECASE)
+
+
+def _side_tool(tool: str, category: str, pending: _Pending) -> bool:
+    """Whether the sentence names `tool` as a side one ("a bit of R") beside another tool of
+    the same key named without such words ("I mostly write SQL and a bit of R"): a key holds
+    one value, and the side one must not replace the main one."""
+    sentence = pending.clause.sentence
+    mentions = [(start, name) for start, _, _, name in tools.mentions(sentence)]
+    side = {name for start, name in mentions
+            if _MINOR_RE.search(sentence[max(0, start - 24):start]) is not None}
+    if tool not in side:
+        return False
+    return any(name != tool and name not in side
+               and _tool_key(name, set(pending.message_tools), sentence) == category
+               for _, name in mentions)
+
+
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
@@ -286,7 +307,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         for s in usable:
             if s.kind == "tool" and (speaker or not _ARTEFACT_AFTER_RE.match(clause[s.end:])):
                 category = _tool_key(s.value, sentence_tools, pending.clause.sentence)
-                if category is not None:
+                if category is not None and not _side_tool(s.value, category, pending):
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
