@@ -24,7 +24,7 @@ from cachetools import LRUCache
 
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
-from services.producers.reading import by_words, gates, slots, text
+from services.producers.reading import by_words, gates, slots, text, tool_values
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
@@ -136,24 +136,6 @@ def _sentence_gate(sentence: str) -> bool:
     return not (gates.about_someone_else(sentence) or gates.hypothetical(core))
 
 
-def _tool_key(tool: str, sentence_tools: set[str], sentence: str = "") -> str | None:
-    """The category a tool fills: the one the sentence names ("bun as my package manager"),
-    or another of its categories that a tool named beside it has ("scratch pnpm, we moved to
-    bun": bun as the package manager), or its usual one."""
-    options = tools.categories(tool)
-    if not options:
-        return None
-    low = sentence.lower()
-    for category in options:
-        if category.replace("_", " ") in low:
-            return category
-    for other in sentence_tools - {tool}:
-        for category in options:
-            if category in tools.categories(other):
-                return category
-    return options[0]
-
-
 _CONTRAST_RE = re.compile(r"^(?:not|nicht|pas|rather\s+than|instead\s+of|statt|plutôt\s+que|"
                           r"en\s+vez\s+de)\s+\S+$", re.IGNORECASE)
 _FILLER_WORDS = frozenset(
@@ -241,33 +223,6 @@ _NOT_THE_BAN_RE = re.compile(
     r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
 
 
-#: a tool named as what a thing is written in ("the deploy is a bash script"): said of the
-#: thing, not of the speaker, it is no tool they use
-_ARTEFACT_AFTER_RE = re.compile(r"^\s+(?:scripts?|quer(?:y|ies)|files?|snippets?|one-liners?|"
-                                r"commands?|notebooks?|jobs?|functions?)\b", re.IGNORECASE)
-
-
-#: a tool said as a side one: "a bit of R", "some Go", "occasionally Rust", "ein bisschen Go"
-_MINOR_RE = re.compile(r"\b(?:a\s+(?:bit|little)\s+(?:of\s+)?|some|occasionally|sometimes|"
-                       r"rarely|now\s+and\s+then|ein\s+bisschen|etwas|manchmal|un\s+peu\s+(?:de|d')|"
-                       r"parfois|un\s+poco\s+de|a\s+veces)\s*$", re.IGNORECASE)
-
-
-def _side_tool(tool: str, category: str, pending: _Pending) -> bool:
-    """Whether the sentence names `tool` as a side one ("a bit of R") beside another tool of
-    the same key named without such words ("I mostly write SQL and a bit of R"): a key holds
-    one value, and the side one must not replace the main one."""
-    sentence = pending.clause.sentence
-    mentions = [(start, name) for start, _, _, name in tools.mentions(sentence)]
-    side = {name for start, name in mentions
-            if _MINOR_RE.search(sentence[max(0, start - 24):start]) is not None}
-    if tool not in side:
-        return False
-    return any(name != tool and name not in side
-               and _tool_key(name, set(pending.message_tools), sentence) == category
-               for _, name in mentions)
-
-
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
     usable = [s for s in pending.found if not _negated(clause, s)]
@@ -305,9 +260,11 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         speaker = gates.first_person(clause)
         out = []
         for s in usable:
-            if s.kind == "tool" and (speaker or not _ARTEFACT_AFTER_RE.match(clause[s.end:])):
-                category = _tool_key(s.value, sentence_tools, pending.clause.sentence)
-                if category is not None and not _side_tool(s.value, category, pending):
+            said_of_a_thing = tool_values.ARTEFACT_AFTER_RE.match(clause[s.end:]) is not None
+            if s.kind == "tool" and (speaker or not said_of_a_thing):
+                category = tool_values.key_of(s.value, sentence_tools, pending.clause.sentence)
+                if category is not None and not tool_values.side_tool(
+                        s.value, category, pending.clause.sentence, pending.message_tools):
                     out.append(("tooling", category, s.value))
         return out
     if label == "veto":
