@@ -857,3 +857,19 @@ def test_a_side_language_does_not_replace_the_main_one(message: str, main: str) 
 def test_a_tool_of_another_key_said_as_a_side_one_is_kept() -> None:
     assert ("tooling", "infra", "docker", "standing") in read(
         "I use a bit of Docker and mostly Python.")
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Ich bin Softwarearchitektin bei der Deutschen Bahn.",
+     [("identity", "role", "software architect", "standing")]),
+    ("Ich bin Projektleiter bei Siemens.",
+     [("identity", "role", "project manager", "standing"),
+      ("identity", "employer", "Siemens", "standing")]),
+    ("Soy jefa de proyecto en Telefónica.",
+     [("identity", "role", "project manager", "standing"),
+      ("identity", "employer", "Telefónica", "standing")]),
+])
+def test_compound_and_translated_titles_and_where_they_are_held(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # "Softwarearchitektin" had been read as the speaker's name
+    assert read(message) == expected

@@ -19,6 +19,7 @@ from habitus.vocabulary import (
     first_person,
     open_key_problem,
 )
+from habitus.vocabulary.roles import canonical_role
 from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
 from services.producers.reading.reader import StatementReader
@@ -164,3 +165,16 @@ def _all_heuristics() -> list[object]:
     for c in found:
         assert check(c.facet_class, c.key, c.value) is None, (c.facet_class, c.key, c.value)
     return found
+
+
+@pytest.mark.parametrize(("title", "role"), [
+    ("Softwarearchitektin", "software architect"), ("Datenanalyst", "data analyst"),
+    ("Projektleiterin", "project manager"), ("cheffe de projet", "project manager"),
+    ("Lehrerin", "teacher"),
+])
+def test_german_compound_and_translated_titles(title: str, role: str) -> None:
+    assert canonical_role(title) == role
+
+
+def test_a_compound_of_an_unknown_title_is_no_role() -> None:
+    assert canonical_role("Softwarebrille") is None

@@ -47,8 +47,28 @@ TRANSLATED = {
     "comptable": "accountant", "pharmacien": "pharmacist", "pharmacienne": "pharmacist",
     "enfermero": "nurse", "enfermera": "nurse", "médico": "doctor", "médica": "doctor",
     "contador": "accountant", "contadora": "accountant", "farmacéutico": "pharmacist",
-    "farmacéutica": "pharmacist",
+    "farmacéutica": "pharmacist", "architekt": "architect", "architektin": "architect",
+    "berater": "consultant", "beraterin": "consultant", "projektleiter": "project manager",
+    "projektleiterin": "project manager", "projektmanager": "project manager",
+    "projektmanagerin": "project manager", "managerin": "manager",
+    "chef de projet": "project manager", "cheffe de projet": "project manager",
+    "jefe de proyecto": "project manager", "jefa de proyecto": "project manager",
 }
+#: the first part of a German compound title, in English ("Softwarearchitektin": software
+#: architect, "Datenanalyst": data analyst)
+_COMPOUND_PREFIXES = {"software": "software", "daten": "data", "produkt": "product",
+                      "system": "systems", "web": "web", "cloud": "cloud", "frontend": "frontend",
+                      "backend": "backend", "netzwerk": "network", "sicherheits": "security",
+                      "it": "it", "ux": "ux", "ui": "ui", "test": "test", "lösungs": "solutions"}
+
+
+def _compound(word: str) -> str | None:
+    """A German compound title in English words ("softwarearchitektin" -> "software
+    architect"), or None when it is no prefix this knows before a title this knows."""
+    for prefix, english in _COMPOUND_PREFIXES.items():
+        if word.startswith(prefix) and word[len(prefix):] in TRANSLATED:
+            return f"{english} {TRANSLATED[word[len(prefix):]]}"
+    return None
 #: the last word of a role: what makes "data engineer" a job and "big fan" none
 HEADS = frozenset(
     """engineer developer programmer designer manager scientist analyst architect researcher
@@ -75,6 +95,8 @@ def canonical_role(text: str) -> str | None:
             words += [head, *TRANSLATED[rest].split()]
         elif raw in SENIORITY:
             continue
+        elif raw not in TRANSLATED and (compound := _compound(raw)) is not None:
+            words += compound.split()  # "softwarearchitektin"
         else:
             words += SHORT.get(raw, raw).split()
     # French and Spanish put the qualifier after the noun: "développeur backend" is a

@@ -103,7 +103,9 @@ _WHEN_WORDS = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday january february march april "
     "may june july august september october november december christmas easter "
     "thanksgiving weekends".split())
-_AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez)\s+(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
+_AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez|en)\s+(?:(?:der|dem|den|the)\s+)?"
+                         rf"(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
+_WORD_END_RE = re.compile(r"[\w'-]+")
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
@@ -206,6 +208,7 @@ def _is_other_value(text: str) -> bool:
     low = text.lower()
     return (names_language(low) or tools.canonical_tool(low) is not None
             or low in roles.TRANSLATED or low.split()[-1] in ROLE_HEADS or "team" in low
+            or canonical_role(low) is not None
             or canonical_timezone(text) is not None or low in _ZONE_WORDS)
 
 
@@ -215,10 +218,11 @@ def _employer_after_role(clause: str, slots: list[Slot]) -> None:
     roles of the software trade). Added when no employer was found already."""
     if any(s.kind == "employer" for s in slots):
         return
-    lowered = clause.lower()
     for role in [s for s in slots if s.kind == "role"]:
-        at = lowered.find(role.value.split()[-1], role.start)
-        m = _AT_NAME_RE.match(clause, at + len(role.value.split()[-1])) if at >= 0 else None
+        # the role as said may be in another language than its value ("Projektleiter" is a
+        # project manager): the place may follow any of its words
+        ends = [role.start + w.end() for w in _WORD_END_RE.finditer(clause[role.start:role.end])]
+        m = next((found for end in ends if (found := _AT_NAME_RE.match(clause, end))), None)
         if m is None:
             continue
         value = _name(m.group("v"))
