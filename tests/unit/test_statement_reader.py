@@ -873,3 +873,21 @@ def test_compound_and_translated_titles_and_where_they_are_held(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     # "Softwarearchitektin" had been read as the speaker's name
     assert read(message) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "I'm moving to Lisbon next month.", "We're relocating to Austin in the spring.",
+    "Je déménage à Lyon en mars.", "Nächsten Monat ziehe ich nach Köln.",
+    "Me mudo a Valencia el mes que viene.",
+])
+def test_a_move_still_to_come_is_not_where_the_speaker_lives(message: str) -> None:
+    assert [r for r in read(message) if r[1] == "location"] == []
+
+
+@pytest.mark.parametrize(("message", "city"), [
+    ("I moved to Lisbon last month.", "Lisbon"), ("I just moved to Lisbon.", "Lisbon"),
+    ("J'ai déménagé à Toulouse", "Toulouse"),
+    ("I'm based in Lisbon, moving to Porto next year.", "Lisbon"),
+])
+def test_a_move_made_is_where_the_speaker_lives(message: str, city: str) -> None:
+    assert [r[2] for r in read(message) if r[1] == "location"] == [city]

@@ -92,6 +92,17 @@ FOR_A_WHILE_RE = re.compile(
     r"days|a\s+week|the\s+(?:week|weekend|day)|a\s+(?:conference|wedding|meeting|trip))|"
     r"on\s+(?:vacation|holiday|a\s+trip|business)|until\b|till\b|diese\s+woche|heute|"
     r"cette\s+semaine|aujourd'hui|esta\s+semana|hoy)\b", _I)
+#: a move still to come: where the speaker will live is not where they live ("I'm moving to
+#: Lisbon next month", "Je déménage à Lyon en mars", "Nächsten Monat ziehe ich nach Köln")
+NOT_YET_RE = re.compile(
+    r"\b(?:(?:i'm|i\s+am|we're|we\s+are)\s+(?:moving|relocating)|will\s+(?:move|be\s+moving|"
+    r"relocate|live)|going\s+to\s+(?:move|relocate|live)|plan(?:ning)?\s+to\s+(?:move|relocate)|"
+    r"next\s+(?:month|year|spring|summer|autumn|fall|winter)|ziehe\w*\s+(?:\w+\s+){0,3}"
+    r"(?:nach|um)|werde\s+(?:\w+\s+){0,3}(?:wohnen|leben|ziehen)|nächste[nr]?\s+"
+    r"(?:woche|monat|jahr)|déménag(?:e|eons|er|erai|erons)\b|vais\s+(?:m'installer|déménager|habiter|vivre)|"
+    r"la\s+semaine\s+prochaine|le\s+mois\s+prochain|l'année\s+prochaine|me\s+mudo|"
+    r"me\s+voy\s+a\s+mudar|voy\s+a\s+vivir|el\s+(?:mes|año)\s+que\s+viene|"
+    r"la\s+semana\s+que\s+viene|el\s+próximo\s+(?:mes|año))\b", _I)
 #: the speaker's own address, said as such ("my email is jo@example.org"); "email me at ..."
 #: asks for a channel and is read as one
 EMAIL_RE = re.compile(
