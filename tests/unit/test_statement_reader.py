@@ -891,3 +891,14 @@ def test_a_move_still_to_come_is_not_where_the_speaker_lives(message: str) -> No
 ])
 def test_a_move_made_is_where_the_speaker_lives(message: str, city: str) -> None:
     assert [r[2] for r in read(message) if r[1] == "location"] == [city]
+
+
+@pytest.mark.parametrize("message", [
+    "Don't repeat the question back to me.", "Stop repeating my questions.",
+])
+def test_the_question_repeated_back_is_a_preamble_to_skip(message: str) -> None:
+    assert read(message) == [("style", "preamble", "skip", "standing")]
+
+
+def test_asking_for_the_question_again_states_nothing() -> None:
+    assert read("Can you repeat the question?") == []

@@ -372,6 +372,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                      + _WORD_LIMIT + ")",
         "preamble": r"\b(?:intro\w*|preamble\w*|pleasantries|small\s+talk|point|chase|"
                     r"straight|directly|get\s+to\s+it|restat\w*|certainly|great\s+question|"
+                    r"repeat\w*\s+(?:the|my)\s+question\w*|"
                     r"einleitung\w*|vorrede|sache|floskeln|introduc\w*|droit\s+au\s+but|"
                     r"préambule|grano|rodeos|preámbulo)",
         "format": r"\b(?:tables?|tabular|bullet\w*|lists?|prose|paragraphs?|sentences|"
@@ -672,6 +673,8 @@ SKIP_PREAMBLE_RE = re.compile(
     r"\b(?:get\s+to\s+the\s+point|cut\s+to\s+the\s+chase|"
     r"(?:skip|no|without|drop)\s+(?:the\s+|any\s+)?(?:intro\w*|preamble\w*|pleasantries|"
     r"small\s+talk)|not\s+a\s+(?:big\s+)?fan\s+of\s+(?:the\s+)?(?:long\s+)?intro\w*|"
+    r"(?:don't|do\s+not|never|stop|no\s+need\s+to)\s+(?:repeat\w*|restat\w*|rephras\w*)\s+"
+    r"(?:the|my)\s+question\w*|"
     r"ohne\s+(?:einleitung|vorrede|floskeln)|komm\s+(?:gleich\s+)?zur\s+sache|"
     r"droit\s+au\s+but|al\s+grano|sin\s+rodeos)\b", _I)
 
