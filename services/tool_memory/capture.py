@@ -272,11 +272,23 @@ _ABOUT_ANSWERS_RE = re.compile(
 )
 
 
+#: a condition before the order: "When you book hotels, always pick free cancellation"
+_CONDITION_RE = re.compile(r"^(?:when|whenever|if|every\s+time)\s+(?:you|i|we)\b[^,.;]{2,80},\s*",
+                           re.IGNORECASE)
+#: obligations that are ways of answering ("always use bullet points") unless a kind of tool
+#: is named ("always use my work email to send invoices")
+_TOOL_OBLIGATIONS = frozenset("use include add put write keep give show start end make".split())
+
+
 def _is_edict(sentence: str) -> bool:
     """Whether one cleaned sentence (ASCII apostrophes) is an imperative prohibition, or a
-    standing obligation ("always ..."), about what the agent does rather than how it answers."""
+    standing obligation ("always ..."), about what the agent does rather than how it answers;
+    an order after a condition counts ("When you book hotels, always pick ...")."""
     if _ABOUT_ANSWERS_RE.search(sentence) and not _tool_nouns(sentence):
         return False  # "never include tables in emails to clients" is the e-mail tool's rule
+    condition = _CONDITION_RE.match(sentence)
+    if condition is not None:
+        sentence = sentence[condition.end():]
     m = _EDICT_RE.match(sentence)
     if m is None:
         return is_prohibition(sentence, _tool_nouns)
@@ -288,6 +300,8 @@ def _is_edict(sentence: str) -> bool:
     obliged = m.group("pnext")
     if obliged is not None:
         word = obliged.lower()
+        if word in _TOOL_OBLIGATIONS and _tool_nouns(sentence):
+            return True
         return word not in _NOT_AN_ORDER and word not in _NOT_AN_OBLIGATION and not (
             word.endswith("ed") and word not in _ED_VERBS)
     neg = m.group("neg").lower()

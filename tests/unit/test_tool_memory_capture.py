@@ -184,6 +184,14 @@ def test_one_failure_is_no_rule() -> None:
         # how to answer, but in a tool's output: that tool's rule
         ("Please never include tables in emails to clients.",
          ["Please never include tables in emails to clients."]),
+        # an order after its condition, and an obligation naming a kind of tool (a new-user
+        # round: neither made a rule)
+        ("When you book hotels, always pick ones with free cancellation.",
+         ["When you book hotels, always pick ones with free cancellation."]),
+        ("Whenever you schedule a meeting, never book Fridays.",
+         ["Whenever you schedule a meeting, never book Fridays."]),
+        ("Always use my work email to send invoices.",
+         ["Always use my work email to send invoices."]),
     ],
 )
 def test_edicts(message: str, expected: list[str]) -> None:
@@ -226,6 +234,9 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "Stop apologizing.",
         "Always use tables for comparisons.",
         "Please always keep it short.",
+        "When I ask a question, always answer in German.",  # a condition, then a style
+        "If you can, always use tables.",
+        "When you get a chance, don't forget the report.",
         "",
         "   ",
     ],
