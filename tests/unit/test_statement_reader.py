@@ -902,3 +902,20 @@ def test_the_question_repeated_back_is_a_preamble_to_skip(message: str) -> None:
 
 def test_asking_for_the_question_again_states_nothing() -> None:
     assert read("Can you repeat the question?") == []
+
+
+@pytest.mark.parametrize("message", [
+    "Be brutally honest with me.", "You can be blunt.", "Be honest with me.",
+])
+def test_honesty_and_bluntness_asked_for_are_a_direct_tone(message: str) -> None:
+    assert read(message) == [("style", "tone", "direct", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("To be honest, I prefer shorter answers.", [("style", "verbosity", "terse", "standing")]),
+    ("Ohne Einleitung bitte, einfach direkt die Antwort",
+     [("style", "preamble", "skip", "standing")]),
+])
+def test_honesty_said_by_the_speaker_or_the_answer_at_once_are_no_tone(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

@@ -26,6 +26,8 @@ def style(clause: str) -> list[tuple[str, str, str]]:
     keys = [k for k in gates.STYLE_CUES if gates.states_style(k, clause)]
     if keys == ["tone"]:  # "make your answers a bit more casual", read as brevity
         register = gates.register_by_words(clause)
+        if register is None:  # "be brutally honest with me", read as a friendly tone
+            register = gates.manner_by_words(clause)
         return [("style", "tone", register)] if register else []
     if len(keys) != 1 or keys[0] not in _WORDED_KEYS:
         return []

@@ -387,6 +387,8 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
         "emoji": r"(?:emoj\w*|émoj\w*|emoticons?|smileys?)",
         "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
                 r"blunt\w*|sugar\w*|straightforward|polite|professional\w*|businesslike|"
+                # honesty asked of the answers, not "to be honest, ..." said by the speaker
+                r"(?<!\bto\s)be\s+(?:\w+\s+)?(?:honest|frank)|(?:honest|frank)\s+with\s+me|"
                 r"professionell\w*|professionnel\w*|profesional\w*|duz\w*|siez\w*|förmlich\w*|"
                 r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
                 r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa]|"
@@ -711,6 +713,25 @@ def register_by_words(clause: str) -> str | None:
 
 
 _TOO_LONG_RE = re.compile(_TOO_LONG, _I)
+
+
+#: the words of a manner alone, without "direct" and "straight", which as often ask for the
+#: answer at once ("einfach direkt die Antwort" skips the preamble)
+_MANNER_WORDS = {
+    "direct": re.compile(r"\b(?:blunt\w*|honest|frank\w*|sugar\w*|brutal\w*|unverblümt\w*|"
+                         r"ehrlich\w*|cash|franco|franca)\b", _I),
+    "friendly": re.compile(r"\b(?:friendl\w*|warm\w*|kind|nice|gentle|encouraging|supportive|"
+                           r"freundlich\w*|herzlich\w*|sympa\w*|chaleureu\w*|amable|cálid\w*|"
+                           r"cercan\w*)\b", _I),
+}
+
+
+def manner_by_words(clause: str) -> str | None:
+    """A direct or a friendly tone, when the clause's words name exactly one of them and do
+    not say it away ("be brutally honest with me", "you can be blunt")."""
+    named = [value for value, pattern in _MANNER_WORDS.items()
+             if (word := pattern.search(clause)) is not None and not _flipped(clause, word)]
+    return named[0] if len(named) == 1 else None
 
 
 def asks_for_less(clause: str) -> bool:
