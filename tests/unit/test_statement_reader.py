@@ -919,3 +919,14 @@ def test_honesty_and_bluntness_asked_for_are_a_direct_tone(message: str) -> None
 def test_honesty_said_by_the_speaker_or_the_answer_at_once_are_no_tone(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+@pytest.mark.parametrize("message", ["Don't be so blunt.", "Not so friendly please."])
+def test_a_manner_said_away_names_no_other(message: str) -> None:
+    # "Don't be so blunt." had been read as a wish for bluntness
+    assert [r for r in read(message) if r[1] == "tone"] == []
+
+
+@pytest.mark.parametrize("message", ["Don't sugarcoat things.", "No sugarcoating.", "Be direct."])
+def test_sugarcoating_said_away_is_the_direct_manner(message: str) -> None:
+    assert read(message) == [("style", "tone", "direct", "standing")]

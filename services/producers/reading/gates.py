@@ -655,6 +655,13 @@ def polarity(key: str, value: str, clause: str) -> str | None:
     if key == "examples":
         example = _EXAMPLE_WORD.search(clause)
         return None if example is not None and _flipped(clause, example) else value
+    if key == "tone" and value in _MANNER_WORDS:
+        # "don't be so blunt", "not so friendly": a manner said away names no other one; but
+        # sugarcoating said away is the direct manner ("don't sugarcoat it")
+        word = VALUE_CUES[f"tone={value}"].search(clause)
+        if word is None or not _flipped(clause, word):
+            return value
+        return value if word.group().lower().startswith("sugar") else None
     if key == "tone" and value in _TONE_WORDS:
         # "not so formal", "less formal please", "weniger förmlich": the other register
         other = _OTHER_REGISTER[value]
