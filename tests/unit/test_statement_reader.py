@@ -930,3 +930,16 @@ def test_a_manner_said_away_names_no_other(message: str) -> None:
 @pytest.mark.parametrize("message", ["Don't sugarcoat things.", "No sugarcoating.", "Be direct."])
 def test_sugarcoating_said_away_is_the_direct_manner(message: str) -> None:
     assert read(message) == [("style", "tone", "direct", "standing")]
+
+
+@pytest.mark.parametrize("message", [
+    "Keep things brief please, I read on my phone.", "Keep your answers short.",
+])
+def test_brevity_asked_for_in_so_many_words(message: str) -> None:
+    assert read(message) == [("style", "verbosity", "terse", "standing")]
+
+
+def test_a_tool_dropped_is_not_the_one_used() -> None:
+    # "We dropped Heroku ..." had stated Heroku as the user's cloud
+    assert read("We dropped Heroku last year and moved to Fly.io.") == [
+        ("tooling", "cloud", "fly.io", "standing")]

@@ -44,6 +44,11 @@ def style(clause: str) -> list[tuple[str, str, str]]:
 
 
 _LAYOUTS = ("tables", "bullets", "prose")
+#: brevity asked for in so many words: "keep things brief", "keep your answers short"
+_KEEP_SHORT_RE = re.compile(
+    r"\b(?:keep|make)\s+(?:it|things|them|everything|(?:your\s+|the\s+)?(?:answers?|"
+    r"responses?|replies|explanations?))\s+(?:(?:very|really|super|nice\s+and|a\s+bit)\s+)?"
+    r"(?:short|brief|concise|succinct|tight)\b", re.IGNORECASE)
 #: a system of units named as the one to use (not "I ran five miles"); the value is metric
 #: when the words say metric (métrique, metrisch) and imperial otherwise
 _UNITS_RE = re.compile(
@@ -103,8 +108,8 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         return "tooling"
     if any(s.kind == "tool" and gates.USES_RE.search(clause[:s.start]) for s in found):
         return "tooling"
-    if gates.asks_for_less(clause):
-        return "verbosity=terse"
+    if gates.asks_for_less(clause) or _KEEP_SHORT_RE.search(clause):
+        return "verbosity=terse"  # "keep things brief please", which the encoder left open
     if _PREFERS_RE.search(clause):
         worded = style(clause)
         if len(worded) == 1:  # "I like short answers", "be more casual with me"

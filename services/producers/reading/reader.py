@@ -44,7 +44,8 @@ _NEGATED_RE = re.compile(
     r"(?:\bnot|\bno(?:\s+longer)?|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|"
     r"over|\bnicht|"
     r"migrating(?:\s+away)?\s+from|migrating\s+(?:a|an|our|the)|moving\s+away\s+from|"
-    r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|"
+    r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|dropped|"
+    r"abandoned|gave\s+up(?:\s+on)?|phased\s+out|"
     r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
     r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
 #: a ban: with a format or content thing in the clause, it is a veto whatever else it says
