@@ -943,3 +943,17 @@ def test_a_tool_dropped_is_not_the_one_used() -> None:
     # "We dropped Heroku ..." had stated Heroku as the user's cloud
     assert read("We dropped Heroku last year and moved to Fly.io.") == [
         ("tooling", "cloud", "fly.io", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm based in NYC.", ("identity", "location", "New York City", "standing")),
+    ("I live in SF.", ("identity", "location", "San Francisco", "standing")),
+    ("I'm a cardiologist in Milan.", ("identity", "role", "cardiologist", "standing")),
+])
+def test_city_abbreviations_and_jobs_by_their_ending(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    assert expected in read(message)
+
+
+def test_a_french_la_is_no_city() -> None:
+    assert read("La réponse est dans le document.") == []

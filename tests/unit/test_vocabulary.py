@@ -178,3 +178,28 @@ def test_german_compound_and_translated_titles(title: str, role: str) -> None:
 
 def test_a_compound_of_an_unknown_title_is_no_role() -> None:
     assert canonical_role("Softwarebrille") is None
+
+
+@pytest.mark.parametrize(("title", "role"), [
+    ("cardiologist", "cardiologist"), ("pediatrician", "pediatrician"),
+    ("physiotherapist", "physiotherapist"), ("senior psychiatrist", "psychiatrist"),
+])
+def test_a_job_word_by_its_ending_is_a_role(title: str, role: str) -> None:
+    assert canonical_role(title) == role
+
+
+@pytest.mark.parametrize("words", ["big fan of cardiology", "magic", "topic"])
+def test_words_without_a_job_ending_are_no_role(words: str) -> None:
+    assert canonical_role(words) is None
+
+
+@pytest.mark.parametrize(("written", "city"), [
+    ("NYC", "New York City"), ("LA", "Los Angeles"), ("SF", "San Francisco"),
+])
+def test_a_large_city_by_its_abbreviation_in_capitals(written: str, city: str) -> None:
+    assert canonical_city(written) == city
+
+
+@pytest.mark.parametrize("written", ["la", "sf", "Nyc"])
+def test_an_abbreviation_not_in_capitals_is_no_city(written: str) -> None:
+    assert canonical_city(written) is None

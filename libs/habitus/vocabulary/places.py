@@ -103,14 +103,23 @@ def warm() -> None:
     _cities()
 
 
+#: what people call a few large cities, in capitals only ("la" and "sf" are words too), and
+#: too short for the gazetteer's alternate names
+ABBREVIATIONS = {"NYC": "New York City", "LA": "Los Angeles", "SF": "San Francisco",
+                 "DC": "Washington", "HK": "Hong Kong", "KL": "Kuala Lumpur",
+                 "CDMX": "Mexico City", "BKK": "Bangkok", "HCMC": "Ho Chi Minh City"}
+
+
 @lru_cache(maxsize=8192)
 def find_city(text: str) -> City | None:
     """The city `text` names, or None. A name in lower case ("im in berlin") is accepted only
     for a city of a million people or more: in running text a small town's name written in lower
-    case is far more often an ordinary word."""
+    case is far more often an ordinary word. A few large cities are known by their capitals'
+    abbreviation ("NYC", "LA", "SF")."""
     name = " ".join(text.split()).strip(" .,;:!?")
     if not name or len(name) > 60:
         return None
+    name = ABBREVIATIONS.get(name, name)
     city = _cities().get(fold(name))
     if city is None:
         return None

@@ -86,6 +86,16 @@ QUALIFIERS = frozenset(
 _WORD_RE = re.compile(r"[\w+#./'-]+")
 
 
+#: endings that make a word a job whatever its stem: a cardiologist, a pediatrician, a
+#: physiotherapist, a psychiatrist
+_HEAD_ENDINGS = ("ologist", "iatrist", "ician", "therapist")
+
+
+def is_head(word: str) -> bool:
+    """Whether `word` can end a role: a job word of the vocabulary, or one by its ending."""
+    return word in HEADS or (len(word) > 7 and word.endswith(_HEAD_ENDINGS))
+
+
 def canonical_role(text: str) -> str | None:
     """The role `text` names, in canonical form, or None when its last word is no job."""
     words: list[str] = []
@@ -114,6 +124,6 @@ def canonical_role(text: str) -> str | None:
         words = [*words[:-1], *TRANSLATED[words[-1]].split()]
     if words and words[-1] == "student":
         words = ["student"]  # "nursing student", "engineering student": a student
-    if not words or words[-1] not in HEADS or len(words) > 4:
+    if not words or not is_head(words[-1]) or len(words) > 4:
         return None
     return " ".join(words)
