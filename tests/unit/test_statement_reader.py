@@ -957,3 +957,21 @@ def test_city_abbreviations_and_jobs_by_their_ending(
 
 def test_a_french_la_is_no_city() -> None:
     assert read("La réponse est dans le document.") == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Bitte duz mich.", ("style", "tone", "casual", "standing")),
+    ("Bitte siez mich.", ("style", "tone", "formal", "standing")),
+    ("Vouvoie-moi s'il te plaît.", ("style", "tone", "formal", "standing")),
+    ("Je préfère qu'on se vouvoie.", ("style", "tone", "formal", "standing")),
+    ("Ich mag keine langen Einleitungen.", ("style", "preamble", "skip", "standing")),
+])
+def test_register_verbs_and_introductions_said_away(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    assert read(message) == [expected]
+
+
+def test_a_register_others_use_is_no_wish() -> None:
+    # the wish is "tutoie-moi"; "quand on me vouvoie" says what others do
+    assert read("tutoie-moi, je me sens vieux quand on me vouvoie 😅") == [
+        ("style", "tone", "casual", "standing")]

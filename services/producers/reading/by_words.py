@@ -44,6 +44,9 @@ def style(clause: str) -> list[tuple[str, str, str]]:
 
 
 _LAYOUTS = ("tables", "bullets", "prose")
+#: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame")
+_REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
+                               r"tutéa\w*|tutea\w*)\b", re.IGNORECASE)
 #: brevity asked for in so many words: "keep things brief", "keep your answers short"
 _KEEP_SHORT_RE = re.compile(
     r"\b(?:keep|make)\s+(?:it|things|them|everything|(?:your\s+|the\s+)?(?:answers?|"
@@ -110,6 +113,10 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         return "tooling"
     if gates.asks_for_less(clause) or _KEEP_SHORT_RE.search(clause):
         return "verbosity=terse"  # "keep things brief please", which the encoder left open
+    if _REGISTER_VERB_RE.search(clause):  # "bitte duz mich": the verb is the register
+        register = gates.register_by_words(clause)
+        if register is not None:
+            return f"tone={register}"
     if _PREFERS_RE.search(clause):
         worded = style(clause)
         if len(worded) == 1:  # "I like short answers", "be more casual with me"

@@ -390,7 +390,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
                 # honesty asked of the answers, not "to be honest, ..." said by the speaker
                 r"(?<!\bto\s)be\s+(?:\w+\s+)?(?:honest|frank)|(?:honest|frank)\s+with\s+me|"
                 r"professionell\w*|professionnel\w*|profesional\w*|duz\w*|siez\w*|förmlich\w*|"
-                r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|formel\w*|"
+                r"locker|freundlich\w*|direkt\w*|tutoy\w*|vouvoy\w*|vouvoie\w*|formel\w*|"
                 r"décontract\w*|tutoie\w*|tute\w*|usted|de\s+tú|formal|amable|direct[oa]|"
                 # "talk to me like a friend": the casual register by a likeness
                 r"like\s+a\s+friend|wie\s+(?:mit\s+)?einem\s+freund|comme\s+(?:à\s+)?un\s+ami|"
@@ -475,7 +475,7 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
                                 r"sympa\w*|chaleureu\w*|amable|cálid\w*|cercan\w*", _I),
     "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|businesslike|"
                               r"professionell\w*|professionnel\w*|profesional\w*|siez\w*|"
-                              r"förmlich\w*|vouvoy\w*|formel\w*|usted|formal", _I),
+                              r"förmlich\w*|vouvoy\w*|vouvoie\w*|formel\w*|usted|formal", _I),
     "tone=casual": re.compile(r"casual\w*|informal\w*|relax\w*|laid[- ]back|stiff|duz\w*|"
                               r"freund\b|ami\b|amigo\b|"
                               r"locker\w*|tutoy\w*|tutoie\w*|décontract\w*|tute\w*|tutéa\w*|"
@@ -685,6 +685,7 @@ SKIP_PREAMBLE_RE = re.compile(
     r"(?:don't|do\s+not|never|stop|no\s+need\s+to)\s+(?:repeat\w*|restat\w*|rephras\w*)\s+"
     r"(?:the|my)\s+question\w*|"
     r"ohne\s+(?:einleitung|vorrede|floskeln)|komm\s+(?:gleich\s+)?zur\s+sache|"
+    r"keine\s+(?:langen?\s+)?(?:einleitung\w*|vorrede\w*|floskeln)|"
     r"droit\s+au\s+but|al\s+grano|sin\s+rodeos)\b", _I)
 
 
@@ -733,6 +734,24 @@ _MANNER_WORDS = {
 }
 
 
+#: a register said of a circumstance, not asked for: "je me sens vieux quand on me vouvoie",
+#: "I hate it when people call me sir" (the wish is elsewhere in the message, if anywhere)
+_CIRCUMSTANCE_RE = re.compile(r"\b(?:quand|lorsque|wenn|when|whenever|cuando)\s+(?:on|people|"
+                              r"they|man|die\s+leute|la\s+gente|les\s+gens)\b", _I)
+
+
+#: after the circumstance, the wish: "when people are too formal I get nervous, so be casual"
+_THEN_WISH_RE = re.compile(r"\b(?:so|donc|alors|also|deshalb|daher|así\s+que|entonces|please|"
+                           r"bitte|s'il)\b", _I)
+
+
+def register_of_a_circumstance(clause: str) -> bool:
+    """Whether the clause's register words describe what others do, not what to do (no wish
+    follows the circumstance)."""
+    m = _CIRCUMSTANCE_RE.search(clause)
+    return m is not None and _THEN_WISH_RE.search(clause, m.end()) is None
+
+
 def manner_by_words(clause: str) -> str | None:
     """A direct or a friendly tone, when the clause's words name exactly one of them and do
     not say it away ("be brutally honest with me", "you can be blunt")."""
@@ -761,7 +780,7 @@ _OTHER_REGISTER = {"formal": "casual", "casual": "formal"}
 _TONE_WORDS = {
     "formal": re.compile(r"\b(?:formal\w*|professional\w*|businesslike|professionell\w*|"
                          r"professionnel\w*|profesional\w*|förmlich\w*|formel\w*|siez\w*|"
-                         r"vouvoy\w*|usted)", _I),
+                         r"vouvoy\w*|vouvoie\w*|usted)", _I),
     # "locker" and its endings, not the verb ("das lockert auf": emoji loosen things up)
     "casual": re.compile(r"\b(?:casual\w*|informal\w*|relax\w*|locker(?:e[mnrs]?)?\b|duz\w*|"
                          r"tutoy\w*|"

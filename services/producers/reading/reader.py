@@ -229,7 +229,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
-        if key == "format" and gates.revisits_shown_layout(clause):
+        if (key == "format" and gates.revisits_shown_layout(clause)) or (
+                key == "tone" and gates.register_of_a_circumstance(clause)):
             return []
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         # a value turned by the clause's own words ("not so formal") came from the key's
