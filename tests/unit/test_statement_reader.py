@@ -655,11 +655,12 @@ def test_a_batch_reads_each_message_on_its_own() -> None:
 
 
 def test_held_out_accuracy_does_not_fall_below_what_was_measured() -> None:
-    """The figures in docs/benchmarks.md (held-out part); a change that lowers them fails."""
+    """The figures in docs/benchmarks.md (held-out part, 0.972 / 0.903 measured), less a
+    margin of a few sentences; a change that lowers them further fails."""
     rows = load(split="test")
     plain, _, _ = evaluate(rows, READER)
-    assert plain.precision() >= 0.94
-    assert plain.recall() >= 0.84
+    assert plain.precision() >= 0.96
+    assert plain.recall() >= 0.89
 
 
 def test_readers_in_one_process_share_one_encoded_bank() -> None:
