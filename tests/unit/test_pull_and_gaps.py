@@ -84,50 +84,48 @@ def delivered(stream_seq: int, pending: int) -> Msg:
                data=b"{}")
 
 
+async def fetching(batch: int, burst_seconds: float) -> tuple[BatchPuller, asyncio.Task[list[Msg]]]:
+    """A puller with a fetch of `batch` under way (its request sent, nothing arrived yet)."""
+    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=burst_seconds)  # type: ignore[arg-type]
+    await puller.start()
+    fetch = asyncio.create_task(puller.fetch(batch, timeout=5))
+    await asyncio.sleep(0)
+    return puller, fetch
+
+
+async def handed_out(fetch: asyncio.Task[list[Msg]]) -> list[int]:
+    return [delivery_info(m).stream_seq for m in await asyncio.wait_for(fetch, 5)]
+
+
 async def test_a_delivery_with_nothing_pending_is_handed_out_without_gathering() -> None:
     # A burst window of a minute: waiting for it would time the test out.
-    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
-    await puller.start()
-    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
-    await asyncio.sleep(0)
+    puller, fetch = await fetching(10, burst_seconds=60)
     await puller._on_msg(delivered(1, pending=0))
-    assert [delivery_info(m).stream_seq for m in await asyncio.wait_for(fetch, 5)] == [1]
+    assert await handed_out(fetch) == [1]
 
 
 async def test_a_delivery_with_more_pending_waits_for_the_rest_of_the_burst() -> None:
     # A burst window of a minute: the batch is handed out once the burst's last delivery
     # (the one that says nothing more is pending) is in, not when the window ends.
-    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
-    await puller.start()
-    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
-    await asyncio.sleep(0)
+    puller, fetch = await fetching(10, burst_seconds=60)
     await puller._on_msg(delivered(1, pending=2))
     await asyncio.sleep(0.05)
     assert not fetch.done()  # two more are on their way
     await puller._on_msg(delivered(2, pending=1))
     await puller._on_msg(delivered(3, pending=0))
-    got = await asyncio.wait_for(fetch, 5)
-    assert [delivery_info(m).stream_seq for m in got] == [1, 2, 3]
+    assert await handed_out(fetch) == [1, 2, 3]
 
 
 async def test_a_burst_larger_than_the_batch_hands_out_a_full_batch_at_once() -> None:
-    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=60)  # type: ignore[arg-type]
-    await puller.start()
-    fetch = asyncio.create_task(puller.fetch(3, timeout=5))
-    await asyncio.sleep(0)
+    puller, fetch = await fetching(3, burst_seconds=60)
     for seq in range(1, 4):
         await puller._on_msg(delivered(seq, pending=100 - seq))
-    got = await asyncio.wait_for(fetch, 5)
-    assert [delivery_info(m).stream_seq for m in got] == [1, 2, 3]
+    assert await handed_out(fetch) == [1, 2, 3]
 
 
 async def test_a_burst_whose_rest_never_comes_is_handed_out_after_the_window() -> None:
     # The stream said more were pending, but they went to another puller (or the request
     # ended): what arrived goes out once the window passed.
-    puller = BatchPuller(FakeNats(), "S", "c", burst_seconds=0.1)  # type: ignore[arg-type]
-    await puller.start()
-    fetch = asyncio.create_task(puller.fetch(10, timeout=5))
-    await asyncio.sleep(0)
+    puller, fetch = await fetching(10, burst_seconds=0.1)
     await puller._on_msg(delivered(1, pending=5))
-    got = await asyncio.wait_for(fetch, 5)
-    assert [delivery_info(m).stream_seq for m in got] == [1]
+    assert await handed_out(fetch) == [1]
