@@ -976,3 +976,19 @@ def test_a_register_others_use_is_no_wish() -> None:
     # the wish is "tutoie-moi"; "quand on me vouvoie" says what others do
     assert read("tutoie-moi, je me sens vieux quand on me vouvoie 😅") == [
         ("style", "tone", "casual", "standing")]
+
+
+@pytest.mark.parametrize("message", [
+    "Please be gentle, I'm having a rough week.", "Be supportive please.",
+    "Be encouraging, I'm learning.",
+])
+def test_gentleness_and_encouragement_are_a_friendly_tone(message: str) -> None:
+    assert read(message) == [("style", "tone", "friendly", "standing")]
+
+
+@pytest.mark.parametrize("message", [
+    "My manager is very supportive.", "Be careful with the production database.",
+    "Don't be so gentle with me.",
+])
+def test_other_gentleness_is_no_tone(message: str) -> None:
+    assert read(message) == []

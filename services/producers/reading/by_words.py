@@ -44,6 +44,9 @@ def style(clause: str) -> list[tuple[str, str, str]]:
 
 
 _LAYOUTS = ("tables", "bullets", "prose")
+#: a manner asked for as one: "please be gentle", "sei freundlich", "sois direct"
+_BE_RE = re.compile(r"^(?:please\s+|pls\s+|bitte\s+)?(?:be|sei|seid|sois|soyez|sé)\b",
+                    re.IGNORECASE)
 #: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame")
 _REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
                                r"tutéa\w*|tutea\w*)\b", re.IGNORECASE)
@@ -113,6 +116,10 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         return "tooling"
     if gates.asks_for_less(clause) or _KEEP_SHORT_RE.search(clause):
         return "verbosity=terse"  # "keep things brief please", which the encoder left open
+    if _BE_RE.match(clause):  # "please be gentle", which the encoder left open
+        worded = style(clause)
+        if len(worded) == 1 and worded[0][1] == "tone":
+            return f"tone={worded[0][2]}"
     if _REGISTER_VERB_RE.search(clause):  # "bitte duz mich": the verb is the register
         register = gates.register_by_words(clause)
         if register is not None:

@@ -387,6 +387,7 @@ STYLE_CUES: dict[str, re.Pattern[str]] = {
         "emoji": r"(?:emoj\w*|émoj\w*|emoticons?|smileys?)",
         "tone": r"\b(?:formal\w*|casual\w*|informal\w*|friendl\w*|warm\w*|direct\w*|"
                 r"blunt\w*|sugar\w*|straightforward|polite|professional\w*|businesslike|"
+                r"gentle|encouraging|supportive|"
                 # honesty asked of the answers, not "to be honest, ..." said by the speaker
                 r"(?<!\bto\s)be\s+(?:\w+\s+)?(?:honest|frank)|(?:honest|frank)\s+with\s+me|"
                 r"professionell\w*|professionnel\w*|profesional\w*|duz\w*|siez\w*|förmlich\w*|"
@@ -471,7 +472,8 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
         r"listas?|puces?|stichpunkt\w*|aufzählung\w*|viñetas?)", _I),
     "tone=direct": re.compile(r"direct\w*|blunt\w*|straight\w*|sugar\w*|frank\w*|honest\w*|"
                               r"direkt\w*|franc\w*|sin\s+rodeos", _I),
-    "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|freundlich\w*|herzlich\w*|"
+    "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|gentle|encouraging|"
+                                r"supportive|freundlich\w*|herzlich\w*|"
                                 r"sympa\w*|chaleureu\w*|amable|cálid\w*|cercan\w*", _I),
     "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|businesslike|"
                               r"professionell\w*|professionnel\w*|profesional\w*|siez\w*|"
