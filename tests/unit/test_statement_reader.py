@@ -992,3 +992,12 @@ def test_gentleness_and_encouragement_are_a_friendly_tone(message: str) -> None:
 ])
 def test_other_gentleness_is_no_tone(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "city"), [
+    ("Our team is in Bangalore but I'm in Pune.", "Pune"),
+    ("Our office is in London, I work from Brighton.", "Brighton"),
+    ("Unser Büro ist in Wien, ich wohne in Graz.", "Graz"),
+])
+def test_the_place_of_the_team_or_office_is_not_the_speakers(message: str, city: str) -> None:
+    assert [r[2] for r in read(message) if r[1] == "location"] == [city]

@@ -251,7 +251,9 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
             return []
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
                 and not (s.kind == "location" and (slots.FOR_A_WHILE_RE.match(clause[s.end:])
-                                                   or slots.NOT_YET_RE.search(clause)))]
+                                                   or slots.NOT_YET_RE.search(clause)
+                                                   or slots.OTHERS_PLACE_RE.search(
+                                                       clause[max(0, s.start - 40):s.start])))]
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"

@@ -92,6 +92,13 @@ FOR_A_WHILE_RE = re.compile(
     r"days|a\s+week|the\s+(?:week|weekend|day)|a\s+(?:conference|wedding|meeting|trip))|"
     r"on\s+(?:vacation|holiday|a\s+trip|business)|until\b|till\b|diese\s+woche|heute|"
     r"cette\s+semaine|aujourd'hui|esta\s+semana|hoy)\b", _I)
+#: a place said of someone or something else of the speaker's: "our team is in Bangalore",
+#: "my parents live in Lyon", "unser Büro ist in Wien" (where the speaker is, is said apart)
+OTHERS_PLACE_RE = re.compile(
+    r"\b(?:team|office|company|client|customers?|boss|manager|colleagues?|family|parents?|"
+    r"wife|husband|partner|sister|brother|kids|headquarters|hq|büro|firma|eltern|bureau|"
+    r"entreprise|parents|oficina|empresa|padres)\s+(?:is|are|lives?|sits?|ist|sind|wohn\w*|"
+    r"est|sont|vit|vivent|está|están|vive\w*)\s+(?:\w+\s+){0,2}$", _I)
 #: a move still to come: where the speaker will live is not where they live ("I'm moving to
 #: Lisbon next month", "Je déménage à Lyon en mars", "Nächsten Monat ziehe ich nach Köln")
 NOT_YET_RE = re.compile(
