@@ -453,6 +453,10 @@ def channel_as_scope(clause: str, start: int) -> bool:
             and _REACH_RE.search(clause) is None)
 
 
+#: the words of a friendly tone (a value cue, and a manner read by words alone)
+_FRIENDLY_WORDS = (r"friendl\w*|warm\w*|kind\b|nice\b|gentle|encouraging|supportive|"
+                   r"freundlich\w*|herzlich\w*|sympa\w*|chaleureu\w*|amable|cálid\w*|"
+                   r"cercan\w*")
 #: a value of a key that has its own words, narrower than the key's
 VALUE_CUES: dict[str, re.Pattern[str]] = {
     # a table or a bullet as a way to lay out answers, not a kitchen table or a bullet journal
@@ -472,9 +476,7 @@ VALUE_CUES: dict[str, re.Pattern[str]] = {
         r"listas?|puces?|stichpunkt\w*|aufzählung\w*|viñetas?)", _I),
     "tone=direct": re.compile(r"direct\w*|blunt\w*|straight\w*|sugar\w*|frank\w*|honest\w*|"
                               r"direkt\w*|franc\w*|sin\s+rodeos", _I),
-    "tone=friendly": re.compile(r"friendl\w*|warm\w*|kind\b|nice\b|gentle|encouraging|"
-                                r"supportive|freundlich\w*|herzlich\w*|"
-                                r"sympa\w*|chaleureu\w*|amable|cálid\w*|cercan\w*", _I),
+    "tone=friendly": re.compile(_FRIENDLY_WORDS, _I),
     "tone=formal": re.compile(r"formal\w*|polite\w*|professional\w*|businesslike|"
                               r"professionell\w*|professionnel\w*|profesional\w*|siez\w*|"
                               r"förmlich\w*|vouvoy\w*|vouvoie\w*|formel\w*|usted|formal", _I),
@@ -730,9 +732,7 @@ _TOO_LONG_RE = re.compile(_TOO_LONG, _I)
 _MANNER_WORDS = {
     "direct": re.compile(r"\b(?:blunt\w*|honest|frank\w*|sugar\w*|brutal\w*|unverblümt\w*|"
                          r"ehrlich\w*|cash|franco|franca)\b", _I),
-    "friendly": re.compile(r"\b(?:friendl\w*|warm\w*|kind|nice|gentle|encouraging|supportive|"
-                           r"freundlich\w*|herzlich\w*|sympa\w*|chaleureu\w*|amable|cálid\w*|"
-                           r"cercan\w*)\b", _I),
+    "friendly": re.compile(rf"\b(?:{_FRIENDLY_WORDS})\b", _I),
 }
 
 

@@ -250,10 +250,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         if gates.converting(clause):
             return []
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
-                and not (s.kind == "location" and (slots.FOR_A_WHILE_RE.match(clause[s.end:])
-                                                   or slots.NOT_YET_RE.search(clause)
-                                                   or slots.OTHERS_PLACE_RE.search(
-                                                       clause[max(0, s.start - 40):s.start])))]
+                and not (s.kind == "location" and slots.not_where_they_live(clause, s))]
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"
@@ -265,19 +262,20 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         speaker = gates.first_person(clause)
         out = []
         for s in usable:
-            said_of_a_thing = tool_values.ARTEFACT_AFTER_RE.match(clause[s.end:]) is not None
-            if s.kind == "tool" and (speaker or not said_of_a_thing):
-                category = tool_values.key_of(s.value, sentence_tools, pending.clause.sentence)
-                if category is not None and not tool_values.side_tool(
-                        s.value, category, pending.clause.sentence, pending.message_tools):
-                    out.append(("tooling", category, s.value))
+            if s.kind != "tool" or (
+                    not speaker and tool_values.ARTEFACT_AFTER_RE.match(clause[s.end:])):
+                continue  # "the deploy is a bash script": said of the script, not the speaker
+            category = tool_values.key_of(s.value, sentence_tools, pending.clause.sentence)
+            if category is not None and not tool_values.side_tool(
+                    s.value, category, pending.clause.sentence, pending.message_tools):
+                out.append(("tooling", category, s.value))
         return out
     if label == "veto":
         if _CONTRAST_RE.match(clause):
             return []  # "pnpm, not npm" is a contrast
+        # without a ban word, or with nothing of the vocabulary to ban, nothing is banned:
+        # "less verbose please" reads like a ban, and says a style by its words
         if not (_BAN_RE.search(clause) or _disliked_before(clause, pending.clause.sentence)):
-            # without a ban word nothing is banned; "less verbose please" reads like a ban,
-            # and says a style by its words
             return by_words.style(clause)
         things = [s for s in pending.found if s.kind == "veto"]
         if things:
@@ -288,8 +286,6 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                   for s in pending.found if s.kind == "tool"
                   and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
                   and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
-        # nothing of the vocabulary banned: "less verbose please" reads like a ban, and says
-        # a style by its words
         return banned or by_words.style(clause)
     if label == "channel":
         if not gates.states_channel(clause) or _DONT_USE_RE.match(clause):

@@ -110,6 +110,16 @@ NOT_YET_RE = re.compile(
     r"la\s+semaine\s+prochaine|le\s+mois\s+prochain|l'année\s+prochaine|me\s+mudo|"
     r"me\s+voy\s+a\s+mudar|voy\s+a\s+vivir|el\s+(?:mes|año)\s+que\s+viene|"
     r"la\s+semana\s+que\s+viene|el\s+próximo\s+(?:mes|año))\b", _I)
+
+
+def not_where_they_live(clause: str, place: Slot) -> bool:
+    """Whether the city `place` names in `clause` is not where the speaker lives: a stay ("in
+    London this week"), a move still to come, or the place of their team, office or family."""
+    return (FOR_A_WHILE_RE.match(clause[place.end:]) is not None
+            or NOT_YET_RE.search(clause) is not None
+            or OTHERS_PLACE_RE.search(clause[max(0, place.start - 40):place.start]) is not None)
+
+
 #: the speaker's own address, said as such ("my email is jo@example.org"); "email me at ..."
 #: asks for a channel and is read as one
 EMAIL_RE = re.compile(
