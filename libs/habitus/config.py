@@ -47,6 +47,14 @@ class Settings(BaseSettings):
         "replica: no projections, no background work); `projections`, all but its RPC "
         "methods, which an `rpc` process answers (`habitus up` runs the profile renderer "
         "so, keeping `prompt.context` off the projection's event loop)"))
+    cpu_nice: int = Field(default=0, ge=0, le=19, description=(
+        "how far below the default CPU priority this process runs (0 - 19; `habitus serve` "
+        "applies it at start): `habitus up` gives HABITUS_BACKGROUND_NICE to the processes "
+        "that answer no reads"))
+    background_nice: int = Field(default=10, ge=0, le=19, description=(
+        "the CPU priority `habitus up` lowers the processes that answer no reads by (the "
+        "producers, the profile renderer's projection process), so that on a busy machine "
+        "the gateway and the RPC processes get a core first; 0: every process alike"))
     partitions: int = Field(default=1, description=(
         "partitions of every projection when its layout is first made (1, 2, 4, 8 or 16: "
         "the replicas of a service share them; a layout made before keeps its count until "

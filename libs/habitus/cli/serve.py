@@ -57,6 +57,13 @@ def serve(service: Annotated[str, typer.Argument(
     if role is not None:
         settings = settings.model_copy(update={"role": role.value})
     configure_logging(service, settings.log_level, settings.log_json)
+    if settings.cpu_nice:
+        import logging
+
+        from habitus.runtime.priority import lower_priority
+
+        logging.getLogger(__name__).info(
+            "cpu priority lowered", extra={"changed": lower_priority(settings.cpu_nice)})
     run_event_loop(ServiceHost(descriptor, settings).serve_forever())
 
 

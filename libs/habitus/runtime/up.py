@@ -111,6 +111,14 @@ RPC_PROCESS_SUFFIX = "_rpc"
 REPLICA_SUFFIX = "-"
 
 
+def answers_reads(service: str, role: str) -> bool:
+    """Whether a process of `service` in `role` answers anyone: the public HTTP API, or RPC
+    methods. The others (the producers; a service's projection process when its RPC runs
+    apart) only apply events, and run at HABITUS_BACKGROUND_NICE (habitus.runtime.priority)."""
+    descriptor = registry.service(service)
+    return descriptor.public_http or (bool(descriptor.rpc_prefixes) and role != "projections")
+
+
 def service_names() -> list[str]:
     """Every installed service, the public one last (it checks the others are ready)."""
     names = [s.name for s in registry.services()]
@@ -410,6 +418,8 @@ class Up:
             for process, role in roles:
                 env = dict(base_env)
                 env["HABITUS_MEMBER"] = process  # its name among the service's replicas
+                if not answers_reads(name, role):
+                    env["HABITUS_CPU_NICE"] = str(s.background_nice)
                 if name not in public:
                     env["HABITUS_METRICS_PORT"] = str(free_port())
                     metrics[process] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"

@@ -1,0 +1,103 @@
+"""Processes that answer no reads run below the default CPU priority (habitus.runtime.priority);
+`habitus up` decides which (habitus.runtime.up.answers_reads).
+
+Lowering a priority cannot be undone without privileges, so every change is made in a child
+process started in a session of its own: its session's scheduling group is its alone, and
+this process and its session keep theirs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from habitus.runtime.priority import autogroup_nice
+from habitus.runtime.up import answers_reads
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _in_child(code: str, *, preexec_nice: int = 0) -> dict[str, object]:
+    """Run `code` (which prints one JSON line) in a fresh session at `preexec_nice`."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60,
+        start_new_session=True, check=True,
+        preexec_fn=(lambda: os.nice(preexec_nice)) if preexec_nice else None)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+CHILD = """
+import json, os, threading
+from pathlib import Path
+from habitus.runtime.priority import lower_priority
+changed = lower_priority({nice})
+seen = []
+t = threading.Thread(target=lambda: seen.append(os.getpriority(os.PRIO_PROCESS, 0)))
+t.start(); t.join()
+group = Path("/proc/self/autogroup")
+print(json.dumps({{"changed": changed, "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                  "thread": seen[0],
+                  "group": group.read_text() if group.exists() else None}}))
+"""
+
+
+def _autogroups() -> bool:
+    path = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    return path.exists() and path.read_text().strip() == "1"
+
+
+def test_a_process_and_the_threads_it_starts_run_lower_and_so_does_its_session() -> None:
+    got = _in_child(CHILD.format(nice=10))
+    assert got["nice"] == 10 and got["thread"] == 10
+    assert "nice 10" in got["changed"]  # type: ignore[operator]
+    if _autogroups():
+        assert autogroup_nice(str(got["group"])) == 10
+        assert "its session's group nice 10" in got["changed"]  # type: ignore[operator]
+
+
+def test_a_priority_already_lower_is_kept_and_zero_changes_nothing() -> None:
+    lower = _in_child(CHILD.format(nice=5), preexec_nice=12)
+    assert lower["nice"] == 12 and "nice 5" not in lower["changed"]  # type: ignore[operator]
+    same = _in_child(CHILD.format(nice=0))
+    assert same["changed"] == [] and same["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_the_group_is_left_alone_where_autogroups_are_off(tmp_path: Path) -> None:
+    group = tmp_path / "autogroup"
+    group.write_text("/autogroup-7 nice 0\n")
+    enabled = tmp_path / "enabled"
+    enabled.write_text("0\n")
+    code = (f"import json; from pathlib import Path; from habitus.runtime.priority import "
+            f"lower_priority; print(json.dumps({{'changed': lower_priority(6, "
+            f"Path({str(group)!r}), Path({str(enabled)!r}))}}))")
+    assert _in_child(code)["changed"] == ["nice 6"]
+    assert group.read_text() == "/autogroup-7 nice 0\n"
+    enabled.write_text("1\n")
+    assert _in_child(code)["changed"] == ["nice 6", "its session's group nice 6"]
+    assert group.read_text() == "6"
+
+
+@pytest.mark.parametrize(("text", "nice"), [
+    ("/autogroup-42 nice 0\n", 0), ("/autogroup-3 nice 10", 10), ("/autogroup-3 nice -5", -5),
+    ("", None), ("/autogroup-3 nice high", None), ("/autogroup-3 weight 10", None),
+])
+def test_an_autogroup_line_is_read(text: str, nice: int | None) -> None:
+    assert autogroup_nice(text) == nice
+
+
+@pytest.mark.parametrize(("service", "role", "answers"), [
+    ("gateway", "all", True),                     # the public API
+    ("producers", "all", False),                  # no RPC methods: it only applies events
+    ("profile_renderer", "projections", False),   # its RPC runs apart
+    ("profile_renderer", "rpc", True),            # `prompt.context`
+    ("stability_detector", "all", True),          # `learning.*` in the same process
+    ("tool_memory", "all", True),
+])
+def test_what_answers_reads_keeps_the_default_priority(service: str, role: str,
+                                                       answers: bool) -> None:
+    assert answers_reads(service, role) is answers
