@@ -112,14 +112,18 @@ async def rpc(client: httpx.AsyncClient, method: str, **params: Any) -> httpx.Re
 
 
 async def settled(client: httpx.AsyncClient, timeout: float = 60.0) -> None:
-    """Until alice's statement is a facet and her rule is listed."""
+    """Until alice's statement is a facet, her rule is listed and her PROFILE.md shows the
+    facet (the renderer applies after the learning cache, and `habitus up` runs its
+    projection process at a lower CPU priority: it may be the last to catch up)."""
     deadline = time.monotonic() + timeout
     while True:
         facets = (await rpc(client, "learning.list_facets", user_id=USER)).json()["result"]
         rules = (await rpc(client, "memory.tool_rule_list", user_id=USER)).json()["result"]
-        if facets["facets"] and facets["pending_since"] is None and rules["rules"]:
+        profile = (await client.get(f"/v1/users/{USER}/profile.md")).text
+        if (facets["facets"] and facets["pending_since"] is None and rules["rules"]
+                and "**preamble**" in profile):
             return
-        assert time.monotonic() < deadline, (facets, rules)
+        assert time.monotonic() < deadline, (facets, rules, profile)
         await asyncio.sleep(0.3)
 
 
