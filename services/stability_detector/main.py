@@ -35,6 +35,10 @@ service = ServiceDescriptor(
     migrations="services.stability_detector.migrations",
     # Candidate intake is the hot path: 2,000-event batches (see docs/benchmarks.md).
     runner_config=RunnerConfig(batch_size=2000),
+    # The busiest applier of all, and `learning.list_facets` is what an operator's or a
+    # settings page's read waits on: its RPC in a process of its own, at the default CPU
+    # priority, while the projection's process yields (habitus.runtime.priority).
+    rpc_apart=True,
 )
 
 

@@ -48,8 +48,8 @@ TENANT = "dev"  # the tenant of the key `habitus up` prints
 USERS = 4
 #: one item every this many seconds: steady, and light enough for a two-core machine
 PACE = 0.08
-CHILDREN = ("producers", "stability_detector", "profile_renderer", "profile_renderer_rpc",
-            "gateway", "nats", "postgres", "redis")
+CHILDREN = ("producers", "stability_detector", "stability_detector_rpc", "profile_renderer",
+            "profile_renderer_rpc", "gateway", "nats", "postgres", "redis")
 
 
 def _item(n: int) -> dict[str, Any]:

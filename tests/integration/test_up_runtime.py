@@ -311,13 +311,17 @@ def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
     first.wait_ready()
     children = first.children()
     assert set(children) >= {"nats", "postgres", "redis", "forkserver", "gateway", "producers",
-                             "profile_renderer", "profile_renderer_rpc"}
+                             "profile_renderer", "profile_renderer_rpc", "stability_detector",
+                             "stability_detector_rpc", "tool_memory"}
     # What answers no reads yields the cores to what does (habitus.runtime.priority).
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     nice = {name: psutil.Process(children[name]).nice() for name in (
-        "gateway", "producers", "profile_renderer", "profile_renderer_rpc", "stability_detector")}
-    assert nice == {"gateway": ours, "profile_renderer_rpc": ours, "stability_detector": ours,
-                    "producers": max(ours, 10), "profile_renderer": max(ours, 10)}
+        "gateway", "producers", "profile_renderer", "profile_renderer_rpc", "stability_detector",
+        "stability_detector_rpc", "tool_memory")}
+    assert nice == {"gateway": ours, "profile_renderer_rpc": ours,
+                    "stability_detector_rpc": ours, "tool_memory": ours,
+                    "producers": max(ours, 10), "profile_renderer": max(ours, 10),
+                    "stability_detector": max(ours, 10)}
 
     second = subprocess.run(
         [sys.executable, "-m", "habitus.cli", "up"], cwd=REPO, text=True, capture_output=True,

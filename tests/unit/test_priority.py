@@ -96,6 +96,7 @@ def test_an_autogroup_line_is_read(text: str, nice: int | None) -> None:
     ("profile_renderer", "projections", False),   # its RPC runs apart
     ("profile_renderer", "rpc", True),            # `prompt.context`
     ("stability_detector", "all", True),          # `learning.*` in the same process
+    ("stability_detector", "projections", False),  # `habitus up`: its RPC apart
     ("tool_memory", "all", True),
 ])
 def test_what_answers_reads_keeps_the_default_priority(service: str, role: str,
