@@ -43,7 +43,7 @@ async def idle(client: httpx.AsyncClient, users: Sequence[str], key: str, n: int
 
 
 async def while_running(client: httpx.AsyncClient, users: Sequence[str], key: str,
-                        running: Callable[[], bool], every: float = 0.5) -> list[float]:
+                        running: Callable[[], bool], every: float = 0.25) -> list[float]:
     """`prompt.context` every `every` seconds while `running()` holds; failures are left out
     (locust counts the errors: this measures how long an answer takes)."""
     out: list[float] = []
