@@ -8,6 +8,7 @@ sandbox); without it every tenant acts through the one key given.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,10 +16,18 @@ import httpx
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.auth.keys import create_key
+from habitus.client import RetryPolicy
+from habitus.client._http import retry_after
 from habitus.demo.scenario import Scenario
 
 #: items per POST /v1/events
 BATCH = 25
+#: How a batch the gateway pushes back (429: the pipeline is behind and this tenant sent more
+#: than its share; 503: a dependency is down) is sent again: as an agent using habitus.client
+#: would, never sooner than Retry-After, for up to two minutes. A demo replays three weeks as
+#: fast as it can, so on a busy machine it is the tenant the gateway slows down.
+RESEND = RetryPolicy(retries=1_000, backoff=0.25, max_backoff=10.0)
+RESEND_FOR_SECONDS = 120.0
 
 
 class Api:
@@ -48,12 +57,22 @@ class Api:
             raise RuntimeError(f"{method} answered {response.status_code}: {response.text}")
         return response.json()["result"]
 
-    def send(self, items: Sequence[dict[str, Any]]) -> int:
-        response = self.client.post("/v1/events", json=list(items))
-        if response.status_code not in (200, 202):
-            raise RuntimeError(f"POST /v1/events answered {response.status_code}: "
-                               f"{response.text[:500]}")
-        return int(response.json().get("accepted", len(items)))
+    def send(self, items: Sequence[dict[str, Any]], *, sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.monotonic) -> int:
+        """Post one batch; pushed back (429, 503), it is sent again after the wait the gateway
+        asks for (RESEND). Items carry their ids, so a batch sent twice is stored once."""
+        give_up = clock() + RESEND_FOR_SECONDS
+        attempt = 0
+        while True:
+            response = self.client.post("/v1/events", json=list(items))
+            if response.status_code in (429, 503) and clock() < give_up:
+                attempt += 1
+                sleep(RESEND.delay(attempt, retry_after(response)))
+                continue
+            if response.status_code not in (200, 202):
+                raise RuntimeError(f"POST /v1/events answered {response.status_code}: "
+                                   f"{response.text[:500]}")
+            return int(response.json().get("accepted", len(items)))
 
     def profile_md(self, user: str) -> str:
         return self.client.get(f"/v1/users/{user}/profile.md").text
