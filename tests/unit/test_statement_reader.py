@@ -947,6 +947,25 @@ def test_a_tool_dropped_is_not_the_one_used() -> None:
 
 
 @pytest.mark.parametrize(("message", "expected"), [
+    ("We abandoned Angular for React.", ("tooling", "framework", "react", "standing")),
+    ("We ditched Jenkins for GitHub Actions last year.",
+     ("tooling", "ci", "github-actions", "standing")),
+    ("We dropped Heroku in favour of Fly.io.", ("tooling", "cloud", "fly.io", "standing")),
+    ("I gave up on Vim for VS Code.", ("tooling", "editor", "vscode", "standing")),
+])
+def test_what_a_tool_was_dropped_for_is_the_one_used(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    # the whole clause had been negated by its "dropped": React was lost with Angular
+    assert read(message) == [expected]
+
+
+@pytest.mark.parametrize("message", ["We dropped Heroku.", "We dropped Heroku for now.",
+                                     "We abandoned Angular for good."])
+def test_a_tool_dropped_for_a_while_or_for_good_is_still_dropped(message: str) -> None:
+    assert [r for r in read(message) if r[0] == "tooling"] == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
     ("I'm based in NYC.", ("identity", "location", "New York City", "standing")),
     ("I live in SF.", ("identity", "location", "San Francisco", "standing")),
     ("I'm a cardiologist in Milan.", ("identity", "role", "cardiologist", "standing")),

@@ -101,10 +101,21 @@ _COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm
                           re.IGNORECASE)
 
 
+#: what a dropped tool was dropped for is kept: "we abandoned Angular for React", "ditched
+#: Jenkins in favour of GitHub Actions"
+_DROPPED_FOR_RE = re.compile(
+    r"\b(?:ditched|dropped|abandoned|gave\s+up(?:\s+on)?|phased\s+out|got\s+rid\s+of|"
+    r"moved\s+off)\s+[\w.#+-]+(?:\s+[\w.#+-]+)?\s+(?:for|in\s+favou?r\s+of)\s+$",
+    re.IGNORECASE)
+
+
 def _negated(clause: str, slot: slots.Slot) -> bool:
     """Negated ("not npm", "instead of yarn"), the loser of a comparison ("lieber eine SMS
-    als eine Mail") or replaced ("from npm to pnpm")."""
-    before = clause[max(0, slot.start - 30):slot.start]
+    als eine Mail") or replaced ("from npm to pnpm"); not what a tool was dropped for."""
+    before = clause[max(0, slot.start - 40):slot.start]
+    if _DROPPED_FOR_RE.search(before) is not None:
+        return False
+    before = before[-30:]
     if _NEGATED_RE.search(before) is not None or _COMPARED_RE.search(clause[:slot.start]):
         return True
     return _FROM_RE.search(before) is not None and _REPLACED_RE.match(clause[slot.end:]) is not None
