@@ -1020,3 +1020,23 @@ def test_other_gentleness_is_no_tone(message: str) -> None:
 ])
 def test_the_place_of_the_team_or_office_is_not_the_speakers(message: str, city: str) -> None:
     assert [r[2] for r in read(message) if r[1] == "location"] == [city]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("When people are too formal with me I get nervous, so be casual.",
+     ("style", "tone", "casual", "standing")),
+    ("Where possible, use tables.", ("style", "format", "tables", "standing")),
+    ("When in doubt, be brief.", ("style", "verbosity", "terse", "standing")),
+])
+def test_a_sentence_opened_by_when_or_where_may_ask_for_something(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    # each had been taken for a question by its first word, and stated nothing
+    assert read(message) == [expected]
+
+
+@pytest.mark.parametrize("message", [
+    "When is the deadline for the tables.", "When do you usually answer emails",
+    "Where are my notes in Markdown", "Quand est-ce que tu peux répondre en anglais",
+])
+def test_when_or_where_with_the_verb_straight_after_is_still_a_question(message: str) -> None:
+    assert read(message) == []

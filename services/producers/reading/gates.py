@@ -38,9 +38,14 @@ _POLITE_RE = re.compile(
     _I)
 _QUESTION_START_RE = re.compile(
     r"^(?:should|shall|do|does|did|is|are|am|was|were|can|could|would|will|may|might|have|has|"
-    r"what|which|why|how|when|where|who|whats|what's|is\s+it|"
+    r"what|which|why|how|who|whats|what's|is\s+it|"
+    # "when" and "where" open a question only with the verb straight after ("When is ...");
+    # "When people are too formal, be casual", "Where possible, use tables" ask for something
+    r"(?:when|where)\s+(?:is|are|am|was|were|do|does|did|will|would|can|could|should|shall|"
+    r"may|might|has|have|had)|"
+    r"quand\s+(?:est|sont|faut|dois|doit|peux|peut|pourr\w*|va|vas|allez|avez|as)|"
     r"soll|sollte|ist|sind|gibt|was|welche[rsn]?|wie|warum|wann|wo|wer|kann|hast|habe|"
-    r"est-ce|qu'est|quel(?:le)?s?|pourquoi|comment|quand|où|qui|faut-il|dois-je|"
+    r"est-ce|qu'est|quel(?:le)?s?|pourquoi|comment|où|qui|faut-il|dois-je|"
     r"qué|que|cuál|cual|cómo|como|por\s+qué|cuándo|dónde|quién|debo|debería|es\s+mejor)\b",
     _I)
 
