@@ -213,7 +213,8 @@ _EDICT_RE = re.compile(
 #: encouragement ("don't forget to ...", "don't hesitate to ..."); "don't you dare" is kept
 _NOT_AN_ORDER = frozenset(
     """know think care understand remember recall believe agree doubt feel mind worry want
-    like see mean again before i i'm we they he she it you have need forget hesitate""".split()
+    like see mean again before i i'm we they he she it you have need forget hesitate
+    did was were would could""".split()
 )
 #: "never" + a past participle is narrative ("(I've) never heard of it", "never used it")
 _PARTICIPLES = frozenset(
@@ -256,6 +257,8 @@ def _gate(low: str) -> bool:
         or ("not" in low and _DO_NOT_RE.search(low) is not None)
         or may_prohibit(low)
         or "always" in low
+        # an order after a condition needs no verb of its own ("..., jamais avant 10h")
+        or (_CONDITION_RE.match(low) is not None and _ELLIPTICAL_RE.search(low) is not None)
     )
 
 
@@ -272,9 +275,17 @@ _ABOUT_ANSWERS_RE = re.compile(
 )
 
 
-#: a condition before the order: "When you book hotels, always pick free cancellation"
-_CONDITION_RE = re.compile(r"^(?:when|whenever|if|every\s+time)\s+(?:you|i|we)\b[^,.;]{2,80},\s*",
-                           re.IGNORECASE)
+#: a condition before the order: "When you book hotels, always pick free cancellation",
+#: "Wenn du Meetings planst, ...", "Quand tu réserves un hôtel, ...", "Cuando agendes ..."
+_CONDITION_RE = re.compile(
+    r"^(?:when|whenever|if|every\s+time|(?:immer\s+)?wenn|jedes\s+mal\s+wenn|falls|quand|"
+    r"lorsque|lorsqu'|chaque\s+fois\s+que|si|cuando|siempre\s+que)\s*"
+    r"(?:you|i|we|du|sie|wir|ich|tu|vous|je|nous|on|t'|m')?\b[^,.;]{2,80},\s*",
+    re.IGNORECASE)
+#: after a condition that names a kind of tool, an order needs no verb of its own: "When you
+#: schedule meetings, never before 10am", "Wenn du Meetings planst, nie vor 10 Uhr"
+_ELLIPTICAL_RE = re.compile(r"(?:never|nie|niemals|jamais|nunca|always|immer|toujours|siempre)"
+                            r"\b\s+\S", re.IGNORECASE)
 #: obligations that are ways of answering ("always use bullet points") unless a kind of tool
 #: is named ("always use my work email to send invoices")
 _TOOL_OBLIGATIONS = frozenset("use include add put write keep give show start end make".split())
@@ -288,6 +299,8 @@ def _is_edict(sentence: str) -> bool:
         return False  # "never include tables in emails to clients" is the e-mail tool's rule
     condition = _CONDITION_RE.match(sentence)
     if condition is not None:
+        if _ELLIPTICAL_RE.match(sentence, condition.end()) and _tool_nouns(condition.group()):
+            return not sentence.endswith("?")
         sentence = sentence[condition.end():]
     m = _EDICT_RE.match(sentence)
     if m is None:

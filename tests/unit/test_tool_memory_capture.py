@@ -192,6 +192,19 @@ def test_one_failure_is_no_rule() -> None:
          ["Whenever you schedule a meeting, never book Fridays."]),
         ("Always use my work email to send invoices.",
          ["Always use my work email to send invoices."]),
+        # after a condition naming a kind of tool, an order without a verb of its own, and a
+        # condition in the reader's other languages (none made a rule)
+        ("When you schedule meetings, never before 10am.",
+         ["When you schedule meetings, never before 10am."]),
+        ("Wenn du Meetings planst, nie vor 10 Uhr.", ["Wenn du Meetings planst, nie vor 10 Uhr."]),
+        ("Quand tu planifies des réunions, jamais avant 10h.",
+         ["Quand tu planifies des réunions, jamais avant 10h."]),
+        ("Cuando agendes reuniones, nunca antes de las 10.",
+         ["Cuando agendes reuniones, nunca antes de las 10."]),
+        ("Wenn du E-Mails an Kunden schreibst, immer auf Deutsch.",
+         ["Wenn du E-Mails an Kunden schreibst, immer auf Deutsch."]),
+        ("Quand tu envoies un mail à Paul, n'envoie jamais de pièce jointe.",
+         ["Quand tu envoies un mail à Paul, n'envoie jamais de pièce jointe."]),
     ],
 )
 def test_edicts(message: str, expected: list[str]) -> None:
@@ -237,6 +250,10 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "When I ask a question, always answer in German.",  # a condition, then a style
         "If you can, always use tables.",
         "When you get a chance, don't forget the report.",
+        "When I was young, never did I think this.",  # an inversion, no order
+        "Quand tu as le temps, jamais de stress.",  # names no kind of tool
+        "If you ask me, never again.",
+        "When you book meetings, never?",
         "",
         "   ",
     ],
