@@ -160,7 +160,8 @@ _KEY_ALIASES: dict[str, dict[str, str]] = {
                 "text_editor": "editor", "operating_system": "os",
                 "cloud_provider": "cloud", "test_runner": "test_framework",
                 "testing_framework": "test_framework", "ci_cd": "ci",
-                "continuous_integration": "ci"},
+                "continuous_integration": "ci", "workflow_orchestrator": "orchestrator",
+                "scheduler": "orchestrator", "pipeline_orchestrator": "orchestrator"},
     "channel": {"preferred_channel": "primary", "preferred": "primary",
                 "contact_method": "primary"},
 }

@@ -1040,3 +1040,17 @@ def test_a_sentence_opened_by_when_or_where_may_ask_for_something(
 ])
 def test_when_or_where_with_the_verb_straight_after_is_still_a_question(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("We abandoned Airflow for Dagster last spring.",
+     [("tooling", "orchestrator", "dagster", "standing")]),
+    ("Our pipelines run on Apache Airflow.",
+     [("tooling", "orchestrator", "airflow", "standing")]),
+    ("We use Prefect for scheduling.", [("tooling", "orchestrator", "prefect", "standing")]),
+    ("She was a school prefect.", []),  # the word, not the tool
+])
+def test_a_data_teams_orchestrator_is_a_tool(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # a new-user trial: "We abandoned Airflow for Dagster" learned nothing (neither was known)
+    assert read(message) == expected

@@ -65,6 +65,11 @@ CATEGORIES: dict[str, dict[str, tuple[str, ...]]] = {
         "github-actions": ("github actions", "gh actions"), "gitlab-ci": ("gitlab ci",),
         "jenkins": (), "circleci": ("circle ci",), "buildkite": (), "travis": ("travis ci",),
     },
+    # what schedules a data team's pipelines ("We abandoned Airflow for Dagster")
+    "orchestrator": {
+        "airflow": ("apache airflow",), "dagster": (), "prefect": (), "kestra": (),
+        "argo-workflows": ("argo workflows",),
+    },
 }
 #: known libraries: never a tooling facet, but a veto may name them
 LIBRARIES: dict[str, tuple[str, ...]] = {
@@ -77,7 +82,8 @@ LIBRARIES: dict[str, tuple[str, ...]] = {
 AMBIGUOUS = frozenset({"go", "c", "r", "rust", "swift", "spring", "express", "cursor",
                        "helix", "phoenix", "remix", "arch", "mac", "windows", "pg", "ts",
                        "js", "py", "brew", "zed", "uv", "dart", "julia", "ruby", "mocha",
-                       "next.js", "requests", "moment", "redis", "node", "bun", "deno"})
+                       "next.js", "requests", "moment", "redis", "node", "bun", "deno",
+                       "prefect"})
 
 _ALIASES: dict[str, str] = {}
 _CATEGORIES_OF: dict[str, tuple[str, ...]] = {}
