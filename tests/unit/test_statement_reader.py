@@ -1054,3 +1054,19 @@ def test_a_data_teams_orchestrator_is_a_tool(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     # a new-user trial: "We abandoned Airflow for Dagster" learned nothing (neither was known)
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("More verbosity please.", ("style", "verbosity", "detailed", "one_off")),
+    ("More verbose please.", ("style", "verbosity", "detailed", "one_off")),
+    ("Less verbosity please.", ("style", "verbosity", "terse", "one_off")),
+])
+def test_a_bare_comparative_is_about_this_answer_either_way(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    # "Less verbosity please" was one-off and "More verbosity please" standing
+    assert read(message) == [expected]
+
+
+def test_a_comparative_said_of_answers_in_general_stands() -> None:
+    assert read("I want more examples in general.") == [
+        ("style", "examples", "include", "standing")]

@@ -148,7 +148,7 @@ _GENERAL_RE = re.compile(
     _I)
 _BARE_COMPARATIVE_RE = re.compile(
     r"^(?:(?:please|pls|plz|bitte|s'il te plaît|por favor|a\s+bit|way|much|even|etwas|un\s+peu|"
-    r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|less\s+\w+|"
+    r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|(?:less|more)\s+\w+|"
     r"(?:way\s+|much\s+)?too\s+(?:long|short|wordy|verbose)|zu\s+lang|trop\s+long|"
     r"demasiado\s+largo|(?:elaborate|go\s+deeper|expand)(?:\s+on\s+[^,;]{1,60})?|"
     r"(?:be\s+)?(?:a\s+bit\s+|a\s+little\s+|way\s+|much\s+)?(?:more|less)\s+(?:formal|casual|"
