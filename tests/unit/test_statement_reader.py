@@ -1070,3 +1070,22 @@ def test_a_bare_comparative_is_about_this_answer_either_way(
 def test_a_comparative_said_of_answers_in_general_stands() -> None:
     assert read("I want more examples in general.") == [
         ("style", "examples", "include", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I work for the BBC.", "BBC"),
+    ("Je bosse pour la SNCF.", "SNCF"),
+    ("Trabajo para el Banco Santander.", "Banco Santander"),
+    ("I work at The Guardian.", "The Guardian"),  # a capitalised article is the name's
+    ("Ich arbeite bei der Deutschen Bahn.", "Deutsche Bahn"),  # in its nominative
+    ("Je travaille chez Orange.", "Orange"),  # also a town, but "chez" names a company
+])
+def test_an_employer_after_an_article_or_named_like_a_town(message: str, expected: str) -> None:
+    # each stated no employer
+    assert ("identity", "employer", expected, "standing") in read(message)
+
+
+@pytest.mark.parametrize("message", ["I work at home.", "I work for the government.",
+                                     "I'm at the office.", "I work at Paris."])
+def test_no_employer_in_a_place_or_a_common_noun(message: str) -> None:
+    assert [r for r in read(message) if r[1] == "employer"] == []

@@ -76,7 +76,22 @@ _EMPLOYER_CUES = re.compile(
     rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para)|(?:i'm|i\s+am)\s+with|we\s+at|"
     rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
     rf"(?:l'équipe|el\s+equipo(?:\s+de)?|im)\s+[\w-]+\s+(?:de|del|bei|chez))"
-    rf"\s+(?P<v>{_NAME})", _I)
+    # an article before the name ("for the BBC", "bei der Deutschen Bahn"), in lower case: a
+    # capitalised one is part of the name ("at The Guardian")
+    rf"\s+(?:(?P<art>(?-i:the|der|die|dem|den|la|le|el))\s+)?(?P<v>{_NAME})", _I)
+#: the cue's last word, when it can only introduce an organisation: "chez Orange", "bei Bosch",
+#: "work for Apple" (a city's name after it is the company's: Orange is also a town)
+_FOR_AN_ORGANISATION_RE = re.compile(r"\b(?:chez|bei|für|pour|for|by|para)\s+(?:\w+\s+)?$", _I)
+
+
+def _employer(m: re.Match[str]) -> str:
+    """The employer a cue names, in its nominative: after "der"/"dem" a German adjective
+    ends in -en ("bei der Deutschen Bahn" is Deutsche Bahn)."""
+    value = _name(m.group("v"))
+    words = value.split()
+    if m.group("art") in {"der", "dem"} and len(words) > 1 and words[0].endswith("en"):
+        words[0] = words[0][:-1]
+    return " ".join(words)
 #: the vocabulary's pronoun pairs ("any" is said as "any pronouns")
 _PAIRS = "|".join(re.escape(v) for v in KEYS["identity", "pronouns"].values if "/" in v)
 #: the speaker's own pronouns: "my pronouns are they/them", "I use she/her", "I go by he/they",
@@ -274,12 +289,15 @@ def find(clause: str, sentence: str) -> list[Slot]:
                 s.start <= m.start("v") < s.end for s in slots):
             slots.append(Slot("name", value, m.start("v"), m.end("v")))
     for m in _EMPLOYER_CUES.finditer(clause):
-        value = _name(m.group("v"))
+        value = _employer(m)
         # "trabajo en Ubuntu" works on a tool; "I work at Vercel" is employed there
         on_a_tool = _ON_CUE_RE.search(clause, m.start(), m.start("v")) is not None and (
             tools.canonical_tool(value.lower()) is not None)
-        if value and find_city(value) is None and canonical_language(value) is None and (
-                not on_a_tool):
+        a_city = find_city(value) is not None and _FOR_AN_ORGANISATION_RE.search(
+            clause, m.start(), m.start("v")) is None
+        # a language's name alone is none ("Deutsche Bahn" begins with one)
+        a_language = " " not in value and canonical_language(value) is not None
+        if value and not a_city and not a_language and not on_a_tool:
             slots.append(Slot("employer", value, m.start("v"), m.end("v")))
     for m in _TEAM_CUES.finditer(clause):
         group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
