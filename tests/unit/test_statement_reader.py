@@ -1089,3 +1089,22 @@ def test_an_employer_after_an_article_or_named_like_a_town(message: str, expecte
                                      "I'm at the office.", "I work at Paris."])
 def test_no_employer_in_a_place_or_a_common_noun(message: str) -> None:
     assert [r for r in read(message) if r[1] == "employer"] == []
+
+
+@pytest.mark.parametrize("message", ["I don't need the pleasantries, just the answer.",
+                                     "Spare me the small talk.", "No need for pleasantries."])
+def test_pleasantries_not_needed_skip_the_preamble(message: str) -> None:
+    # "I don't need the pleasantries" stated nothing, "I don't need the intro" did
+    assert read(message) == [("style", "preamble", "skip", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I hate bullet points, write in prose.", ("style", "format", "prose", "standing")),
+    ("Write in prose.", ("style", "format", "prose", "standing")),
+    ("Schreib auf Deutsch.", ("style", "language", "de", "standing")),
+])
+def test_writing_in_a_way_is_no_task_of_this_answer(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    # "write" was read as a task, so the style was this answer's alone ("Answer in German"
+    # stood)
+    assert read(message) == [expected]

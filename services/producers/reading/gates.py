@@ -158,9 +158,12 @@ _BARE_COMPARATIVE_RE = re.compile(
     r"por\s+favor|porfa|stp|svp|s'il\s+te\s+plaît))?$", _I)
 #: a task in the sentence ("explain X but keep it short"): its style words are for this answer
 _TASK_RE = re.compile(
-    r"\b(?:explain|tell\s+me|show\s+me|walk\s+me|write|fix|help|summari[sz]e|describe|"
-    r"translate|erklär\w*|zeig\w*|schreib\w*|hilf|fass\w*\s+zusammen|expli\w*|montre\w*|"
-    r"écri\w*|aide|résume\w*|explica\w*|muestra\w*|escrib\w*|ayúda\w*|resume\w*)\b", _I)
+    r"\b(?:explain|tell\s+me|show\s+me|walk\s+me|fix|help|summari[sz]e|describe|"
+    r"translate|erklär\w*|zeig\w*|hilf|fass\w*\s+zusammen|expli\w*|montre\w*|"
+    r"aide|résume\w*|explica\w*|muestra\w*|ayúda\w*|resume\w*|"
+    # writing is a task, not writing *in* a way ("write in prose", "schreib auf Deutsch")
+    r"(?:write|schreib\w*|écri\w*|escrib\w*)(?!\s+(?:in|as|like|auf|en|como|comme)\b))\b",
+    _I)
 
 #: a clause reaches the encoder only with one of these words (or a gazetteer value)
 ANCHOR_WORDS = frozenset(
@@ -689,7 +692,8 @@ def polarity(key: str, value: str, clause: str) -> str | None:
 #: ("straight", "point") says nothing alone
 SKIP_PREAMBLE_RE = re.compile(
     r"\b(?:get\s+to\s+the\s+point|cut\s+to\s+the\s+chase|"
-    r"(?:skip|no|without|drop)\s+(?:the\s+|any\s+)?(?:intro\w*|preamble\w*|pleasantries|"
+    r"(?:skip|no|without|drop|(?:don't|do\s+not)\s+need|no\s+need\s+for|spare\s+me)\s+"
+    r"(?:the\s+|any\s+)?(?:intro\w*|preamble\w*|pleasantries|"
     r"small\s+talk)|not\s+a\s+(?:big\s+)?fan\s+of\s+(?:the\s+)?(?:long\s+)?intro\w*|"
     r"(?:don't|do\s+not|never|stop|no\s+need\s+to)\s+(?:repeat\w*|restat\w*|rephras\w*)\s+"
     r"(?:the|my)\s+question\w*|"
