@@ -1108,3 +1108,15 @@ def test_writing_in_a_way_is_no_task_of_this_answer(
     # "write" was read as a task, so the style was this answer's alone ("Answer in German"
     # stood)
     assert read(message) == [expected]
+
+
+@pytest.mark.parametrize(("message", "banned"), [
+    ("Please don't use markdown headers, they look weird in Slack.", "format=headings"),
+    ("No markdown tables please.", "format=tables"),
+    ("Never use markdown code blocks.", "format=code-blocks"),
+    ("Don't use markdown.", "format=markdown"),
+    ("No markdown formatting please.", "format=markdown"),
+])
+def test_markdown_before_a_thing_banned_is_its_adjective(message: str, banned: str) -> None:
+    # "don't use markdown headers" had banned Markdown as a whole beside the headings
+    assert read(message) == [("veto", banned, "banned", "standing")]

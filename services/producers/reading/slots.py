@@ -230,7 +230,9 @@ _VETO_THINGS = (
      "content=disclaimers"),
     (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
      "content=apologies"),
-    (re.compile(r"\bmarkdown\b", _I), "format=markdown"),
+    # not the adjective of another thing banned ("markdown headers" bans the headings only)
+    (re.compile(r"\bmarkdown\b(?!\s+(?:headings?|headers?|tables?|numbered\s+lists?|"
+                r"code\s*blocks?)\b)", _I), "format=markdown"),
     (re.compile(r"\bfiller\b|\bfluff\b", _I), "content=filler"),
     (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
     (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos", _I),
