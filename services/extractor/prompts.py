@@ -40,7 +40,7 @@ from habitus.vocabulary.keys import BANNED, KEYS, VETO_THINGS
 from habitus.vocabulary.tools import CATEGORIES
 from services.extractor.material import Chunk, SourceKey, fold_text
 
-EXTRACT_VERSION = "extract-v5"
+EXTRACT_VERSION = "extract-v6"
 REFLECT_VERSION = "reflect-v3"
 #: the most facets one call may return; more is read as a model that lost the thread
 MAX_FACETS = 8

@@ -45,6 +45,7 @@ from habitus.events.ingest import TurnRecorded
 from habitus.ids import derived_event_id
 from habitus.prompt import single_line
 from services.tool_memory.other_languages import is_prohibition, may_prohibit
+from services.tool_memory.tool_nouns import PADDED_NOUNS, names_a_kind_of_tool, words
 
 #: a rule's body is at most this long (the prompt block pins every Critical rule)
 MAX_BODY_CHARS = 240
@@ -295,16 +296,17 @@ def _is_edict(sentence: str) -> bool:
     """Whether one cleaned sentence (ASCII apostrophes) is an imperative prohibition, or a
     standing obligation ("always ..."), about what the agent does rather than how it answers;
     an order after a condition counts ("When you book hotels, always pick ...")."""
-    if _ABOUT_ANSWERS_RE.search(sentence) and not _tool_nouns(sentence):
+    if _ABOUT_ANSWERS_RE.search(sentence) and not names_a_kind_of_tool(sentence):
         return False  # "never include tables in emails to clients" is the e-mail tool's rule
     condition = _CONDITION_RE.match(sentence)
     if condition is not None:
-        if _ELLIPTICAL_RE.match(sentence, condition.end()) and _tool_nouns(condition.group()):
+        if (_ELLIPTICAL_RE.match(sentence, condition.end())
+                and names_a_kind_of_tool(condition.group())):
             return not sentence.endswith("?")
         sentence = sentence[condition.end():]
     m = _EDICT_RE.match(sentence)
     if m is None:
-        return is_prohibition(sentence, _tool_nouns)
+        return is_prohibition(sentence, names_a_kind_of_tool)
     if sentence.endswith("?") and _TAG_QUESTION_RE.search(sentence) is None:
         return False
     ing = m.group("ing")
@@ -313,7 +315,7 @@ def _is_edict(sentence: str) -> bool:
     obliged = m.group("pnext")
     if obliged is not None:
         word = obliged.lower()
-        if word in _TOOL_OBLIGATIONS and _tool_nouns(sentence):
+        if word in _TOOL_OBLIGATIONS and names_a_kind_of_tool(sentence):
             return True
         return word not in _NOT_AN_ORDER and word not in _NOT_AN_OBLIGATION and not (
             word.endswith("ed") and word not in _ED_VERBS)
@@ -377,49 +379,6 @@ def edicts(text: str) -> list[str]:
 
 # --------------------------------------------------------------------------- tool choice
 
-_TOKEN_RE = re.compile(r"[^\W_]+")
-#: what a sentence may call a tool -> what the called tool's name then contains. "sudo" and
-#: "command line" are shell words: nothing but a shell runs either. "command" alone is not one
-#: (bots and editors have commands too), nor "event" a calendar word ("in any event").
-_NOUNS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
-    (("email", "emails", "e mail", "e mails", "mail", "mails", "inbox",
-      "correo", "correos", "courriel", "courriels"), ("mail",)),
-    (
-        ("shell", "shells", "terminal", "console", "command line", "commandline", "cli", "sudo",
-         "bash", "zsh", "powershell", "consola", "konsole", "kommandozeile",
-         "ligne de commande", "línea de comandos"),
-        ("shell", "bash", "exec", "terminal", "cmd"),
-    ),
-    (
-        ("browser", "browse", "browsing", "web", "website", "websites", "webpage", "webpages",
-         "web page", "web pages", "url", "urls", "internet", "navegador", "navigateur"),
-        ("browser", "web", "http", "fetch", "url", "crawl", "scrape"),
-    ),
-    (("slack", "dm", "dms", "direct message", "direct messages"), ("slack",)),
-    (
-        ("calendar", "calendars", "meeting", "meetings", "invite", "invites", "appointment",
-         "appointments", "calendario", "reunión", "reuniones", "kalender", "besprechung",
-         "besprechungen", "termin", "termine", "calendrier", "réunion", "réunions",
-         "rendez vous"),
-        ("calendar", "gcal", "meeting", "schedul"),
-    ),
-)
-_PADDED_NOUNS = tuple(
-    (tuple(f" {noun} " for noun in nouns), fragments) for nouns, fragments in _NOUNS
-)
-
-
-def _words(text: str) -> str:
-    """`text` as its lower-case words between single spaces, padded: " send email sarah "."""
-    return " " + " ".join(_TOKEN_RE.findall(text.lower())) + " "
-
-
-def _tool_nouns(text: str) -> bool:
-    """Whether `text` names a kind of tool ("E-Mails", "the browser", "el navegador")."""
-    words = _words(text)
-    return any(noun in words for nouns, _ in _PADDED_NOUNS for noun in nouns)
-
-
 def choose_tool(sentence: str, tools_called: Sequence[str]) -> str:
     """The tool an edict is about, among those called in its turn (in call order).
 
@@ -436,12 +395,12 @@ def choose_tool(sentence: str, tools_called: Sequence[str]) -> str:
             tools.append(tool)
     if not tools:
         return ANY_TOOL
-    words = _words(sentence.translate(_QUOTES))
+    said = words(sentence.translate(_QUOTES))
     for tool in tools:
-        name = _words(tool)
-        if name.strip() and name in words:
+        name = words(tool)
+        if name.strip() and name in said:
             return tool
-    fragments = [frag for nouns, frags in _PADDED_NOUNS if any(n in words for n in nouns)
+    fragments = [frag for nouns, frags in PADDED_NOUNS if any(n in said for n in nouns)
                  for frag in frags]
     if fragments:
         for tool in tools:

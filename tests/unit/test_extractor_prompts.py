@@ -44,7 +44,7 @@ from services.extractor.validation import (
 #: by window hash and prompt version, so editing a prompt without bumping its version would
 #: silently mix old and new results: when this fails, bump the version, then the fingerprint.
 FINGERPRINTS = {
-    EXTRACT_VERSION: "334f0d826e402e02",
+    EXTRACT_VERSION: "8adacbf99d71b5ca",
     REFLECT_VERSION: "de66a6d83255c64c",
 }
 

@@ -1120,3 +1120,19 @@ def test_writing_in_a_way_is_no_task_of_this_answer(
 def test_markdown_before_a_thing_banned_is_its_adjective(message: str, banned: str) -> None:
     # "don't use markdown headers" had banned Markdown as a whole beside the headings
     assert read(message) == [("veto", banned, "banned", "standing")]
+
+
+@pytest.mark.parametrize("message", [
+    "Could you stop ending every message with a question?", "No follow-up questions please.",
+    "Don't end your answers with a question.", "Keine Rückfragen bitte.",
+    "Pas de questions de suivi.",
+])
+def test_the_closing_question_is_a_thing_a_user_bans(message: str) -> None:
+    # a new-user round: "Could you stop ending every message with a question?" stated nothing
+    assert read(message) == [("veto", "content=follow-up-questions", "banned", "standing")]
+
+
+@pytest.mark.parametrize("message", ["I have a follow-up question about step 2.",
+                                     "Can you answer my follow-up question?"])
+def test_a_follow_up_question_of_the_users_bans_nothing(message: str) -> None:
+    assert read(message) == []

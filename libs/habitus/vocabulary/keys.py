@@ -68,7 +68,8 @@ BANNED = "banned"
 VETO_THINGS: dict[str, frozenset[str]] = {
     "format": frozenset({"nested-bullets", "headings", "markdown", "numbered-lists",
                          "tables", "code-blocks"}),
-    "content": frozenset({"disclaimers", "apologies", "caveats", "jargon", "filler"}),
+    "content": frozenset({"disclaimers", "apologies", "caveats", "jargon", "filler",
+                          "follow-up-questions"}),
     "style": frozenset({"long-replies"}),
 }
 

@@ -18,6 +18,7 @@ from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.roles import canonical_role
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
 from services.producers.reading.gates import TOOL_BAN_RE
+from services.producers.reading.veto_things import VETO_THINGS
 
 _I = re.IGNORECASE
 
@@ -215,29 +216,6 @@ _CHANNEL_RE = re.compile(r"\b(" + "|".join(map(re.escape, sorted(_CHANNELS, key=
                                                                    reverse=True))) + r")\b", _I)
 #: the word just before another ("British" before "English")
 _WORD_BEFORE_RE = re.compile(r"([^\W\d_]+)\s+$")
-_VETO_THINGS = (
-    (re.compile(r"\bnested\s+(?:bullets?|lists?)|verschachtelte|listes?\s+imbriquées|"
-                r"listas?\s+anidadas", _I), "format=nested-bullets"),
-    (re.compile(r"\bheadings?\b|\bheaders?\b|überschriften|titres|encabezados", _I),
-     "format=headings"),
-    (re.compile(r"\bnumbered\s+lists?\b|nummerierte\w*\s+listen|listes?\s+numérotées|"
-                r"listas?\s+numeradas", _I), "format=numbered-lists"),
-    (re.compile(r"\btables?\b|\btabellen?\b|\btableaux?\b|\btablas?\b", _I),
-     "format=tables"),
-    (re.compile(r"\bcode\s*blocks?\b|\bcodeblöcke\w*|\bblocs?\s+de\s+code\b|"
-                r"\bbloques?\s+de\s+código\b", _I), "format=code-blocks"),
-    (re.compile(r"\bdisclaimers?\b|haftungsausschl|avertissements|descargos", _I),
-     "content=disclaimers"),
-    (re.compile(r"\bapolog\w*|\bsorry\b|entschuldig\w*|excuse[rsz]?\b|disculpa\w*|perdón", _I),
-     "content=apologies"),
-    # not the adjective of another thing banned ("markdown headers" bans the headings only)
-    (re.compile(r"\bmarkdown\b(?!\s+(?:headings?|headers?|tables?|numbered\s+lists?|"
-                r"code\s*blocks?)\b)", _I), "format=markdown"),
-    (re.compile(r"\bfiller\b|\bfluff\b", _I), "content=filler"),
-    (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
-    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos", _I),
-     "content=jargon"),
-)
 
 
 def _name(text: str) -> str:
@@ -392,7 +370,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if _PLAIN_BEFORE_RE.search(clause, 0, m.start()):
             continue  # "plain text" is a format, not a text message
         slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
-    for pattern, key in _VETO_THINGS:
+    for pattern, key in VETO_THINGS:
         for m in pattern.finditer(clause):
             slots.append(Slot("veto", key, m.start(), m.end()))
     return sorted(slots, key=lambda s: (s.start, s.kind))
