@@ -57,7 +57,7 @@ _CHANNELS = {"sms": "text message", "email": "email", "phone": "phone", "teams":
 #: how the things a veto bans on answers read (habitus.vocabulary.keys.VETO_THINGS)
 _VETOED = {"nested-bullets": "nested bullet lists", "markdown": "Markdown",
            "long-replies": "long replies",
-           "follow-up-questions": "a question at the end of every answer"}
+           "follow-up-questions": "closing follow-up questions"}
 
 
 def tool_name(tool: str) -> str:
