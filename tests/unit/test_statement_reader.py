@@ -1136,3 +1136,42 @@ def test_the_closing_question_is_a_thing_a_user_bans(message: str) -> None:
                                      "Can you answer my follow-up question?"])
 def test_a_follow_up_question_of_the_users_bans_nothing(message: str) -> None:
     assert read(message) == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm an account executive at Salesforce, mostly covering the Nordics.",
+     [("identity", "role", "account executive", "standing"),
+      ("identity", "employer", "Salesforce", "standing")]),
+    ("I'm a sales rep at HubSpot.", [("identity", "role", "sales representative", "standing"),
+                                     ("identity", "employer", "HubSpot", "standing")]),
+])
+def test_the_sales_trades_titles_are_roles(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # "account executive" was no role, so nothing at all was read
+    assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("My name's Jo, short for Joanna.", [("identity", "name", "Jo", "standing")]),
+    ("Ich heiße Max, kurz für Maximilian.", [("identity", "name", "Max", "standing")]),
+    ("No more than three bullet points, please.", []),
+    ("At most 5 bullets.", []),
+])
+def test_a_names_long_form_and_a_cap_on_a_count_say_no_style(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # "short for Joanna" was a wish for short answers; "no more than three bullet points" one
+    # for prose
+    assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "home"), [
+    ("J'habite à Lyon mais je travaille à Genève.", "Lyon"),
+    ("I live in Oakland but work in San Francisco.", "Oakland"),
+    ("Ich wohne in Potsdam und arbeite in Berlin.", "Potsdam"),
+    ("I live and work in Berlin.", "Berlin"),  # one clause, one place
+    ("I work in London.", "London"),  # nothing said of a home
+])
+def test_where_the_speaker_works_gives_way_to_where_they_live(message: str, home: str) -> None:
+    # both places were stated, and the workplace, said last, replaced the home
+    assert [r for r in read(message) if r[1] == "location"] == [
+        ("identity", "location", home, "standing")]

@@ -18,7 +18,8 @@ SENIORITY = frozenset(
 #: short forms spelled out
 SHORT = {"dev": "developer", "devs": "developer", "eng": "engineer", "pm": "product manager",
          "em": "engineering manager", "prof": "teacher", "profe": "teacher",
-         "swe": "software engineer", "ds": "data scientist"}
+         "swe": "software engineer", "ds": "data scientist", "rep": "representative",
+         "reps": "representative"}
 #: titles in German, French and Spanish, in English
 TRANSLATED = {
     "entwickler": "developer", "entwicklerin": "developer",
@@ -78,7 +79,9 @@ HEADS = frozenset(
     copywriter plumber dentist therapist psychologist veterinarian vet chef cook pilot mechanic
     carpenter photographer musician artist librarian technician apprentice advisor adviser
     specialist coordinator officer assistant paralegal physician surgeon economist
-    statistician mathematician physicist chemist biologist owner tester paramedic""".split())
+    statistician mathematician physicist chemist biologist owner tester paramedic executive
+    representative salesperson banker broker trader planner strategist receptionist secretary
+    clerk cashier""".split())
 #: words that say which kind of a job, in any of the four languages' order
 QUALIFIERS = frozenset(
     """backend frontend front-end back-end full-stack fullstack devops data web mobile ios android

@@ -531,6 +531,31 @@ _REVISIT_RE = re.compile(
     r"explic\w*)\b", _I)
 
 
+#: a name's long form ("Jo, short for Joanna"): its "short" is no length
+_SHORT_FOR_NAME_RE = re.compile(
+    r"\b(?:short\s+for|kurz\s+für|kurzform\s+von|diminutif\s+de|diminutivo\s+de)\s+"
+    r"(?-i:[A-ZÀ-Þ])", _I)
+
+
+#: a count the layout may not pass ("no more than three bullet points"): its "no" bans nothing
+_AT_MOST_RE = re.compile(
+    r"\b(?:no\s+more\s+than|not\s+more\s+than|at\s+most|max(?:imum)?\s+(?:of\s+)?|up\s+to|"
+    r"höchstens|maximal|pas\s+plus\s+de|au\s+maximum|no\s+más\s+de|como\s+máximo)\s+"
+    r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|drei|vier|fünf|"
+    r"trois|quatre|cinq|tres|cuatro|cinco)\s+(?:bullet\w*|points?|items?|rows?|columns?|"
+    r"lists?|headings?|sections?|stichpunkt\w*|punkte|puces|points|viñetas|puntos)\b", _I)
+
+
+def limits_a_count(clause: str) -> bool:
+    """Whether the clause caps how many of something an answer has: no layout said away."""
+    return _AT_MOST_RE.search(clause) is not None
+
+
+def names_a_long_form(clause: str) -> bool:
+    """Whether the clause gives a name's long form, whose "short" says nothing of length."""
+    return _SHORT_FOR_NAME_RE.search(clause) is not None
+
+
 def revisits_shown_layout(clause: str) -> bool:
     """Whether the clause asks to go over a list or table already shown (its layout is not a
     preference: "Can you repeat the bullet points?", "Explain the table again")."""

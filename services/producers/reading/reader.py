@@ -241,7 +241,9 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if "=" in label:
         key, _, value = label.partition("=")
         if (key == "format" and gates.revisits_shown_layout(clause)) or (
-                key == "tone" and gates.register_of_a_circumstance(clause)):
+                key == "tone" and gates.register_of_a_circumstance(clause)) or (
+                key == "verbosity" and gates.names_a_long_form(clause)) or (
+                key == "format" and gates.limits_a_count(clause)):
             return []
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         # a value turned by the clause's own words ("not so formal") came from the key's
@@ -260,8 +262,11 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "identity":
         if gates.converting(clause):
             return []
+        sentence = pending.clause.sentence
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
-                and not (s.kind == "location" and slots.not_where_they_live(clause, s))]
+                and not (s.kind == "location" and (
+                    slots.not_where_they_live(clause, s)
+                    or slots.works_there_lives_elsewhere(clause, s, sentence)))]
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"

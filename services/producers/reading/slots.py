@@ -136,6 +136,24 @@ def not_where_they_live(clause: str, place: Slot) -> bool:
             or OTHERS_PLACE_RE.search(clause[max(0, place.start - 40):place.start]) is not None)
 
 
+#: the place the speaker works in, right before it ("je travaille à Genève")
+_WORKS_IN_RE = re.compile(
+    r"\b(?:work|works|working|travaille|bosse|arbeite|trabajo)\s+(?:(?:mostly|usually|remotely|"
+    r"meistens|surtout|sobre\s+todo)\s+)?(?:in|at|à|a|en|im)\s+$", _I)
+#: where the speaker says they live, a place named ("J'habite à Lyon", "I'm based in Leeds")
+_LIVES_IN_RE = re.compile(r"\b(?:live|lives|living|based|habite|wohne|lebe|vivo|resido)\s+"
+                          r"(?:in|à|a|en|im|near|bei|près\s+de|cerca\s+de)\s+(?-i:[A-ZÀ-Þ])", _I)
+
+
+def works_there_lives_elsewhere(clause: str, place: Slot, sentence: str) -> bool:
+    """Whether `place` is where the speaker works while another clause of the sentence says
+    where they live ("J'habite à Lyon mais je travaille à Genève"): a key holds one place, and
+    the workplace, said last, would replace the home. "I live and work in Berlin" is one
+    clause, and Berlin stays."""
+    return (_WORKS_IN_RE.search(clause[max(0, place.start - 40):place.start]) is not None
+            and _LIVES_IN_RE.search(sentence) is not None and _LIVES_IN_RE.search(clause) is None)
+
+
 #: the speaker's own address, said as such ("my email is jo@example.org"); "email me at ..."
 #: asks for a channel and is read as one
 EMAIL_RE = re.compile(
