@@ -199,9 +199,13 @@ _EDICT_RE = re.compile(
     # line of "and and and ..." must not cost exponential time)
     rf"(?:(?:{_LEAD_INS})\b[\s,:\-\u2013\u2014]+)*+"
     r"(?:"
-    r"(?P<neg>never|don'?t|do\s+not|(?:you\s+)?(?:should|must)\s+(?:never|not)),?\s+"
+    r"(?P<neg>(?:(?:make|be)\s+sure(?:\s+(?:to|you))?\s+)?never|don'?t|do\s+not|"
+    r"(?:you\s+)?(?:should|must)\s+(?:never|not)),?\s+"
     r"(?P<next>[^\W\d_][\w'-]*)"
     r"|stop\s+(?P<ing>[^\W\d_]+ing)\b"
+    # "avoid booking meetings before 9": an order only about a kind of tool's work (checked
+    # below), since "avoid using jargon" is a way of answering
+    r"|avoid\s+(?P<avoid>[^\W\d_]+ing)\b"
     # a standing obligation: "always cc my manager", "make sure to always run the tests"
     # ("make sure you check the dates" is about this task: no rule)
     r"|(?P<pos>(?:(?:make|be)\s+sure(?:\s+(?:to|you))?\s+)?always)\s+"
@@ -258,6 +262,7 @@ def _gate(low: str) -> bool:
         or ("not" in low and _DO_NOT_RE.search(low) is not None)
         or may_prohibit(low)
         or "always" in low
+        or "avoid" in low
         # an order after a condition needs no verb of its own ("..., jamais avant 10h")
         or (_CONDITION_RE.match(low) is not None and _ELLIPTICAL_RE.search(low) is not None)
     )
@@ -268,7 +273,7 @@ def _gate(low: str) -> bool:
 #: forget ("emojis are fine actually"); a rule pinned beside it would contradict the correction
 _ABOUT_ANSWERS_RE = re.compile(
     r"\b(?:never|don'?t|do\s+not|stop|always)\s+(?:(?:ever|again)\s+)?(?:"
-    r"answer\w*|repl(?:y|ies|ying)|respond\w*|apologi[sz]\w*|explain\w*|sound\w*|"
+    r"answer\w*|repl(?:y|ies|ying)(?!-all)|respond\w*|apologi[sz]\w*|explain\w*|sound\w*|"
     r"(?:use|using|include|including|add|adding|put|putting)\s+(?:any\s+|the\s+|so\s+many\s+|"
     r"more\s+)?(?:emojis?|emoticons|bullet\w*|tables?|markdown|headings?|headers|jargon|"
     r"disclaimers?|caveats?|numbered\s+lists?|code\s+blocks?|filler|fluff))\b",
@@ -309,6 +314,8 @@ def _is_edict(sentence: str) -> bool:
         return is_prohibition(sentence, names_a_kind_of_tool)
     if sentence.endswith("?") and _TAG_QUESTION_RE.search(sentence) is None:
         return False
+    if m.group("avoid") is not None:
+        return m.group("avoid").lower() not in _ING_NOUNS and names_a_kind_of_tool(sentence)
     ing = m.group("ing")
     if ing is not None:
         return ing.lower() not in _ING_NOUNS

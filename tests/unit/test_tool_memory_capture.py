@@ -205,6 +205,12 @@ def test_one_failure_is_no_rule() -> None:
          ["Wenn du E-Mails an Kunden schreibst, immer auf Deutsch."]),
         ("Quand tu envoies un mail à Paul, n'envoie jamais de pièce jointe.",
          ["Quand tu envoies un mail à Paul, n'envoie jamais de pièce jointe."]),
+        # a third round: "make sure you never", "avoid" a kind of tool's work, reply-all
+        ("Make sure you never delete files without asking.",
+         ["Make sure you never delete files without asking."]),
+        ("Avoid booking meetings before 9.", ["Avoid booking meetings before 9."]),
+        ("Avoid sending emails on weekends.", ["Avoid sending emails on weekends."]),
+        ("Never reply-all.", ["Never reply-all."]),
     ],
 )
 def test_edicts(message: str, expected: list[str]) -> None:
@@ -254,6 +260,9 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "Quand tu as le temps, jamais de stress.",  # names no kind of tool
         "If you ask me, never again.",
         "When you book meetings, never?",
+        "Avoid using jargon.",  # a way of answering: the learning cache's
+        "Avoid overthinking it.",
+        "Never reply in German.",
         "",
         "   ",
     ],
