@@ -10,8 +10,10 @@ A nice value alone does not do it on Linux: with `sched_autogroup` on (the defau
 distributions), each session is a group of its own and CPU time is shared between groups
 first, whatever their processes' nice values. `habitus up` starts every service in a session
 of its own, so the group's nice (`/proc/self/autogroup`) is what counts; the process's own
-nice is set too, for kernels without autogroups and for containers. Only lowering is done:
-raising a priority needs privileges a service should not have.
+nice is set too, for kernels without autogroups and for containers. The group is changed only
+by a process that leads its session, whose group it is alone: a `habitus serve` started from a
+shell shares the shell's group, and lowering it would slow the shell and all it runs. Only
+lowering is done: raising a priority needs privileges a service should not have.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def lower_priority(nice: int, autogroup: Path = AUTOGROUP,
         os.setpriority(os.PRIO_PROCESS, 0, nice)
         changed.append(f"nice {nice}")
     with contextlib.suppress(OSError):
-        if enabled.read_text().strip() == "1":
+        if os.getsid(0) == os.getpid() and enabled.read_text().strip() == "1":
             current = autogroup_nice(autogroup.read_text())
             if current is not None and current < nice:
                 autogroup.write_text(str(nice))
