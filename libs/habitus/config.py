@@ -53,8 +53,9 @@ class Settings(BaseSettings):
         "that answer no reads"))
     background_nice: int = Field(default=10, ge=0, le=19, description=(
         "the CPU priority `habitus up` lowers the processes that answer no reads by (the "
-        "producers, the profile renderer's projection process), so that on a busy machine "
-        "the gateway and the RPC processes get a core first; 0: every process alike"))
+        "producers, and the projection processes of the profile renderer and the stability "
+        "detector), so that on a busy machine the gateway and the RPC processes get a core "
+        "first; 0: every process alike"))
     partitions: int = Field(default=1, description=(
         "partitions of every projection when its layout is first made (1, 2, 4, 8 or 16: "
         "the replicas of a service share them; a layout made before keeps its count until "

@@ -290,8 +290,13 @@ _CONDITION_RE = re.compile(
     re.IGNORECASE)
 #: after a condition that names a kind of tool, an order needs no verb of its own: "When you
 #: schedule meetings, never before 10am", "Wenn du Meetings planst, nie vor 10 Uhr"
-_ELLIPTICAL_RE = re.compile(r"(?:never|nie|niemals|jamais|nunca|always|immer|toujours|siempre)"
-                            r"\b\s+\S", re.IGNORECASE)
+_ELLIPTICAL_RE = re.compile(
+    r"\b(?:never|nie|niemals|jamais|nunca|always|immer|toujours|siempre)\s+"
+    # what the order is about, without a verb: a time or a way ("never before 10am", "immer
+    # auf Deutsch"); "never heard back", "always the same page loads" say what happens
+    r"(?:before|after|on|at|in|during|outside|past|later|earlier|without|with|via|vor|nach|"
+    r"am|an|auf|mit|ohne|außerhalb|avant|après|le|en|sur|sans|avec|pendant|antes|después|"
+    r"los|las|el|sin|con|por|fuera)\b", re.IGNORECASE)
 #: obligations that are ways of answering ("always use bullet points") unless a kind of tool
 #: is named ("always use my work email to send invoices")
 _TOOL_OBLIGATIONS = frozenset("use include add put write keep give show start end make".split())

@@ -159,8 +159,14 @@ class Sampler:
             if self._reader is None:
                 self._reader = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(
                     "spawn"))
-            processes = await asyncio.get_running_loop().run_in_executor(
-                self._reader, probes.resources, self._children)
+            try:
+                processes = await asyncio.get_running_loop().run_in_executor(
+                    self._reader, probes.resources, self._children)
+            except Exception as exc:  # a worker lost (a signal): this sample has none
+                say(f"load: reading the processes' memory failed ({exc!r}); starting anew")
+                self._reader.shutdown(cancel_futures=True)
+                self._reader = None
+                processes = {}
             self.resources.append({"t": row["t"],
                                    "processes": processes,
                                    "db_connections": await probes.database_connections(

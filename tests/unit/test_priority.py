@@ -129,3 +129,39 @@ print(json.dumps({"changed": changed, "group": group.read_text() if group.exists
     assert got["changed"] == ["nice 9"] and got["nice"] == os.getpriority(os.PRIO_PROCESS, 0)
     if _autogroups():
         assert autogroup_nice(str(got["group"])) == 0
+
+
+def test_a_group_change_the_kernel_refuses_for_its_rate_limit_is_tried_again(
+        tmp_path: Path) -> None:
+    """Without CAP_SYS_ADMIN the kernel takes one group change per 100 ms machine-wide and
+    answers the rest EAGAIN: two refusals, then the change; any other refusal is reported."""
+    enabled = tmp_path / "enabled"
+    enabled.write_text("1\n")
+    code = f"""
+import errno, json
+from pathlib import Path
+from habitus.runtime.priority import lower_priority
+
+class Group:
+    def __init__(self, refusals, error):
+        self.refusals, self.error, self.written, self.waits = refusals, error, [], []
+    def read_text(self):
+        return "/autogroup-5 nice 0"
+    def write_text(self, text):
+        if self.refusals:
+            self.refusals -= 1
+            raise OSError(self.error, "refused")
+        self.written.append(text)
+
+busy = Group(2, errno.EAGAIN)
+got = lower_priority(4, busy, Path({str(enabled)!r}), sleep=busy.waits.append)
+denied = Group(1, errno.EPERM)
+other = lower_priority(4, denied, Path({str(enabled)!r}), sleep=denied.waits.append)
+print(json.dumps({{"got": got, "written": busy.written, "waits": len(busy.waits),
+                  "other": other, "other_waits": len(denied.waits)}}))
+"""
+    result = _in_child(code)
+    assert result["written"] == ["4"] and result["waits"] == 2
+    assert result["got"] == ["nice 4", "its session's group nice 4"]
+    assert result["other_waits"] == 0
+    assert result["other"] == ["its session's group nice 4 refused: [Errno 1] refused"]

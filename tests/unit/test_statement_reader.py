@@ -960,7 +960,10 @@ def test_what_a_tool_was_dropped_for_is_the_one_used(
 
 
 @pytest.mark.parametrize("message", ["We dropped Heroku.", "We dropped Heroku for now.",
-                                     "We abandoned Angular for good."])
+                                     "We abandoned Angular for good.",
+                                     # support dropped for a version is no tool dropped
+                                     "We dropped support for Python 2.",
+                                     "We dropped support for Node 14."])
 def test_a_tool_dropped_for_a_while_or_for_good_is_still_dropped(message: str) -> None:
     assert [r for r in read(message) if r[0] == "tooling"] == []
 
@@ -1156,6 +1159,14 @@ def test_the_sales_trades_titles_are_roles(
     ("Ich heiße Max, kurz für Maximilian.", [("identity", "name", "Max", "standing")]),
     ("No more than three bullet points, please.", []),
     ("At most 5 bullets.", []),
+    ("Maximum three bullet points.", []),
+    ("Max 3 bullet points.", []),
+    # a name's long form only after the speaker's name: these are lengths
+    ("Please keep answers short for Python questions.",
+     [("style", "verbosity", "terse", "standing")]),
+    ("Call me Alex, short for Alexandra, and keep it short.",
+     [("identity", "preferred_name", "Alex", "standing"),
+      ("style", "verbosity", "terse", "standing")]),
 ])
 def test_a_names_long_form_and_a_cap_on_a_count_say_no_style(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:

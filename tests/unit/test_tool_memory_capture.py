@@ -260,6 +260,10 @@ def test_edicts(message: str, expected: list[str]) -> None:
         "Quand tu as le temps, jamais de stress.",  # names no kind of tool
         "If you ask me, never again.",
         "When you book meetings, never?",
+        # after a condition naming a kind of tool, what happens is no order
+        "When I checked my email, never heard back.",
+        "Whenever I open the browser, always the same page loads.",
+        "When I email Sarah, never did I get a reply.",
         "Avoid using jargon.",  # a way of answering: the learning cache's
         "Avoid overthinking it.",
         "Never reply in German.",

@@ -418,8 +418,9 @@ class Up:
             for process, role in roles:
                 env = dict(base_env)
                 env["HABITUS_MEMBER"] = process  # its name among the service's replicas
-                if not answers_reads(name, role):
-                    env["HABITUS_CPU_NICE"] = str(s.background_nice)
+                # spelled out for every process: one exported in the shell is not its own
+                env["HABITUS_CPU_NICE"] = "0" if answers_reads(name, role) else str(
+                    s.background_nice)
                 if name not in public:
                     env["HABITUS_METRICS_PORT"] = str(free_port())
                     metrics[process] = f"{s.http_host}:{env['HABITUS_METRICS_PORT']}"

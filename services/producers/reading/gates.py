@@ -148,7 +148,7 @@ _GENERAL_RE = re.compile(
     _I)
 _BARE_COMPARATIVE_RE = re.compile(
     r"^(?:(?:please|pls|plz|bitte|s'il te plaît|por favor|a\s+bit|way|much|even|etwas|un\s+peu|"
-    r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|more\s+detail(?:s|ed)?|(?:less|more)\s+\w+|"
+    r"un\s+poco)\s+)*(?:shorter|longer|briefer|simpler|(?:less|more)\s+\w+|"
     r"(?:way\s+|much\s+)?too\s+(?:long|short|wordy|verbose)|zu\s+lang|trop\s+long|"
     r"demasiado\s+largo|(?:elaborate|go\s+deeper|expand)(?:\s+on\s+[^,;]{1,60})?|"
     r"(?:be\s+)?(?:a\s+bit\s+|a\s+little\s+|way\s+|much\s+)?(?:more|less)\s+(?:formal|casual|"
@@ -531,19 +531,24 @@ _REVISIT_RE = re.compile(
     r"explic\w*)\b", _I)
 
 
-#: a name's long form ("Jo, short for Joanna"): its "short" is no length
+_LONG_FORM = (r"(?:short\s+for|kurz\s+für|kurzform\s+von|diminutif\s+de|diminutivo\s+de)\s+"
+              r"(?-i:[A-ZÀ-Þ])")
+_LONG_FORM_RE = re.compile(rf"\b{_LONG_FORM}", _I)
+#: a name's long form, right after the speaker's name ("My name's Jo, short for Joanna"): its
+#: "short" is no length ("answers short for Jira tickets" is one; German capitalises nouns)
 _SHORT_FOR_NAME_RE = re.compile(
-    r"\b(?:short\s+for|kurz\s+für|kurzform\s+von|diminutif\s+de|diminutivo\s+de)\s+"
-    r"(?-i:[A-ZÀ-Þ])", _I)
+    r"\b(?:my\s+name\s+is|my\s+name's|i'm|i\s+am|call\s+me|ich\s+heiße|ich\s+bin|nenn\s+mich|"
+    r"je\s+m'appelle|appelle-moi|me\s+llamo|llámame|soy)\s+(?-i:[A-ZÀ-Þ][\w'-]*),?\s+"
+    rf"{_LONG_FORM}", _I)
 
 
 #: a count the layout may not pass ("no more than three bullet points"): its "no" bans nothing
 _AT_MOST_RE = re.compile(
-    r"\b(?:no\s+more\s+than|not\s+more\s+than|at\s+most|max(?:imum)?\s+(?:of\s+)?|up\s+to|"
+    r"\b(?:no\s+more\s+than|not\s+more\s+than|at\s+most|max(?:imum)?(?:\s+of)?|up\s+to|"
     r"höchstens|maximal|pas\s+plus\s+de|au\s+maximum|no\s+más\s+de|como\s+máximo)\s+"
     r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|drei|vier|fünf|"
     r"trois|quatre|cinq|tres|cuatro|cinco)\s+(?:bullet\w*|points?|items?|rows?|columns?|"
-    r"lists?|headings?|sections?|stichpunkt\w*|punkte|puces|points|viñetas|puntos)\b", _I)
+    r"lists?|headings?|sections?|stichpunkt\w*|punkte|puces|viñetas|puntos)\b", _I)
 
 
 def limits_a_count(clause: str) -> bool:
@@ -551,9 +556,11 @@ def limits_a_count(clause: str) -> bool:
     return _AT_MOST_RE.search(clause) is not None
 
 
-def names_a_long_form(clause: str) -> bool:
-    """Whether the clause gives a name's long form, whose "short" says nothing of length."""
-    return _SHORT_FOR_NAME_RE.search(clause) is not None
+def names_a_long_form(clause: str, sentence: str) -> bool:
+    """Whether the clause gives the long form of the name the sentence gives the speaker (the
+    clause may be the part after the comma): its "short" says nothing of length."""
+    return (_LONG_FORM_RE.search(clause) is not None
+            and _SHORT_FOR_NAME_RE.search(sentence) is not None)
 
 
 def revisits_shown_layout(clause: str) -> bool:

@@ -105,7 +105,7 @@ _COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm
 #: Jenkins in favour of GitHub Actions"
 _DROPPED_FOR_RE = re.compile(
     r"\b(?:ditched|dropped|abandoned|gave\s+up(?:\s+on)?|phased\s+out|got\s+rid\s+of|"
-    r"moved\s+off)\s+[\w.#+-]+(?:\s+[\w.#+-]+)?\s+(?:for|in\s+favou?r\s+of)\s+$",
+    r"moved\s+off)\s+(?P<dropped>[\w.#+-]+(?:\s+[\w.#+-]+)?)\s+(?:for|in\s+favou?r\s+of)\s+$",
     re.IGNORECASE)
 
 
@@ -113,7 +113,9 @@ def _negated(clause: str, slot: slots.Slot) -> bool:
     """Negated ("not npm", "instead of yarn"), the loser of a comparison ("lieber eine SMS
     als eine Mail") or replaced ("from npm to pnpm"); not what a tool was dropped for."""
     before = clause[max(0, slot.start - 40):slot.start]
-    if _DROPPED_FOR_RE.search(before) is not None:
+    dropped = _DROPPED_FOR_RE.search(before)
+    # a tool dropped for another; "we dropped support for Python 2" drops no tool
+    if dropped is not None and tools.mentions(dropped.group("dropped")):
         return False
     before = before[-30:]
     if _NEGATED_RE.search(before) is not None or _COMPARED_RE.search(clause[:slot.start]):
@@ -242,7 +244,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         key, _, value = label.partition("=")
         if (key == "format" and gates.revisits_shown_layout(clause)) or (
                 key == "tone" and gates.register_of_a_circumstance(clause)) or (
-                key == "verbosity" and gates.names_a_long_form(clause)) or (
+                key == "verbosity" and gates.names_a_long_form(
+                    clause, pending.clause.sentence)) or (
                 key == "format" and gates.limits_a_count(clause)):
             return []
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
