@@ -1186,3 +1186,22 @@ def test_where_the_speaker_works_gives_way_to_where_they_live(message: str, home
     # both places were stated, and the workplace, said last, replaced the home
     assert [r for r in read(message) if r[1] == "location"] == [
         ("identity", "location", home, "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Antworte bitte förmlich.", ("style", "tone", "formal", "standing")),
+    ("Bitte antworten Sie förmlich.", ("style", "tone", "formal", "standing")),
+    ("Réponds de manière formelle.", ("style", "tone", "formal", "standing")),
+    ("Please answer formally.", ("style", "tone", "formal", "standing")),
+    # "so" before the one word it intensifies joins no clause: "formally" alone was formal
+    ("Don't answer so formally.", ("style", "tone", "casual", "standing")),
+])
+def test_the_manner_of_answering_is_the_register(
+        message: str, expected: tuple[str, str, str, str]) -> None:
+    # each stated nothing, and the last one the opposite
+    assert read(message) == [expected]
+
+
+@pytest.mark.parametrize("message", ["I'm tired, so be brief.", "I'm tired so keep it short."])
+def test_so_still_joins_a_reason_and_a_wish(message: str) -> None:
+    assert read(message) == [("style", "verbosity", "terse", "standing")]

@@ -50,6 +50,10 @@ _BE_RE = re.compile(r"^(?:please\s+|pls\s+|bitte\s+)?(?:be|sei|seid|sois|soyez|s
 #: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame")
 _REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
                                r"tutéa\w*|tutea\w*)\b", re.IGNORECASE)
+#: a verb of answering, whose manner word is the register asked for ("antworte bitte förmlich",
+#: "réponds-moi de manière formelle")
+_ANSWER_VERB_RE = re.compile(r"\b(?:answer\w*|repl(?:y|ies)|respond|antwort\w*|répond\w*|"
+                             r"respond[ae]\w*|contest[ae]\w*)\b", re.IGNORECASE)
 #: brevity asked for in so many words: "keep things brief", "keep your answers short"
 _KEEP_SHORT_RE = re.compile(
     r"\b(?:keep|make)\s+(?:it|things|them|everything|(?:your\s+|the\s+)?(?:answers?|"
@@ -120,7 +124,9 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         worded = style(clause)
         if len(worded) == 1 and worded[0][1] == "tone":
             return f"tone={worded[0][2]}"
-    if _REGISTER_VERB_RE.search(clause):  # "bitte duz mich": the verb is the register
+    if _REGISTER_VERB_RE.search(clause) or _ANSWER_VERB_RE.search(clause):
+        # "bitte duz mich": the verb is the register; "antworte bitte förmlich": the verb's
+        # manner is
         register = gates.register_by_words(clause)
         if register is not None:
             return f"tone={register}"

@@ -51,8 +51,10 @@ _CLAUSE_RE = re.compile(
     r"\s*[;:\u2013\u2014]\s*|(?<!\bname)\s*,\s*|\s+-\s+|\s*\(\s*|\s*\)\s*"
     r"|\s+(?:and|but|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
     r"entonces|then)\s+(?=\S)"
-    # "so" joins two clauses, but not as "not so formal", "don't be so casual", "is so slow"
-    r"|(?<!\bnot)(?<!\bbe)(?<!\bis)(?<!\bare)(?<!\bam)(?<!\bas)(?<!\bso)\s+so\s+(?=\S)"
+    # "so" joins two clauses, but not as "not so formal", "don't be so casual", "is so slow",
+    # nor before the one word it intensifies ("don't answer so formally", "so much detail")
+    r"|(?<!\bnot)(?<!\bbe)(?<!\bis)(?<!\bare)(?<!\bam)(?<!\bas)(?<!\bso)\s+so\s+"
+    r"(?!(?:\w+ly|much|many|often|long|formal|casual|verbose|wordy)\b[\s.!?,]*$)(?=\S)"
     # a condition or concession is a clause of its own ("..., even if I write in English")
     r"|\s+(?=(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
     r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b)"
