@@ -1205,3 +1205,20 @@ def test_the_manner_of_answering_is_the_register(
 @pytest.mark.parametrize("message", ["I'm tired, so be brief.", "I'm tired so keep it short."])
 def test_so_still_joins_a_reason_and_a_wish(message: str) -> None:
     assert read(message) == [("style", "verbosity", "terse", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("No walls of text.", [("style", "verbosity", "terse", "standing")]),
+    ("Please text me instead of calling.", [("channel", "primary", "sms", "standing")]),
+    ("I'm Dr. Amara Okafor, a pediatrician in Lagos.",
+     [("identity", "name", "Dr. Amara Okafor", "standing"),
+      ("identity", "role", "pediatrician", "standing"),
+      ("identity", "location", "Lagos", "standing")]),
+    ("Please avoid acronyms.", [("veto", "content=jargon", "banned", "standing")]),
+    ("Bitte keine Abkürzungen.", [("veto", "content=jargon", "banned", "standing")]),
+])
+def test_a_fourth_round_of_first_messages(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # "walls of text" was a text message (so a channel, and nothing), the role after the
+    # name and its town was missed, acronyms were no jargon
+    assert read(message) == expected

@@ -199,9 +199,11 @@ _ROLE_CUES = re.compile(
     r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
     r"(?:\s+(?:at|@|chez|bei|en|in|para)\s|$)"
     # any role of the vocabulary, said as an apposition to the speaker's name ("I'm Ana, a
-    # nurse at Mercy Hospital"): with its article, and where it is held or nothing after
-    rf"|^an?\s+(?P<held>(?:[\w-]+\s+){{0,2}}(?:{'|'.join(sorted(roles.HEADS))}))"
-    r"(?:\s+(?:at|@)\s|$)", _I)
+    # nurse at Mercy Hospital", "I'm Dr. Amara Okafor, a pediatrician in Lagos"): with its
+    # article, and where it is held, the town it is held in, or nothing after
+    rf"|^an?\s+(?P<held>(?:[\w-]+\s+){{0,2}}(?:{'|'.join(sorted(roles.HEADS))}|"
+    r"\w{3,}(?:ologist|iatrist|ician|therapist)))"
+    r"(?:\s+(?:at|@|in)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = roles.HEADS
 _ZONE_RE = re.compile(
@@ -386,7 +388,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
         if _PLAIN_BEFORE_RE.search(clause, 0, m.start()):
-            continue  # "plain text" is a format, not a text message
+            continue  # "plain text" is a format, "walls of text" a length: no text message
         slots.append(Slot("channel", _CHANNELS[m.group(1).lower()], m.start(), m.end()))
     for pattern, key in VETO_THINGS:
         for m in pattern.finditer(clause):
@@ -451,7 +453,10 @@ _TOOL_CONTEXT_RE = re.compile(
 _CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+time\b")
 #: an employer cue that also means "working on" (Spanish "trabajo en")
 _ON_CUE_RE = re.compile(r"\ben\s+$", _I)
-_PLAIN_BEFORE_RE = re.compile(r"\bplain\s+$", _I)
+#: "text" as what answers are made of, not a text message: "plain text", "walls of text",
+#: "blocks of text"
+_PLAIN_BEFORE_RE = re.compile(r"\b(?:plain|(?:walls?|blocks?|lots|pages?|chunks?|paragraphs?)"
+                              r"\s+of)\s+$", _I)
 #: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
 _TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
 _NOT_THE_TOOL_RE = re.compile(

@@ -36,6 +36,8 @@ VETO_THINGS: tuple[tuple[re.Pattern[str], str], ...] = (
                 r"anything\s+else\b|rückfragen\w*|questions?\s+de\s+suivi|"
                 r"preguntas?\s+de\s+seguimiento", _I), "content=follow-up-questions"),
     (re.compile(r"\bcaveats?\b", _I), "content=caveats"),
-    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos", _I),
+    # acronyms are jargon to whoever does not know them ("avoid acronyms, I'm not technical")
+    (re.compile(r"\bjargon\b|\bbuzzwords?\b|fachjargon|fachchinesisch|jerga|tecnicismos|"
+                r"\bacronyms?\b|\babkürzungen\b|\bsigles\b|\bsiglas\b", _I),
      "content=jargon"),
 )
