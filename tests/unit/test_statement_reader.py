@@ -1222,3 +1222,17 @@ def test_a_fourth_round_of_first_messages(
     # "walls of text" was a text message (so a channel, and nothing), the role after the
     # name and its town was missed, acronyms were no jargon
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I like terse answers with code first.", [("style", "code", "code-first", "standing"),
+                                               ("style", "verbosity", "terse", "standing")]),
+    ("short answers in bullet points please", [("style", "verbosity", "terse", "standing"),
+                                               ("style", "format", "bullets", "standing")]),
+    ("Short answers, no tables.", [("style", "verbosity", "terse", "standing"),
+                                   ("veto", "format=tables", "banned", "standing")]),
+])
+def test_brevity_and_another_key_in_one_clause_are_both_read(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    # a clause was read as one key: the brevity, or the layout beside it, was lost
+    assert read(message) == expected

@@ -154,13 +154,18 @@ def style_or_layout(clause: str) -> list[tuple[str, str, str]]:
     """`style`, or else the table or bullets the words name as the way to answer: for a clause
     the encoder read as another key's statement ("Always put the answer in a table", read as
     skipping the preamble)."""
-    worded = style(clause)
-    named = None if worded else layout(clause)
     # prose by its words alone is too weak a sign ("keep responses under a paragraph" asks for
     # brevity), and a layout said with a no anywhere before it is a ban, for the ban's reading
+    return style(clause) or layout_beside(clause)
+
+
+def layout_beside(clause: str) -> list[tuple[str, str, str]]:
+    """A table or bullets the words name beside another key's statement ("short answers in
+    bullet points"), unless said away or gone over again."""
+    named = layout(clause)
     if named not in ("tables", "bullets") or _SAID_NO_RE.search(clause) or (
             gates.revisits_shown_layout(clause)):
-        return worded
+        return []
     turned = gates.polarity("format", named, clause)
     return [("style", "format", turned)] if turned else []
 

@@ -258,6 +258,15 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
             # the encoder read a style statement but named a key the words do not hold:
             # the one key whose words are there, when they alone decide its value
             return by_words.style_or_layout(clause)
+        # brevity said beside the key the encoder read ("terse answers with code first"), or
+        # a layout beside brevity ("short answers in bullet points"): a clause is read as one
+        # key, and the other would be lost
+        if key != "verbosity" and gates.TERSE_WORDS.search(clause) and gates.polarity(
+                "verbosity", "terse", clause) == "terse":
+            return [("style", key, turned), ("style", "verbosity", "terse")]
+        if key == "verbosity":
+            return [("style", key, turned), *(
+                s for s in by_words.layout_beside(clause) if s[1] == "format")]
         return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
