@@ -1236,3 +1236,15 @@ def test_brevity_and_another_key_in_one_clause_are_both_read(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     # a clause was read as one key: the brevity, or the layout beside it, was lost
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "zone"), [
+    ("I'm a freelance translator working from Lisbon, mostly EN to PT.", None),
+    ("I translate PT to EN.", None),
+    ("I'm on PT.", "America/Los_Angeles"),
+    ("I work in PT hours, EN to DE mostly.", "America/Los_Angeles"),
+])
+def test_a_pair_of_language_codes_is_no_time_zone(message: str, zone: str | None) -> None:
+    # "EN to PT" had made a translator in Lisbon live on Pacific Time
+    zones = [r[2] for r in read(message) if r[1] == "timezone"]
+    assert zones == ([zone] if zone else [])

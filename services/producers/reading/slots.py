@@ -206,6 +206,9 @@ _ROLE_CUES = re.compile(
     r"(?:\s+(?:at|@|in)\s|$)", _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = roles.HEADS
+#: a pair of language codes ("EN to PT", "DE>FR", "PT → EN"): its codes are no time zone
+_LANGUAGE_PAIR_RE = re.compile(r"(?-i:\b[A-Z]{2})\s*(?:to|into|->|→|>|/|-)\s*$", _I)
+_LANGUAGE_PAIR_AFTER_RE = re.compile(r"\s*(?:to|into|->|→|>|/|-)\s*(?-i:[A-Z]{2}\b)", _I)
 _ZONE_RE = re.compile(
     rf"(?<![\w/])(?:(?:UTC|GMT)\s*[+\u2212-]\s*\d{{1,2}}(?::?00)?|(?-i:{ABBREVIATION_PATTERN})"
     r"|(?-i:[A-Z][a-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)"
@@ -349,6 +352,9 @@ def find(clause: str, sentence: str) -> list[Slot]:
         for _, _, city in _cities(sentence):
             near = city.timezone
     for m in zones:
+        if _LANGUAGE_PAIR_RE.search(clause, 0, m.start()) or _LANGUAGE_PAIR_AFTER_RE.match(
+                clause, m.end()):
+            continue  # "EN to PT": a translator's languages, not Pacific Time
         zone = canonical_timezone(m.group(), near=near)
         if zone is not None:
             slots.append(Slot("timezone", zone, m.start(), m.end()))
