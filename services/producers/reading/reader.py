@@ -24,7 +24,7 @@ from cachetools import LRUCache
 
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
-from services.producers.reading import by_words, gates, slots, text, tool_values
+from services.producers.reading import by_words, gates, homes, slots, text, tool_values
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
@@ -277,8 +277,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         sentence = pending.clause.sentence
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
                 and not (s.kind == "location" and (
-                    slots.not_where_they_live(clause, s)
-                    or slots.works_there_lives_elsewhere(clause, s, sentence)))]
+                    homes.not_where_they_live(clause, s)
+                    or homes.works_there_lives_elsewhere(clause, s, sentence)))]
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"
