@@ -4,6 +4,7 @@ run. Its help lists the installed services from their entry points alone."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -58,8 +59,6 @@ def serve(service: Annotated[str, typer.Argument(
         settings = settings.model_copy(update={"role": role.value})
     configure_logging(service, settings.log_level, settings.log_json)
     if settings.cpu_nice:
-        import logging
-
         from habitus.runtime.priority import lower_priority
 
         logging.getLogger(__name__).info(

@@ -840,3 +840,17 @@ def detail_said_away(clause: str) -> bool:
     """"Less verbose", "too much detail", "weniger ausführlich": length said away, which asks
     for less as surely as "shorter" does."""
     return any(_flipped(clause, m) for m in _DETAILED_WORDS.finditer(clause))
+
+
+def states_no_style(key: str, clause: str, sentence: str) -> bool:
+    """Whether the clause's words, though they name the style key, ask for no style of it:
+    a layout already shown gone over again, or a cap on a count ("no more than three bullet
+    points"); a register said of others ("when people call me sir"); a name's long form
+    ("Jo, short for Joanna")."""
+    if key == "format":
+        return revisits_shown_layout(clause) or limits_a_count(clause)
+    if key == "tone":
+        return register_of_a_circumstance(clause)
+    if key == "verbosity":
+        return names_a_long_form(clause, sentence)
+    return False

@@ -64,3 +64,10 @@ def works_there_lives_elsewhere(clause: str, place: Slot, sentence: str) -> bool
     clause, and Berlin stays."""
     return (_WORKS_IN_RE.search(clause[max(0, place.start - 40):place.start]) is not None
             and _LIVES_IN_RE.search(sentence) is not None and _LIVES_IN_RE.search(clause) is None)
+
+
+def not_their_home(clause: str, place: Slot, sentence: str) -> bool:
+    """Whether the city `place` names is not where the speaker lives, for any of the reasons
+    above."""
+    return (not_where_they_live(clause, place)
+            or works_there_lives_elsewhere(clause, place, sentence))

@@ -242,11 +242,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     usable = [s for s in pending.found if not _negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
-        if (key == "format" and gates.revisits_shown_layout(clause)) or (
-                key == "tone" and gates.register_of_a_circumstance(clause)) or (
-                key == "verbosity" and gates.names_a_long_form(
-                    clause, pending.clause.sentence)) or (
-                key == "format" and gates.limits_a_count(clause)):
+        if gates.states_no_style(key, clause, pending.clause.sentence):
             return []
         turned = gates.polarity(key, value, clause)  # "I don't need the long version"
         # a value turned by the clause's own words ("not so formal") came from the key's
@@ -265,8 +261,7 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
                 "verbosity", "terse", clause) == "terse":
             return [("style", key, turned), ("style", "verbosity", "terse")]
         if key == "verbosity":
-            return [("style", key, turned), *(
-                s for s in by_words.layout_beside(clause) if s[1] == "format")]
+            return [("style", key, turned), *by_words.layout_beside(clause)]
         return [("style", key, turned)]
     if label == "language":
         langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
@@ -274,11 +269,9 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "identity":
         if gates.converting(clause):
             return []
-        sentence = pending.clause.sentence
         return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
-                and not (s.kind == "location" and (
-                    homes.not_where_they_live(clause, s)
-                    or homes.works_there_lives_elsewhere(clause, s, sentence)))]
+                and not (s.kind == "location"
+                         and homes.not_their_home(clause, s, pending.clause.sentence))]
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"
