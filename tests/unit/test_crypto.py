@@ -513,3 +513,73 @@ def test_any_envelope_opens_from_its_bytes(ring: Keyring) -> None:
     assert open_event(wire, ring)["payload"] == json.loads(event.to_json())["payload"]
     with pytest.raises(ValueError, match="from its bytes"):  # not from a parsed copy
         open_body(json.loads(wire), ring)
+
+
+def test_a_batchs_opener_uses_the_memo_only_for_the_owner_it_was_read_for(
+        tmp_path: Path) -> None:
+    """`EnvelopeOpener` takes a key from the memo by key id without reading the envelope's
+    owner: only where the entry's owner stands where it stood. Two users given the same key id
+    (random ids collide in a large deployment) each open with their own key, and an event of
+    another type (the owner further along) opens too."""
+    from habitus.bus.publisher import headers_for
+    from habitus.crypto.keyring import dek_context
+    from habitus.crypto.keystore import UserKeys, WrappedKey
+    from habitus.events import CATALOG, Catalog
+    from habitus.events.ingest import FeedbackGiven, TurnRecorded
+
+    store = DirectoryKeyStore(tmp_path / "keys")
+    writer = Keyring(load_kek_ring(None, tmp_path / "kek.json"), store)
+    catalog = Catalog(list(CATALOG))
+    catalog.use_keyring(writer)
+    turn = TurnRecorded.model_validate(TURN["payload"])
+    dana = catalog.new(turn, tenant_id="acme", user_id="dana", producer="gateway")
+    dana_wire = catalog.encode(dana)
+    kid = json.loads(dana_wire)["sealed"]["kid"]
+    # sam's one key carries dana's key id: what a collision of random ids makes
+    kek_id, wrapped = writer.kek.wrap(os.urandom(32), dek_context("acme", "sam", kid))
+    store.create(UserKeys("acme", "sam", kid, (WrappedKey(kid, kek_id, wrapped, time.time()),)))
+    sam = catalog.new(turn, tenant_id="acme", user_id="sam", producer="gateway")
+    sam_wire = catalog.encode(sam)
+    assert json.loads(sam_wire)["sealed"]["kid"] == kid
+    feedback = catalog.new(FeedbackGiven.model_validate(
+        {"turn_id": "t1", "score": 1.0, "outcome": "success"}),
+        tenant_id="acme", user_id="dana", producer="gateway")
+    feedback_wire = catalog.encode(feedback)
+
+    reader = Catalog(list(CATALOG))
+    reader.use_keyring(Keyring(writer.kek, store))
+    opener = reader.opener()
+    assert opener is not None
+    for event, wire in ((dana, dana_wire), (sam, sam_wire), (feedback, feedback_wire),
+                        (dana, dana_wire), (sam, sam_wire)):
+        assert reader.decode_message(wire, headers_for(event), opener) == event
+
+
+def test_a_batchs_opener_keeps_no_key_past_its_time_and_refuses_a_bad_blob(
+        tmp_path: Path) -> None:
+    """An opener made after the keys' ttl ran out reads the store again (an erasure elsewhere
+    is met as `Shredded`), and a payload that is no base64 or does not authenticate is a bad
+    event, never opened."""
+    from habitus.crypto.sealing import EnvelopeOpener, seal_event_json
+
+    kek = load_kek_ring(None, tmp_path / "kek.json")
+    store = DirectoryKeyStore(tmp_path / "keys")
+    erasing, reading = Keyring(kek, store), Keyring(kek, store, ttl=0.05)
+    order = ("event_id", "type", "schema_version", "tenant_id", "user_id", "occurred_at",
+             "producer")
+    event = json.dumps({**{k: TURN[k] for k in order}, "causation_id": None,
+                        "correlation_id": None, "payload": TURN["payload"]},
+                       separators=(",", ":")).encode()
+    wire = seal_event_json(event, "acme", "dana", "e1", "TurnRecorded", erasing)
+    assert json.loads(EnvelopeOpener(reading)(wire))["payload"] == TURN["payload"]
+    blob = json.loads(wire)["payload"]
+    flipped = blob[:20] + ("A" if blob[20] != "A" else "B") + blob[21:]
+    for bad in (flipped, blob[:-2], blob[:16]):
+        with pytest.raises(SealError):
+            EnvelopeOpener(reading)(wire.replace(blob.encode(), bad.encode()))
+    assert erasing.destroy("acme", "dana")
+    opener = EnvelopeOpener(reading)  # made within the ttl: this batch still opens
+    assert json.loads(opener(wire))["payload"] == TURN["payload"]
+    time.sleep(0.1)
+    with pytest.raises(Shredded):
+        EnvelopeOpener(reading)(wire)

@@ -25,6 +25,10 @@ from habitus.crypto.deterministic import ColumnCipher, column_cipher
 from habitus.crypto.kek import KekRing
 from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
 
+#: `Keyring.kid_memo`'s entries: (keys read at, key, the owner as an envelope writes it
+#: (`"tenant_id":"…","user_id":"…"`), the offset it had in the envelope it was read from)
+KidMemo = tuple[float, Cipher, bytes, int]
+
 
 class Shredded(LookupError):
     """The user's key is gone: what it sealed can no longer be read, by design."""
@@ -103,9 +107,10 @@ class Keyring:
         #: (tenant, user, kid) as a message's bytes -> (read at, key, associated data's
         #: prefix): `opener`'s memo
         self._memo: dict[tuple[bytes, bytes, bytes], tuple[float, Cipher, bytes]] = {}
-        #: kid as a message's bytes -> (read at, key, the owner as the envelope writes it):
-        #: `envelope_key`'s memo
-        self._by_kid: dict[bytes, tuple[float, Cipher, bytes]] = {}
+        #: kid as a message's bytes -> (read at, key, the owner as the envelope writes it,
+        #: where the envelope it was read from has the owner): `envelope_key`'s memo, which
+        #: `EnvelopeOpener` reads without a call
+        self._by_kid: dict[bytes, KidMemo] = {}
         #: (tenant, user) -> (read at, sealer): `sealer`'s memo, lock-free like `_memo`
         self._sealers: dict[tuple[str, str], tuple[float, Sealer]] = {}
         #: (tenant, user) -> when a reader's warming found no keys of theirs (plain events of
@@ -320,10 +325,21 @@ class Keyring:
             memo = self._by_kid
             if len(memo) >= self._cache_size:
                 memo.clear()
-            memo[kid] = (entry.read_at, key, json.dumps(
-                {"tenant_id": owner[0], "user_id": owner[1]}, separators=(",", ":"),
-                ensure_ascii=False).encode()[1:-1])
+            written = json.dumps({"tenant_id": owner[0], "user_id": owner[1]},
+                                 separators=(",", ":"), ensure_ascii=False).encode()[1:-1]
+            memo[kid] = (entry.read_at, key, written, envelope.find(written))
         return key
+
+    def kid_memo(self) -> dict[bytes, KidMemo]:
+        """`envelope_key`'s memo (one dict for the keyring's life: `forget` and a full memo
+        clear it in place), for `EnvelopeOpener`'s hot path. An entry counts only while
+        its read time is within `ttl` (`memo_fresh_after`) and only for an envelope that
+        names its owner; anything else goes through `envelope_key`."""
+        return self._by_kid
+
+    def memo_fresh_after(self) -> float:
+        """The read time (time.monotonic) a memo entry must be after to count now."""
+        return time.monotonic() - self._ttl
 
     def rotate(self, tenant_id: str, user_id: str) -> str:
         """A new current key for the user; the earlier ones still open what they sealed."""
@@ -369,7 +385,7 @@ class Keyring:
             self._cache.pop((tenant_id, user_id), None)
             # rare (an erasure, a rotation): the memos refill from the cache as they are read
             self._memo = {}
-            self._by_kid = {}
+            self._by_kid.clear()  # in place: an `EnvelopeOpener` holds it for its batch
             self._sealers = {}
 
     def destroy(self, tenant_id: str, user_id: str) -> bool:

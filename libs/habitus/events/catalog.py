@@ -25,6 +25,7 @@ from habitus.crypto.keyring import Keyring, Shredded
 from habitus.crypto.sealing import (
     SEALED_END,
     SEALED_END_V1,
+    EnvelopeOpener,
     open_body,
     open_event_json,
     seal_event_json,
@@ -269,17 +270,34 @@ class Catalog:
             raise EventValidationError.single("payload", f"sealed, and does not open: {exc}"
                                               ) from None
 
-    def decode_message(self, data: bytes, headers: Mapping[str, str] | None) -> Event[Any]:
+    def opener(self) -> EnvelopeOpener | None:
+        """What opens sealed bodies for one batch of deliveries (`decode_message`), None when
+        this process has no keyring: a batch's decoding makes one and hands it to each."""
+        return None if self.keyring is None else EnvelopeOpener(self.keyring)
+
+    def decode_message(self, data: bytes, headers: Mapping[str, str] | None,
+                       opener: EnvelopeOpener | None = None) -> Event[Any]:
         """Decode a bus message. When the publisher's type and version headers name the current
         version, validate straight from JSON (no intermediate dict); otherwise take the general
         path with upcasting. A sealed body (it ends as `seal_event_json` ends it) is opened
-        first, to the same plain JSON."""
-        sealed = data.endswith(SEALED_END) or data.endswith(SEALED_END_V1)
-        if sealed:
+        first, to the same plain JSON, by `opener` (one is made when none is given)."""
+        if data.endswith(SEALED_END):
+            opener = opener or self.opener()
+            if opener is None:
+                return self.decode(data)  # reports that this process cannot open it
+            try:
+                data = opener(data)
+            except Shredded:
+                raise
+            except (SealError, ValueError) as exc:
+                raise EventValidationError.single(
+                    "payload", f"sealed, and does not open: {exc}") from None
+        elif data.endswith(SEALED_END_V1):
             plain = self._opened_json(data)
-            if plain is not None:
-                data, sealed = plain, False
-        if headers and not sealed:
+            if plain is None:
+                return self.decode(data)
+            data = plain
+        if headers:
             type_name = headers.get(TYPE_HEADER)
             spec = self._by_type.get(type_name) if type_name else None
             if spec is not None and headers.get(VERSION_HEADER) == str(spec.version):

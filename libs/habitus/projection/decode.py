@@ -27,6 +27,7 @@ from nats.aio.msg import Msg
 from habitus.bus.pull import Delivery, delivery_info
 from habitus.crypto.kek import KekError
 from habitus.crypto.keyring import KeyMissing, Shredded
+from habitus.crypto.sealing import EnvelopeOpener
 from habitus.events import Catalog, EventValidationError
 from habitus.projection.base import Delivered
 from habitus.subjects import parse_subject
@@ -56,19 +57,20 @@ def decode_batch(msgs: Sequence[Msg], catalog: Catalog) -> list[Item]:
     """One item per stream sequence, in stream order; an undecodable event is kept as
     invalid (it goes to the DLQ), never raised."""
     by_seq: dict[int, Item] = {}
+    opener = catalog.opener()  # one per batch: the keys' memo checked against one clock read
     for msg in msgs:
         info = delivery_info(msg)
         if info.stream_seq in by_seq:
             by_seq[info.stream_seq].copies.append(msg)
         else:
-            by_seq[info.stream_seq] = _item(msg, info, catalog)
+            by_seq[info.stream_seq] = _item(msg, info, catalog, opener)
     return [by_seq[s] for s in sorted(by_seq)]
 
 
-def _item(msg: Msg, info: Delivery, catalog: Catalog) -> Item:
+def _item(msg: Msg, info: Delivery, catalog: Catalog, opener: EnvelopeOpener | None) -> Item:
     item = Item(msg, info.stream_seq, info.num_delivered, info.num_pending, info.consumer_seq)
     try:
-        event = catalog.decode_message(msg.data, msg.headers)
+        event = catalog.decode_message(msg.data, msg.headers, opener)
         item.delivered = Delivered(event, item.seq, msg.subject, info.num_delivered,
                                    info.stored_at)
     except Shredded:
