@@ -163,3 +163,49 @@ async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_o
         assert "style/language" not in (await rpc("prompt.context"))["text"]
         facet = await rpc("learning.get_facet", **{"class": "style", "key": "language"})
         assert facet["user_state"] == "forgotten"
+
+
+async def test_a_preference_taken_back_in_words_leaves_the_prompt(stack: str, pool: Any
+                                                                   ) -> None:
+    """Said once and taken back once ("Forget what I said about tables"), a preference leaves
+    the prompt; what the user says in its place ("never mind the formal tone, casual is fine")
+    takes it over. Before, a retraction stated nothing and the old value stayed for good."""
+    tenant, user = unique("tn"), "noor"
+    key = await create_key(pool, tenant)
+    now = time.time()
+    async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
+                                 timeout=15, verify=TLS) as client:
+        n = 0
+
+        async def say(message: str) -> None:
+            nonlocal n
+            n += 1
+            turn = {"type": "TurnRecorded", "user_id": user, "payload": {
+                "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
+                "user_message": message, "assistant_message": "Sure.",
+                "user_at": now - 100 + n, "assistant_at": now - 99 + n}}
+            response = await client.post("/v1/events", json=[turn])
+            assert response.status_code == 200, response.text
+
+        async def prompt_shows(line: str, present: bool = True, wait: float = 30.0) -> str:
+            deadline = time.monotonic() + wait
+            text = ""
+            while time.monotonic() < deadline:
+                answer = await client.post("/v1/rpc/prompt.context", json={"user_id": user})
+                assert answer.status_code == 200, answer.text
+                text = answer.json()["result"]["text"]
+                if (line in text) == present:
+                    return text
+                await asyncio.sleep(0.2)
+            raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
+
+        await say("I prefer tables when you compare things.")
+        await say("Please keep a formal tone with me.")
+        await prompt_shows("**style/format**: tables")
+        await prompt_shows("**style/tone**: formal")
+        await say("Forget what I said about tables.")
+        text = await prompt_shows("**style/format**", present=False)
+        assert "**style/tone**: formal" in text  # only what was taken back went
+        await say("Never mind the formal tone, casual is fine.")
+        text = await prompt_shows("**style/tone**: casual")
+        assert "**style/tone**: formal" not in text

@@ -397,9 +397,11 @@ def test_i_said_insists_unless_the_sentence_moves_off_it() -> None:
         ("style", "language", "es")]
     assert [s[:3] for s in read("I told you I don't use Windows.")] == [
         ("veto", "tool=windows", "banned")]
-    assert [s[:3] for s in read("I said Python earlier, but we use Go.")] == [
-        ("tooling", "language", "go")]
-    assert read("I said tables before, forget that.") == []
+    # moved off: what was said is taken back (tests/unit/test_retractions.py), the new value
+    # stated
+    assert read("I said Python earlier, but we use Go.") == [
+        ("tooling", "language", "python", "denied"), ("tooling", "language", "go", "standing")]
+    assert [s for s in read("I said tables before, forget that.") if s[3] != "denied"] == []
     assert ("identity", "employer", "Initech") not in [
         s[:3] for s in read("I said I'm at Initech, I meant Initrode.")]
 
@@ -624,7 +626,7 @@ def test_a_correction_names_the_new_value_only() -> None:
     found = read("Scratch what I said about pnpm: we moved to bun last week, "
                  "so use bun from now on.")
     assert ("tooling", "package_manager", "bun") in {f[:3] for f in found}
-    assert all(f[2] != "pnpm" for f in found)
+    assert all(f[3] == "denied" for f in found if f[2] == "pnpm")  # taken back, not stated
 
 
 def test_a_language_taken_back_by_accepting_another_is_read_as_that_one() -> None:

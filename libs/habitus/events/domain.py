@@ -54,7 +54,8 @@ class Stance(StrEnum):
     ONE_OFF = "one_off"
     #: the user said yes when asked to confirm the value: set by the user
     CONFIRMED = "confirmed"
-    #: the user said no when asked to confirm the value: the value is dropped
+    #: the user said no when asked to confirm the value, or took it back in words ("forget
+    #: what I said about tables"): the value is dropped
     DENIED = "denied"
 
 

@@ -70,8 +70,11 @@ _SOMEONE_RE = re.compile(
 #: reported speech: somebody else's words, whatever clause they are in
 _REPORTING_RE = re.compile(
     r"(?<!\bi\s)(?<!\bwe\s)(?<!\bich\s)(?<!\bwir\s)(?<!\bje\s)(?<!\bj')(?<!\byo\s)"
-    r"\b(?:says|said|told|tells|asked|sagt|sagte|gesagt|meint|meinte|findet|dit|a\s+dit|trouve|"
-    r"dice|dijo|cree)\b",
+    # the speaker's own words: "j'ai dit", "je t'ai dit", "ich habe gesagt", "was ich ... gesagt
+    # habe" (the verb after is the speaker's)
+    r"(?<!\bj'ai\s)(?<!\bt'ai\s)(?<!\bhabe\s)(?<!\bhab\s)"
+    r"\b(?:says|said|told|tells|asked|sagt|sagte|gesagt(?!\s+(?:habe|hab)\b)|meint|meinte|"
+    r"findet|dit|a\s+dit|trouve|dice|dijo|cree)\b",
     _I)
 #: "our team/company uses ..." is the user's own; "my colleague Sam prefers" is not
 _OWN_GROUP_RE = re.compile(

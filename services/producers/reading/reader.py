@@ -24,7 +24,16 @@ from cachetools import LRUCache
 
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
-from services.producers.reading import by_words, gates, homes, slots, text, tool_values
+from services.producers.reading import (
+    by_words,
+    gates,
+    homes,
+    negation,
+    retractions,
+    slots,
+    text,
+    tool_values,
+)
 from services.producers.reading.intents import NONE, Decision, IntentClassifier
 
 _IDENTITY_KINDS = ("name", "preferred_name", "employer", "team", "role", "location", "timezone",
@@ -40,14 +49,6 @@ _FRAGMENT_LABELS = {**dict.fromkeys(_IDENTITY_KINDS, "identity"), "language": "l
 _STAND_INS = {"name": "Anna", "preferred_name": "Anna", "employer": "Acme", "team": "sales",
               "role": "engineer", "location": "Paris", "timezone": "CET",
               "language": "English", "tool": "Docker", "channel": "Slack"}
-_NEGATED_RE = re.compile(
-    r"(?:\bnot|\bno(?:\s+longer)?|\bnever|\bnor|n't|\bdont|instead\s+of|rather\s+than|\bthan|"
-    r"over|\bnicht|"
-    r"migrating(?:\s+away)?\s+from|migrating\s+(?:a|an|our|the)|moving\s+away\s+from|"
-    r"\bkein\w*|statt|no\s+need\s+for|moved\s+off|got\s+rid\s+of|ditched|dropped|"
-    r"abandoned|gave\s+up(?:\s+on)?|phased\s+out|"
-    r"\bpas|\bplutôt\s+que|au\s+lieu\s+de|\bni|en\s+vez\s+de|en\s+lugar\s+de|\bsin)\s+"
-    r"(?:[\w']+\s+){0,2}$", re.IGNORECASE)
 #: a ban: with a format or content thing in the clause, it is a veto whatever else it says
 _BAN_RE = re.compile(
     r"\b(?:no|not|never|don't|dont|do\s+not|stop|stopped|quit|avoid|drop|cut|skip|lose|spare|"
@@ -87,40 +88,8 @@ class _Pending:
     bans: bool = False
     #: every tool the message names: a tool of two categories takes a neighbour's
     message_tools: frozenset[str] = frozenset()
-
-
-_REPLACED_RE = re.compile(r"^\s+(?:to|for|with|auf|zu|durch|à|a|par|por|pour|vers|nach)\s+\S",
-                          re.IGNORECASE)
-_FROM_RE = re.compile(r"\b(?:from|von|de|desde)\s+$", re.IGNORECASE)
-
-
-_COMPARED_RE = re.compile(r"\b(?:lieber|eher|besser|mehr)\b.*\bals\s+(?:eine?[nm]?\s+)?$"
-                          # "je préfère TypeScript à JavaScript", "prefiero Vue a React"
-                          r"|\bpréf[eè]r\w*\s+\S.*\s(?:à|au|aux)\s+$"
-                          r"|\bprefier\w*\s+\S.*\s(?:a|al)\s+$",
-                          re.IGNORECASE)
-
-
-#: what a dropped tool was dropped for is kept: "we abandoned Angular for React", "ditched
-#: Jenkins in favour of GitHub Actions"
-_DROPPED_FOR_RE = re.compile(
-    r"\b(?:ditched|dropped|abandoned|gave\s+up(?:\s+on)?|phased\s+out|got\s+rid\s+of|"
-    r"moved\s+off)\s+(?P<dropped>[\w.#+-]+(?:\s+[\w.#+-]+)?)\s+(?:for|in\s+favou?r\s+of)\s+$",
-    re.IGNORECASE)
-
-
-def _negated(clause: str, slot: slots.Slot) -> bool:
-    """Negated ("not npm", "instead of yarn"), the loser of a comparison ("lieber eine SMS
-    als eine Mail") or replaced ("from npm to pnpm"); not what a tool was dropped for."""
-    before = clause[max(0, slot.start - 40):slot.start]
-    dropped = _DROPPED_FOR_RE.search(before)
-    # a tool dropped for another; "we dropped support for Python 2" drops no tool
-    if dropped is not None and tools.mentions(dropped.group("dropped")):
-        return False
-    before = before[-30:]
-    if _NEGATED_RE.search(before) is not None or _COMPARED_RE.search(clause[:slot.start]):
-        return True
-    return _FROM_RE.search(before) is not None and _REPLACED_RE.match(clause[slot.end:]) is not None
+    #: what a retraction takes back (`retractions.taken_back`): read as denials, not encoded
+    denies: tuple[tuple[str, str, str], ...] = ()
 
 
 def delexicalise(clause: str, found: Sequence[slots.Slot]) -> str:
@@ -239,7 +208,7 @@ _NOT_THE_BAN_RE = re.compile(
 
 def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     clause = pending.clause.text
-    usable = [s for s in pending.found if not _negated(clause, s)]
+    usable = [s for s in pending.found if not negation.negated(clause, s)]
     if "=" in label:
         key, _, value = label.partition("=")
         if gates.states_no_style(key, clause, pending.clause.sentence):
@@ -367,6 +336,7 @@ class StatementReader:
             allowed: dict[int, bool] = {}
             others: set[int] = set()
             tasks: set[int] = set()
+            taken: set[int] = set()
             message_tools = frozenset(name for _, _, _, name in tools.mentions(message))
             speaking: set[tuple[int, int]] = set()
             for clause in text.split(message):
@@ -378,8 +348,10 @@ class StatementReader:
                 body = clause.text
                 stripped = gates.polite_request(body)
                 body = stripped or body
+                retracting = gates.retraction(body, sentence)
                 if not gates.has_anchor(body) and (n, clause.index) not in speaking and not (
-                        slots.could_hold(body)) and not _BAN_RE.search(body):
+                        slots.could_hold(body)) and not _BAN_RE.search(body) and not (
+                        retracting):
                     continue  # most chat: no speaker's word and no value worth looking up
                 found = tuple(slots.find(body, sentence))
                 bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
@@ -393,7 +365,23 @@ class StatementReader:
                     continue
                 if clause.index in tasks:
                     continue
-                if gates.past(body) or (gates.retraction(body, sentence) and not bans):
+                if gates.past(body):
+                    continue
+                if clause.index in taken:
+                    continue  # the rest of a sentence read whole as a retraction
+                if retracting and not bans:
+                    denies = tuple(retractions.taken_back(body, sentence, message_tools))
+                    if not denies and sentence.startswith(body):
+                        # "Vergiss, was ich über Tabellen gesagt habe": the verb is a clause
+                        # of its own, and the sentence says what it takes back
+                        denies = tuple(retractions.taken_back(sentence, sentence,
+                                                              message_tools))
+                        if denies:
+                            taken.add(clause.index)
+                    if denies:  # "forget what I said about tables": no classifier needed
+                        out.append(_Pending(n, text.Clause(body, sentence, clause.original,
+                                                           clause.index), found,
+                                            Stance.DENIED, denies=denies))
                     continue
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
@@ -434,9 +422,18 @@ class StatementReader:
         return results
 
     def _read(self, todo: Sequence[_Pending], results: list[list[Statement]]) -> None:
-        decisions = self._decide([delexicalise(p.clause.text, p.found) for p in todo])
+        readable = [p for p in todo if not p.denies]
+        decisions = iter(self._decide([delexicalise(p.clause.text, p.found)
+                                       for p in readable]))
         previous: tuple[int, int, str] | None = None
-        for pending, decision in zip(todo, decisions, strict=True):
+        for pending in todo:
+            if pending.denies:
+                said = results[pending.message]
+                said += [Statement(*t, pending.clause.original[:500], Stance.DENIED)
+                         for t in pending.denies if t not in {
+                             (s.facet_class, s.key, s.value) for s in said}]
+                continue
+            decision = next(decisions)
             label = decision.label if pending.anchored else NONE
             named = by_words.setting(pending.clause.text)
             if named is not None:

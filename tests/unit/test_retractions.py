@@ -1,0 +1,97 @@
+"""What a user takes back in so many words: read as denials of exactly the values named, and
+nothing read where a "forget" or "ignore" is about something else."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.producers.reading.reader import StatementReader
+from services.producers.stated import statement_candidates
+
+READER = StatementReader()
+TABLES = [("veto", "format=tables", "banned", "denied"), ("style", "format", "tables", "denied")]
+
+
+def read(message: str) -> list[tuple[str, str, str, str]]:
+    [found] = READER.read([message])
+    return [(s.facet_class, s.key, s.value, s.stance.value) for s in found]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # pointing at what the user said: everything named goes, a ban included
+    ("Forget what I said about tables.", TABLES),
+    ("Vergiss, was ich über Tabellen gesagt habe.", TABLES),
+    ("Oublie ce que j'ai dit sur les tableaux.", TABLES),
+    ("Olvida lo que dije sobre las tablas.", TABLES),
+    ("Scratch what I said about pnpm.",
+     [("tooling", "package_manager", "pnpm", "denied")]),
+    ("Ignore my earlier request for bullet points.",
+     [("style", "format", "bullets", "denied")]),
+    ("Forget what I said about headers.", [("veto", "format=headings", "banned", "denied")]),
+    ("Forget what I said about Slack.", [("channel", "primary", "slack", "denied")]),
+    # a key without a value: each of its values
+    ("Forget what I said about emojis.",
+     [("style", "emoji", "none", "denied"), ("style", "emoji", "ok", "denied")]),
+    # naming the thing alone
+    ("Never mind the bullet points.", [("style", "format", "bullets", "denied")]),
+    ("Vergiss die Tabellen.", [("style", "format", "tables", "denied")]),
+    ("scratch pnpm", [("tooling", "package_manager", "pnpm", "denied")]),
+    ("Forget the short answers.", [("style", "verbosity", "terse", "denied")]),
+])
+def test_a_retraction_denies_what_it_names(message: str,
+                                           expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("forget the tables, bullets are better",
+     [("style", "format", "tables", "denied"), ("style", "format", "bullets", "standing")]),
+    ("Actually, forget the German, answer in English.",
+     [("style", "language", "de", "denied"), ("style", "language", "en", "standing")]),
+    ("Never mind the formal tone, casual is fine.",
+     [("style", "tone", "formal", "denied"), ("style", "tone", "casual", "standing")]),
+    ("I said Python earlier, but we use Go.",
+     [("tooling", "language", "python", "denied"), ("tooling", "language", "go", "standing")]),
+    ("scratch what I said about pnpm: we moved to bun last week, so use bun from now on",
+     [("tooling", "package_manager", "pnpm", "denied"),
+      ("tooling", "package_manager", "bun", "declared")]),
+])
+def test_what_is_said_in_its_place_is_read_as_before(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected
+
+
+@pytest.mark.parametrize("message", [
+    "Ignore the typos.",  # about the message at hand
+    "Disregard the attachment.",
+    "Ignore the German text below.",  # a text, not the language
+    "Forget the Berlin trip.",  # a trip
+    "Forget it.", "Scratch that.", "Never mind.",
+    "scratch or python first?",  # Scratch, the language, in a question
+    "Emojis sind doch okay, vergiss meine Bitte von vorhin",  # names no value: read as before
+])
+def test_a_forget_about_something_else_takes_nothing_back(message: str) -> None:
+    assert [s for s in read(message) if s[3] == "denied"] == []
+
+
+@pytest.mark.parametrize("message", ["Forget the pleasantries.", "Forget the headers.",
+                                     "Drop the intro."])
+def test_naming_a_ban_or_a_skip_alone_never_lifts_it(message: str) -> None:
+    """"Forget the pleasantries" asks for none: it may not take back a wish to skip them."""
+    assert [s for s in read(message)
+            if s[3] == "denied" and (s[2] == "banned" or s[1] == "preamble")] == []
+
+
+@pytest.mark.parametrize("message", ["Sarah hat gesagt, kurze Antworten.",
+                                     "Il a dit que les tableaux sont mieux."])
+def test_someone_elses_words_stay_theirs(message: str) -> None:
+    """The speaker's own "j'ai dit" and "gesagt habe" are no longer taken for someone else's
+    report; another person's still are."""
+    assert read(message) == []
+
+
+def test_a_denial_reaches_learning_as_a_denied_candidate() -> None:
+    [found] = READER.read(["Forget what I said about tables."])
+    candidates = statement_candidates(found, session_id="s1", turn_id="t9", observed_at=1.0)
+    assert {(c.facet_class, c.key, c.value, c.stance) for c in candidates} == {
+        ("veto", "format=tables", "banned", "denied"), ("style", "format", "tables", "denied")}
