@@ -37,6 +37,10 @@ def read(message: str) -> list[tuple[str, str, str, str]]:
     ("Vergiss die Tabellen.", [("style", "format", "tables", "denied")]),
     ("scratch pnpm", [("tooling", "package_manager", "pnpm", "denied")]),
     ("Forget the short answers.", [("style", "verbosity", "terse", "denied")]),
+    ("Please forget what I told you about Vim.", [("tooling", "editor", "vim", "denied")]),
+    ("Bitte vergiss die Tabellen.", [("style", "format", "tables", "denied")]),
+    # a ban quoted from the speaker's own words is what they said, taken back
+    ("I said no tables, forget that.", TABLES),
 ])
 def test_a_retraction_denies_what_it_names(message: str,
                                            expected: list[tuple[str, str, str, str]]) -> None:
@@ -69,6 +73,10 @@ def test_what_is_said_in_its_place_is_read_as_before(
     "Forget it.", "Scratch that.", "Never mind.",
     "scratch or python first?",  # Scratch, the language, in a question
     "Emojis sind doch okay, vergiss meine Bitte von vorhin",  # names no value: read as before
+    "Forget about React for now, focus on the backend.",  # this task, not the stack
+    "Forget Docker for this one.",
+    "Scratch the tables in section 2.",  # a part of a document
+    "Forget the Python script, just use bash.",
 ])
 def test_a_forget_about_something_else_takes_nothing_back(message: str) -> None:
     assert [s for s in read(message) if s[3] == "denied"] == []

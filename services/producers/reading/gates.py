@@ -117,7 +117,7 @@ _PAST_RE = re.compile(
     r"ya\s+no\s+trabajo)\b", _I)
 #: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
 _RETRACTION_RE = re.compile(
-    r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait)[\s,]+)*(?:forget|scratch|ignore|drop|"
+    r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait|please|bitte)[\s,]+)*(?:forget|scratch|ignore|drop|"
     r"disregard|never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate|"
     r"earlier\s+i|before\s+i)\b"
     # a condition or a concession states nothing of its own
@@ -315,6 +315,12 @@ _I_SAID_RE = re.compile(r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait|no)[\s,]+
                         r"i\s+(?:said|told\s+you)\b", _I)
 _MOVED_OFF_RE = re.compile(r"\b(?:but|earlier|before|forget|ignore|scratch|wrong|mistake|"
                            r"changed|anymore|no\s+longer|meant|i\s+mean|typo|sorry)\b", _I)
+
+
+def quotes_own_words(clause: str) -> bool:
+    """"I said ...", "I told you ...": the clause quotes the speaker's earlier words (a ban in
+    them is what they said, not a ban said now)."""
+    return _I_SAID_RE.match(clause.strip()) is not None
 
 
 def retraction(clause: str, sentence: str = "") -> bool:

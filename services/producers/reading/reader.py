@@ -369,7 +369,7 @@ class StatementReader:
                     continue
                 if clause.index in taken:
                     continue  # the rest of a sentence read whole as a retraction
-                if retracting and not bans:
+                if retracting and (not bans or gates.quotes_own_words(body)):
                     denies = tuple(retractions.taken_back(body, sentence, message_tools))
                     if not denies and sentence.startswith(body):
                         # "Vergiss, was ich über Tabellen gesagt habe": the verb is a clause

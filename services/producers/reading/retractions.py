@@ -76,7 +76,7 @@ _FILLER: Final = frozenset("""
 the a an my your our those these that this those some any all of about with for in on to
 thing things bit part parts stuff idea request requests preference preferences rule rules
 business whole entire
-earlier before previously then now please again after anymore too also just really though
+earlier before previously then please again after anymore too also just really though
 wanting using preferring having getting keeping want use prefer like wanted used liked
 answers answer responses response replies reply messages message style tone format formatting
 language length points point everything always
