@@ -1250,3 +1250,22 @@ def test_a_pair_of_language_codes_is_no_time_zone(message: str, zone: str | None
     # "EN to PT" had made a translator in Lisbon live on Pacific Time
     zones = [r[2] for r in read(message) if r[1] == "timezone"]
     assert zones == ([zone] if zone else [])
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # a wish after a comma and a conjunction ("et sois bref") was left to the encoder, which
+    # read nothing
+    ("Réponds-moi en français s'il te plaît, et sois bref.",
+     [("style", "language", "fr", "standing"), ("style", "verbosity", "terse", "standing")]),
+    ("Responde en español, y sé breve.",
+     [("style", "language", "es", "standing"), ("style", "verbosity", "terse", "standing")]),
+    # things in general, not this answer
+    ("Could you keep things short? I read on my phone between batches.",
+     [("style", "verbosity", "terse", "standing")]),
+    ("Can you keep everything brief?", [("style", "verbosity", "terse", "standing")]),
+    ("could you keep it short?", [("style", "verbosity", "terse", "one_off")]),
+    ("Be careful with the database.", []),
+])
+def test_a_fifth_round_of_first_messages(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

@@ -45,8 +45,8 @@ def style(clause: str) -> list[tuple[str, str, str]]:
 
 _LAYOUTS = ("tables", "bullets", "prose")
 #: a manner asked for as one: "please be gentle", "sei freundlich", "sois direct"
-_BE_RE = re.compile(r"^(?:please\s+|pls\s+|bitte\s+)?(?:be|sei|seid|sois|soyez|sé)\b",
-                    re.IGNORECASE)
+_BE_RE = re.compile(r"^(?:(?:and|et|und|y|e)\s+)?(?:please\s+|pls\s+|bitte\s+)?"
+                    r"(?:be|sei|seid|sois|soyez|sé)\b", re.IGNORECASE)
 #: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame")
 _REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
                                r"tutéa\w*|tutea\w*)\b", re.IGNORECASE)
@@ -120,10 +120,10 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         return "tooling"
     if gates.asks_for_less(clause) or _KEEP_SHORT_RE.search(clause):
         return "verbosity=terse"  # "keep things brief please", which the encoder left open
-    if _BE_RE.match(clause):  # "please be gentle", which the encoder left open
+    if _BE_RE.match(clause):  # "please be gentle", "et sois bref", which the encoder left open
         worded = style(clause)
-        if len(worded) == 1 and worded[0][1] == "tone":
-            return f"tone={worded[0][2]}"
+        if len(worded) == 1:
+            return f"{worded[0][1]}={worded[0][2]}"
     if _REGISTER_VERB_RE.search(clause) or _ANSWER_VERB_RE.search(clause):
         # "bitte duz mich": the verb is the register; "antworte bitte förmlich": the verb's
         # manner is

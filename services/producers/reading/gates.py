@@ -143,6 +143,8 @@ _ONE_OFF_RE = re.compile(
 #: "answers", "replies", "always": about answers in general, which a deictic word does not undo
 _GENERAL_RE = re.compile(
     r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
+    # "could you keep things short?": things in general, not this answer
+    r"(?:keep|make)\s+(?:things|everything)|"
     r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|"
     # a concession looks past this answer: "answer in English even if I write in German"
     r"even\s+(?:if|when)|auch\s+wenn|selbst\s+wenn|même\s+si|incluso\s+si|aunque|"
