@@ -1269,3 +1269,21 @@ def test_a_pair_of_language_codes_is_no_time_zone(message: str, zone: str | None
 def test_a_fifth_round_of_first_messages(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # GeoNames lists "Google" among Topeka's names: it was read as a city, so no employer
+    ("Correction: I work at Google now, not Meta.",
+     [("identity", "employer", "Google", "standing")]),
+    ("I live in Topeka.", [("identity", "location", "Topeka", "standing")]),
+    # "I joined X" names where the speaker works, unless X is a tool
+    ("I'm no longer at Shopify; I joined Stripe in March.",
+     [("identity", "employer", "Stripe", "standing")]),
+    ("I recently joined Contoso.", [("identity", "employer", "Contoso", "standing")]),
+    ("I joined Slack yesterday.", []),
+    ("I joined the call late.", []),
+    ("Sam joined Google last week.", []),
+])
+def test_where_the_speaker_works_now(message: str,
+                                     expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

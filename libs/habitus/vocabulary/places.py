@@ -19,11 +19,12 @@ from typing import Any
 
 #: index keys that are ordinary words much more often than places ("Of", "Mobile", "Nice" are
 #: cities too): a user saying "I'm in a good mood" is nowhere, and "in March", "im Mai" and
-#: "in spring" are times
+#: "in spring" are times. "Google" is among Topeka's alternate names (the city's 2010
+#: publicity stunt): "I work at Google" is an employer
 _NOT_PLACES = frozenset(
     """a an the of and mobile nice bath reading split best bus none sale man university college
     center centre city town mission enterprise independence liberty union van home office work
-    remote meeting call march mai spring""".split())
+    remote meeting call march mai spring google""".split())
 
 
 @dataclass(frozen=True, slots=True)

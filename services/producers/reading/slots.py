@@ -65,6 +65,7 @@ _PREFERRED_BEFORE_VERB = re.compile(
     rf"(?P<v>{_NAME})\s+nennen\b", _I)
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
+    rf"(?<!\w)(?:i|i've|i\s+have)\s+(?:just\s+|recently\s+)?joined|"
     rf"my\s+(?:employer|company)\s+is(?:\s+called)?|my\s+company'?s\s+called|"
     rf"(?:startup|company|firm|agency|studio)\s+called|"
     rf"(?:mon\s+entreprise|ma\s+boîte|ma\s+société)\s+s'appelle|"
@@ -241,8 +242,9 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for m in _EMPLOYER_CUES.finditer(clause):
         value = _employer(m)
         # "trabajo en Ubuntu" works on a tool; "I work at Vercel" is employed there
-        on_a_tool = _ON_CUE_RE.search(clause, m.start(), m.start("v")) is not None and (
-            tools.canonical_tool(value.lower()) is not None)
+        on_a_tool = (_ON_CUE_RE.search(clause, m.start(), m.start("v")) is not None
+                     or _JOINED_RE.search(clause, m.start(), m.start("v")) is not None) and (
+            tools.canonical_tool(value.lower()) is not None)  # "I joined Slack" is no employer
         a_city = find_city(value) is not None and _FOR_AN_ORGANISATION_RE.search(
             clause, m.start(), m.start("v")) is None
         # a language's name alone is none ("Deutsche Bahn" begins with one)
@@ -406,6 +408,8 @@ _TOOL_CONTEXT_RE = re.compile(
 _CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+time\b")
 #: an employer cue that also means "working on" (Spanish "trabajo en")
 _ON_CUE_RE = re.compile(r"\ben\s+$", _I)
+#: "I joined Stripe": an employer, unless what was joined is a tool (a workspace, a server)
+_JOINED_RE = re.compile(r"\bjoined\s+$", _I)
 #: "text" as what answers are made of, not a text message: "plain text", "walls of text",
 #: "blocks of text"
 _PLAIN_BEFORE_RE = re.compile(r"\b(?:plain|(?:walls?|blocks?|lots|pages?|chunks?|paragraphs?)"
