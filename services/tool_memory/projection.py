@@ -2,8 +2,11 @@
 
 `tools.capture` reads turns from HABITUS_INGEST and publishes the rules they imply as
 `ToolRuleUpserted` (the whole rule, with ids derived from the rule and event ids from the turn,
-so a redelivered or replayed turn publishes nothing new); the only state it keeps is when it
-first made each rule, so a repeat keeps its `created_at`. `tools.rules` folds every
+so a redelivered or replayed turn publishes nothing new), and the rules the user's words lift
+("You can email Sarah again", `services.tool_memory.lifting`) as `ToolRuleDeleted`. The state
+it keeps is its own: when it first made each rule, so a repeat keeps its `created_at`, and each
+edict's tool and text (sealed), so a lift is matched against what this projection made as of
+the turn, and a replay decides the same. `tools.rules` folds every
 `ToolRuleUpserted` and `ToolRuleDeleted`, whoever published them (capture, `memory.*`, another
 service), into the queryable `tools.rules`, in stream order: the same order the profile
 renderer applies them in for `prompt.context`.
@@ -22,7 +25,8 @@ from habitus.events.ingest import TurnRecorded
 from habitus.ids import TENANT_WIDE
 from habitus.projection import ApplyContext, Delivered, Projection
 from services.tool_memory import metrics, store
-from services.tool_memory.capture import capture
+from services.tool_memory.capture import USER_EXPLICIT, capture
+from services.tool_memory.lifting import lifted, lifts
 from services.tool_memory.recall import Recaller
 from services.tool_memory.settings import ToolMemorySettings
 
@@ -41,29 +45,53 @@ class CaptureProjection(Projection):
                        ctx: ApplyContext) -> None:
         if not self.enabled:
             return
-        found = [(d, rule) for d in run
-                 for rule in capture(d.event.tenant_id, d.event.user_id, d.event.payload)]
-        if not found:
+        said = [(d, capture(d.event.tenant_id, d.event.user_id, d.event.payload),
+                 lifts(d.event.payload.user_message)) for d in run]
+        said = [(d, rules, lifted_by) for d, rules, lifted_by in said if rules or lifted_by]
+        if not said:
             return
-        keys = {(d.event.tenant_id, d.event.user_id, rule.rule_id) for d, rule in found}
+        keys = {(d.event.tenant_id, d.event.user_id, rule.rule_id)
+                for d, rules, _ in said for rule in rules}
         known = await store.first_seen(cur, keys)
-        new: dict[tuple[str, str, str], float] = {}
-        for delivered, rule in found:
+        # the rules each lifting user's words may lift, as of this batch's start; the turns
+        # before a lift in this batch add theirs (in stream order: a rule said, then lifted)
+        edicts = await store.liftable(cur, {(d.event.tenant_id, d.event.user_id)
+                                            for d, _, lifted_by in said if lifted_by})
+        made: dict[tuple[str, str, str], store.Captured] = {}
+        gone: set[tuple[str, str, str]] = set()
+        for delivered, rules, lifted_by in said:
             event = delivered.event
-            key = (event.tenant_id, event.user_id, rule.rule_id)
-            at = event.occurred_at
-            created = known.get(key) or new.setdefault(key, at)
-            turn = event.payload
-            ctx.emit(caused(event, ToolRuleUpserted(
-                rule_id=rule.rule_id, tool_name=rule.tool_name, rule=rule.rule,
-                priority=rule.priority, source=rule.source, tags=list(rule.tags),
-                scope=RuleScope.USER, created_at=created, updated_at=at,
-                causation=f"turn:{turn.session_id}/{turn.turn_id}"),
-                producer=PRODUCER, key=(rule.rule_id,)), delivered)
-        await store.remember(cur, new)
+            owner = (event.tenant_id, event.user_id)
+            for rule in rules:
+                key = (*owner, rule.rule_id)
+                at = event.occurred_at
+                first = made.get(key)
+                created = known.get(key) or (first.created_at if first else at)
+                made[key] = store.Captured(created, rule.tool_name, rule.rule,
+                                           rule.source == USER_EXPLICIT)
+                gone.discard(key)
+                if owner in edicts and rule.source == USER_EXPLICIT:
+                    edicts[owner][rule.rule_id] = (rule.tool_name, rule.rule)
+                turn = event.payload
+                ctx.emit(caused(event, ToolRuleUpserted(
+                    rule_id=rule.rule_id, tool_name=rule.tool_name, rule=rule.rule,
+                    priority=rule.priority, source=rule.source, tags=list(rule.tags),
+                    scope=RuleScope.USER, created_at=created, updated_at=at,
+                    causation=f"turn:{turn.session_id}/{turn.turn_id}"),
+                    producer=PRODUCER, key=(rule.rule_id,)), delivered)
+            for lift in lifted_by:
+                for rule_id, (tool, text) in list(edicts.get(owner, {}).items()):
+                    if lifted(lift, text):
+                        del edicts[owner][rule_id]
+                        gone.add((*owner, rule_id))
+                        made.pop((*owner, rule_id), None)
+                        ctx.emit(caused(event, ToolRuleDeleted(rule_id=rule_id, tool_name=tool),
+                                        producer=PRODUCER, key=(rule_id,)), delivered)
+        await store.remember(cur, made)
+        await store.forget(cur, gone)
 
     handlers = {TurnRecorded: on_turns}
-    emits = (ToolRuleUpserted,)
+    emits = (ToolRuleUpserted, ToolRuleDeleted)
 
 
 def rule_row(delivered: Delivered) -> store.RuleRow:

@@ -25,7 +25,8 @@ from habitus.ids import TENANT_WIDE
 
 SCHEMA = "tools"
 RULES = f"{SCHEMA}.rules"
-#: capture's own memory of the rules it made: first seen, so a repeat keeps `created_at`
+#: capture's own memory of the rules it made: first seen, so a repeat keeps `created_at`; and
+#: the edicts' tool and text (sealed), so the user's words can lift them (`Captured`)
 CAPTURED = f"{SCHEMA}.captured"
 
 PRIORITY_RANK = {"critical": 0, "high": 1, "normal": 2, "low": 3}
@@ -153,11 +154,61 @@ async def first_seen(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]
     return {(r[0], r[1], r[2]): float(r[3]) for r in await cur.fetchall()}
 
 
-async def remember(cur: AsyncCursor[Any], created: Mapping[tuple[str, str, str], float]
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """What capture remembers of a rule it made: when first, its tool and text (sealed in the
+    row), and whether the user's words may lift it (an edict: not a repeated failure)."""
+
+    created_at: float
+    tool_name: str
+    rule: str
+    liftable: bool
+
+
+async def remember(cur: AsyncCursor[Any], made: Mapping[tuple[str, str, str], Captured]
                    ) -> None:
-    if not created:
+    """Keep what capture made; a rule made again keeps when it was first made."""
+    if not made:
         return
     await cur.executemany(
-        f"""INSERT INTO {CAPTURED} (tenant_id, user_id, rule_id, created_at)
-            VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-        [(*key, at) for key, at in created.items()])
+        f"""INSERT INTO {CAPTURED} (tenant_id, user_id, rule_id, created_at, tool_name, rule,
+                liftable)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (tenant_id, user_id, rule_id) DO UPDATE SET
+              tool_name = EXCLUDED.tool_name, rule = EXCLUDED.rule,
+              liftable = EXCLUDED.liftable""",
+        [(t, u, r, c.created_at, c.tool_name, COLUMNS.seal(t, u, c.rule), c.liftable)
+         for (t, u, r), c in made.items()])
+
+
+async def liftable(cur: AsyncCursor[Any], users: Iterable[tuple[str, str]]
+                   ) -> dict[tuple[str, str], dict[str, tuple[str, str]]]:
+    """Each user's rules their words may lift: {(tenant, user): {rule id: (tool, text)}}, the
+    text opened. A rule captured before capture kept its text (and not since found in the
+    rules view) has none, and is not among them."""
+    wanted = sorted(set(users))
+    out: dict[tuple[str, str], dict[str, tuple[str, str]]] = {u: {} for u in wanted}
+    if not wanted:
+        return out
+    await cur.execute(
+        f"""SELECT c.tenant_id, c.user_id, c.rule_id, c.tool_name, c.rule FROM {CAPTURED} c
+            JOIN unnest(%b::text[], %b::text[]) AS k(t, u)
+              ON c.tenant_id = k.t AND c.user_id = k.u
+            WHERE c.liftable AND c.rule IS NOT NULL
+            ORDER BY c.created_at, c.rule_id""",
+        ([w[0] for w in wanted], [w[1] for w in wanted]))
+    for t, u, rule_id, tool, sealed in await cur.fetchall():
+        out[(t, u)][rule_id] = (tool, COLUMNS.open(t, u, sealed))
+    return out
+
+
+async def forget(cur: AsyncCursor[Any], keys: Iterable[tuple[str, str, str]]) -> None:
+    """Drop what capture remembered of rules the user's words lifted: said again, such a rule
+    is new."""
+    gone = sorted(set(keys))
+    if gone:
+        await cur.execute(
+            f"""DELETE FROM {CAPTURED} c USING unnest(%b::text[], %b::text[], %b::text[])
+                    AS k(t, u, r)
+                WHERE c.tenant_id = k.t AND c.user_id = k.u AND c.rule_id = k.r""",
+            ([k[0] for k in gone], [k[1] for k in gone], [k[2] for k in gone]))

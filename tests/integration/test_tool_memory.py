@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 import pytest_asyncio
+from alembic import command
 
 from habitus.auth.keys import create_key
 from habitus.crypto.columns import COLUMNS
+from habitus.db.migrate import alembic_config
+from habitus.db.urls import conninfo
 from habitus.projection.replay import replay
 from habitus.service.migrations import migrate
 from habitus.service.projections import resolve
 from services.gateway.main import service as gateway
 from services.profile_renderer.main import build as profile_renderer
+from services.tool_memory import store
 from services.tool_memory.main import build as tool_memory
 from services.tool_memory.settings import ToolMemorySettings
 from tests.conftest import ServerUrls
@@ -31,6 +37,7 @@ from tests.support.own_servers import own_nc, own_pool, own_servers  # noqa: F40
 from tests.support.services import running
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+MIGRATIONS = Path(__file__).resolve().parents[2] / "services" / "tool_memory" / "migrations"
 SARAH = "Never email Sarah at sarah@example.com."
 
 
@@ -316,3 +323,58 @@ async def _context(client: Client, user: str, tools: list[str]) -> str:
 async def _context_with(client: Client, user: str, tools: list[str], needle: str) -> str:
     text = await _context(client, user, tools)
     return text if needle in text else ""
+
+
+async def test_the_users_words_lift_the_rule_they_made(acme: Client) -> None:
+    """"You can email Sarah again" removes "Never email Sarah" (the prompt stops pinning it),
+    and nothing else: a lift naming someone no rule is about lifts nothing, and the user's
+    other rules stay. Said again afterwards, the edict is a new rule."""
+    user = unique("dana")
+    await acme.turn(user, SARAH, [("send_email", True)])
+    await acme.turn(user, "Never call Sarah on her mobile.", [("phone_call", True)])
+    await acme.turn(user, "Don't run shell commands with sudo.", [("shell", True)])
+
+    async def rules(n: int) -> list[dict[str, Any]]:
+        found = list((await acme.rpc("memory.tool_rule_list", user_id=user))["rules"])
+        return found if len(found) == n else []
+
+    before = await until(lambda: rules(3))
+    sarah = next(r for r in before if r["tool_name"] == "send_email")
+    await until(lambda: _context_with(acme, user, ["send_email"], "Never email"))
+
+    await acme.turn(user, "You can email Tom again.", [])
+    await acme.turn(user, "Thanks, that's sorted. You can email Sarah again.", [])
+    after = await until(lambda: rules(2))
+    assert sorted(r["tool_name"] for r in after) == ["phone_call", "shell"]
+    assert "Never email" not in await _context(acme, user, ["send_email"])
+
+    await acme.turn(user, SARAH, [("send_email", True)])
+    again = await until(lambda: rules(3))
+    back = next(r for r in again if r["tool_name"] == "send_email")
+    assert back["id"] == sarah["id"] and back["created_at"] > sarah["created_at"]
+
+
+async def test_edicts_captured_before_capture_kept_texts_can_be_lifted(
+        fresh_database: str) -> None:
+    """Revision 0005 fills the tool and text of what capture made before it from the rules
+    view: an old edict can be lifted, an old repeated failure cannot, and a rule since deleted
+    (no text to fill) is not among them."""
+    config = alembic_config(fresh_database, "tools", MIGRATIONS)
+    command.upgrade(config, "0004")
+    sealed = COLUMNS.seal("t", "u1", SARAH)
+    with psycopg.connect(conninfo(fresh_database)) as conn:
+        conn.execute(
+            f"""INSERT INTO {store.CAPTURED} (tenant_id, user_id, rule_id, created_at) VALUES
+                ('t', 'u1', 'edict', 1), ('t', 'u1', 'failure', 2), ('t', 'u1', 'gone', 3)""")
+        conn.execute(
+            f"""INSERT INTO {store.RULES} (tenant_id, user_id, rule_id, tool_name, rule,
+                  priority, source, tags, scope, created_at, updated_at, causation) VALUES
+                ('t', 'u1', 'edict', 'send_email', %s, 'critical', 'user_explicit', '{{}}',
+                 'user', 1, 1, NULL),
+                ('t', 'u1', 'failure', 'browser', 'browser failed twice', 'normal',
+                 'post_turn', '{{}}', 'user', 2, 2, NULL)""", (sealed,))
+    command.upgrade(config, "head")
+    async with await psycopg.AsyncConnection.connect(conninfo(fresh_database)) as conn:
+        found = await store.liftable(conn.cursor(), [("t", "u1")])
+    assert found == {("t", "u1"): {"edict": ("send_email", SARAH)}}
+
