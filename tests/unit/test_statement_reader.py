@@ -1287,3 +1287,20 @@ def test_a_fifth_round_of_first_messages(
 def test_where_the_speaker_works_now(message: str,
                                      expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # the languages a user speaks, listed, ask for none of them (the last one listed was taken)
+    ("I speak English, French and a bit of Italian.", []),
+    ("Languages: English (native), Spanish (fluent).", []),
+    ("Sprachen: Deutsch (Muttersprache), Englisch (fließend)", []),
+    # a frame of its own still asks
+    ("I speak German, but answer in English.", [("style", "language", "en", "standing")]),
+    ("Ich spreche Deutsch und Englisch, antworte bitte auf Deutsch.",
+     [("style", "language", "de", "standing")]),
+    ("Language: German", [("style", "language", "de", "standing")]),
+    ("English please.", [("style", "language", "en", "standing")]),
+])
+def test_a_list_of_languages_spoken_is_no_answer_language(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

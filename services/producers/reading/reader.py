@@ -25,6 +25,7 @@ from cachetools import LRUCache
 from habitus.events.domain import Stance
 from habitus.vocabulary import check, places, tools
 from services.producers.reading import (
+    answer_language,
     by_words,
     gates,
     homes,
@@ -156,39 +157,6 @@ def _fragment(pending: _Pending) -> bool:
     return all(w in _FILLER_WORDS for w in rest.lower().split())
 
 
-_LANGUAGE_FRAME_RE = re.compile(
-    # "I speak German" is what the user can do, "speak German with me" what they ask for
-    r"(?:(?<!\bi\s)(?<!\bwe\s)\b(?:in|auf|en|to|speak|talk|write|answer|reply|respond|"
-    r"sprich\w*|antwort\w*|"
-    r"schreib\w*|parle\w*|réponds|répondez|écris|habla\w*|respond\w*|contést\w*|escrib\w*)"
-    r"\s+(?:(?:only|just|nur|seulement|solo|back|zurück|plain|simple|easy|basic|einfachem|"
-    r"einfaches|sencillo|facile)\s+)?|\bprefer(?:s|red)?\s+|\bi\s+said\s+|^)$",
-    re.IGNORECASE)
-_LANGUAGE_AFTER_RE = re.compile(r"^\s*(?:please|pls|bitte|por\s+favor|s'il|only|nur|por\s+fa)",
-                                re.IGNORECASE)
-
-
-#: a language kept for some texts, not for the answers: "German for customer docs", "Spanish
-#: für die Protokolle"; what may follow "for" and still mean the answers ("for now", "for me")
-_KEPT_FOR_RE = re.compile(
-    r"^\s+(?:for|für|pour|para)\s+(?!(?:now|me|us|you|this|the\s+rest|rest|answers?|replies|"
-    r"responses?|everything|all|good|today|the\s+future|future|jetzt|mich|uns|dich|alles|"
-    r"immer|heute|diesmal|dieses\s+mal|moi|nous|toi|tout|maintenant|aujourd'hui|celle-ci|"
-    r"celui-ci|ça|cette\s+fois|mí|nosotros|ti|todo|ahora|hoy|esta\s+vez|once)(?![\w-]))"
-    r"(?:the\s+|our\s+|my\s+|all\s+|die\s+|unsere?\w*\s+|meine?\w*\s+|les\s+|nos\s+|mes\s+|"
-    r"los\s+|las\s+|nuestr\w+\s+|mis\s+)?[\w-]", re.IGNORECASE)
-
-
-def _answer_language(clause: str, slot: slots.Slot) -> bool:
-    """A language named as the one to answer in ("in German", "auf Deutsch", "English
-    please"), not as something the user is or learns ("I'm Dutch", "still learning German"),
-    nor as the one some other texts are kept in ("We prefer German for customer docs")."""
-    if _KEPT_FOR_RE.match(clause[slot.end:]) is not None:
-        return False
-    return (_LANGUAGE_FRAME_RE.search(clause[max(0, slot.start - 30):slot.start]) is not None
-            or _LANGUAGE_AFTER_RE.match(clause[slot.end:]) is not None)
-
-
 _TEXT_VERB_RE = re.compile(r"texts?", re.IGNORECASE)
 #: a dislike whose thing comes in the next clause: "Ich hasse es, wenn du dich entschuldigst"
 _DISLIKE_LEAD_RE = re.compile(r"\b(?:i\s+hate\s+it|hasse\s+es|je\s+déteste\s+(?:ça|quand)|"
@@ -233,7 +201,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
             return [("style", key, turned), *by_words.layout_beside(clause)]
         return [("style", key, turned)]
     if label == "language":
-        langs = [s for s in usable if s.kind == "language" and _answer_language(clause, s)]
+        langs = [s for s in usable if s.kind == "language"
+                 and answer_language.asked_for(clause, s, pending.clause.sentence)]
         return [("style", "language", langs[-1].value)] if langs else []
     if label == "identity":
         if gates.converting(clause):
