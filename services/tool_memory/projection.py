@@ -62,6 +62,18 @@ class CaptureProjection(Projection):
         for delivered, rules, lifted_by in said:
             event = delivered.event
             owner = (event.tenant_id, event.user_id)
+            # a turn's lifts first: they take back what was said before it, never a rule said
+            # beside them ("forget what I said about Sarah. Never email her before 9.")
+            for lift in lifted_by:
+                for rule_id, (tool, text) in list(edicts.get(owner, {}).items()):
+                    if lifted(lift, text):
+                        del edicts[owner][rule_id]
+                        key = (*owner, rule_id)
+                        gone.add(key)
+                        made.pop(key, None)
+                        known.pop(key, None)  # said again, even in this batch, it is new
+                        ctx.emit(caused(event, ToolRuleDeleted(rule_id=rule_id, tool_name=tool),
+                                        producer=PRODUCER, key=(rule_id,)), delivered)
             for rule in rules:
                 key = (*owner, rule.rule_id)
                 at = event.occurred_at
@@ -79,14 +91,6 @@ class CaptureProjection(Projection):
                     scope=RuleScope.USER, created_at=created, updated_at=at,
                     causation=f"turn:{turn.session_id}/{turn.turn_id}"),
                     producer=PRODUCER, key=(rule.rule_id,)), delivered)
-            for lift in lifted_by:
-                for rule_id, (tool, text) in list(edicts.get(owner, {}).items()):
-                    if lifted(lift, text):
-                        del edicts[owner][rule_id]
-                        gone.add((*owner, rule_id))
-                        made.pop((*owner, rule_id), None)
-                        ctx.emit(caused(event, ToolRuleDeleted(rule_id=rule_id, tool_name=tool),
-                                        producer=PRODUCER, key=(rule_id,)), delivered)
         await store.remember(cur, made)
         await store.forget(cur, gone)
 

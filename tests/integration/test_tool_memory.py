@@ -353,6 +353,18 @@ async def test_the_users_words_lift_the_rule_they_made(acme: Client) -> None:
     back = next(r for r in again if r["tool_name"] == "send_email")
     assert back["id"] == sarah["id"] and back["created_at"] > sarah["created_at"]
 
+    # a lift takes back what was said before its turn, never the rule said beside it
+    await acme.turn(user, "Forget what I said about emailing Sarah. Never email Sarah before "
+                          "9am.", [("send_email", True)])
+
+    async def replaced() -> list[dict[str, Any]]:
+        found = await rules(3)
+        return found if any("before 9am" in r["rule"] for r in found) else []
+
+    now = await until(replaced)
+    assert [r["rule"] for r in now if r["tool_name"] == "send_email"] == [
+        "Never email Sarah before 9am."]
+
 
 async def test_edicts_captured_before_capture_kept_texts_can_be_lifted(
         fresh_database: str) -> None:

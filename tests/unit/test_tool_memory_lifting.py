@@ -1,4 +1,5 @@
-"""Which of the user's words lift a rule they made, and which rules they lift."""
+"""Which of the user's words lift a rule they made, and which rules they lift. A wrong lift
+drops a rule the user relies on, so most cases here are what must lift nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,15 @@ RULES = (
     "Schreib Sarah nie Mails.",
     "N'écris jamais à Sarah.",
     "Nunca le escribas a Sarah.",
+    "Never run the tests against the production database.",
+    "Never deploy on Fridays.",
+    "Never run a migration without a backup.",
+    "Never force push to main.",
+    "Don't email anyone outside the company.",
+    "Never email Sarah's manager.",
+    "Never email Sarah or Tom.",
+    "Never touch the product database.",
+    "Never schedule a meeting with Sarah before 10am.",
 )
 
 
@@ -25,38 +35,62 @@ def lifted_by(message: str) -> list[str]:
 @pytest.mark.parametrize(("message", "expected"), [
     ("You can email Sarah again.", ["Never email Sarah at sarah@example.com."]),
     ("Forget what I said about emailing Sarah.", ["Never email Sarah at sarah@example.com."]),
+    ("Forget what I said about not emailing Sarah.",
+     ["Never email Sarah at sarah@example.com."]),
     ("Thanks, that's sorted. You can email Sarah again!",
      ["Never email Sarah at sarah@example.com."]),
     ("You can call Sarah again.", ["Never call Sarah on her mobile."]),
     ("You may call Sarah again now.", ["Never call Sarah on her mobile."]),
-    ("Feel free to use sudo again.", ["Don't run shell commands with sudo."]),
     ("Scratch the rule about sudo.", ["Don't run shell commands with sudo."]),
-    ("You can use the browser again", ["Stop using the browser for that."]),
     ("It's fine to book Ryanair again.", ["Never book flights with Ryanair."]),
     ("ok, forget my rule about Ryanair", ["Never book flights with Ryanair."]),
+    ("You can deploy on Fridays again.", ["Never deploy on Fridays."]),
     ("Du darfst Sarah wieder mailen.", ["Schreib Sarah nie Mails."]),
     ("Tu peux de nouveau écrire à Sarah.", ["N'écris jamais à Sarah."]),
     ("Ya puedes volver a escribir a Sarah.", ["Nunca le escribas a Sarah."]),
 ])
-def test_a_lift_removes_the_rules_that_hold_every_word_it_names(
-        message: str, expected: list[str]) -> None:
+def test_a_lift_removes_the_rule_it_is_about(message: str, expected: list[str]) -> None:
     assert lifted_by(message) == expected
 
 
 @pytest.mark.parametrize("message", [
-    "You can email Tom again.",  # no rule is about Tom
-    "You can write to Sarah again.",  # writing is not calling, nor e-mail by name
-    "You can email Sarah.",  # ability, or a one-off: no "again", no rule pointed at
-    "Can you email Sarah again?",  # a question
-    "I emailed Sarah again yesterday.",  # narrative
-    "You can email Sarah again once the contract is signed.",  # a condition
-    "You can only email Sarah again on Mondays.",  # a limit kept
-    "Never email Sarah again.",  # the ban itself
-    "Forget it.",
-    "Thanks, that's all.",
+    # a ban said again, with a negation
+    "You can never email Sarah again.", "You may not email Sarah again.",
+    "You can not email Sarah again.", "Du darfst Sarah nie wieder mailen.",
+    "Du darfst Sarah nicht wieder mailen.",
+    # a task retried: nothing named
+    "Tests fixed. You can run the tests again.", "Build is green. You can deploy again.",
+    "Go ahead and run the migration again.", "You can push again.",
+    "Okay, you can email her again", "Feel free to use sudo again.",
+    # no rule is about them, or not only about them
+    "You can email Tom again.", "You can write to Sarah again.",
+    "You can touch the production database again.",
+    # an ordinary task, not a rule pointed at
+    "Please cancel my request for a meeting with Sarah.",
+    # a ban said beside the lift
+    "Forget what I said about Sarah, never email her before 9.",
+    # no "again", a question, narrative, a condition, a limit, the ban itself
+    "You can email Sarah.", "Can you email Sarah again?", "I emailed Sarah again yesterday.",
+    "You can email Sarah again once the contract is signed.",
+    "You can only email Sarah again on Mondays.", "Never email Sarah again.",
+    "Forget it.", "Thanks, that's all.",
 ])
 def test_what_lifts_nothing(message: str) -> None:
     assert lifted_by(message) == []
+
+
+def test_a_lift_leaves_a_rule_about_someone_else_or_someone_more() -> None:
+    """"You can email Sarah again" is not about Sarah's manager, nor about Tom."""
+    [lift] = lifts("You can email Sarah again.")
+    assert not lifted(lift, "Never email Sarah's manager.")
+    assert not lifted(lift, "Never email Sarah or Tom.")
+    assert lifted(lift, "Never email Sarah.")
+
+
+def test_two_forms_of_a_word_are_one_and_a_shared_beginning_is_not() -> None:
+    [lift] = lifts("Forget what I said about the production database.")
+    assert lifted(lift, "Never touch the production database.")
+    assert not lifted(lift, "Never touch the product database.")
 
 
 def test_most_messages_are_passed_over_by_a_substring_check() -> None:
