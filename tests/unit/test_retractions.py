@@ -82,6 +82,30 @@ def test_a_forget_about_something_else_takes_nothing_back(message: str) -> None:
     assert [s for s in read(message) if s[3] == "denied"] == []
 
 
+@pytest.mark.parametrize(("message", "expected"), [
+    # "I said X" with a complaint, an insistence or a qualification takes nothing back
+    ("I said English, but you answered in German.", []),
+    ("I told you I prefer tables but you keep using bullets.", []),
+    ("I told you before: no emojis!", [("style", "emoji", "none", "standing")]),
+    ("I said no emojis, but you keep using them.", []),
+    ("I told you earlier I use Vim.", []),
+    ("I said earlier I like Python, and I still do.", []),
+    ("No, I said tables, but only for comparisons.", []),
+    # "forget that" points at the answer before, not at what follows
+    ("Forget that, tables please", [("style", "format", "tables", "standing")]),
+    ("Forget that, use Python.", [("tooling", "language", "python", "standing")]),
+    ("Scratch that: bullets please.", [("style", "format", "bullets", "standing")]),
+    ("Never mind that, English please.", [("style", "language", "en", "standing")]),
+    # for the moment only
+    ("Forget about the formal tone for this email.", []),
+    # German with its formal pronoun
+    ("Ignorieren Sie, was ich über Tabellen gesagt habe.", TABLES),
+])
+def test_what_is_no_retraction_is_read_as_before(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected
+
+
 @pytest.mark.parametrize("message", ["Forget the pleasantries.", "Forget the headers.",
                                      "Drop the intro."])
 def test_naming_a_ban_or_a_skip_alone_never_lifts_it(message: str) -> None:

@@ -1264,6 +1264,13 @@ def test_a_pair_of_language_codes_is_no_time_zone(message: str, zone: str | None
      [("style", "verbosity", "terse", "standing")]),
     ("Can you keep everything brief?", [("style", "verbosity", "terse", "standing")]),
     ("could you keep it short?", [("style", "verbosity", "terse", "one_off")]),
+    ("Could you keep things short in this reply?",
+     [("style", "verbosity", "terse", "one_off")]),
+    ("Please drop the formal tone.", [("style", "tone", "casual", "standing")]),
+    # what the agent did is no wish of the user's
+    ("You used German again, please answer in English.",
+     [("style", "language", "en", "standing")]),
+    ("You keep using tables, I hate that.", []),
     ("Be careful with the database.", []),
 ])
 def test_a_fifth_round_of_first_messages(
@@ -1281,6 +1288,9 @@ def test_a_fifth_round_of_first_messages(
      [("identity", "employer", "Stripe", "standing")]),
     ("I recently joined Contoso.", [("identity", "employer", "Contoso", "standing")]),
     ("I joined Slack yesterday.", []),
+    ("I joined Twitter in 2009.", []),
+    ("I've joined Microsoft Teams.", []),
+    ("I joined Microsoft in May.", [("identity", "employer", "Microsoft", "standing")]),
     ("I joined the call late.", []),
     ("Sam joined Google last week.", []),
 ])

@@ -117,9 +117,9 @@ _PAST_RE = re.compile(
     r"ya\s+no\s+trabajo)\b", _I)
 #: a clause that takes something back: "forget the tables", "scratch what I said about pnpm"
 _RETRACTION_RE = re.compile(
-    r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait|please|bitte)[\s,]+)*(?:forget|scratch|ignore|drop|"
-    r"disregard|never\s+mind|vergiss|vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate|"
-    r"earlier\s+i|before\s+i)\b"
+    r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait)[\s,]+)*(?:(?:(?:please|bitte)[\s,]+)?"
+    r"(?:forget|scratch|ignore|ignorier\w*|ignora|ignorez|disregard|never\s+mind|vergiss|"
+    r"vergessen\s+sie|oublie|oubliez|olvida|olvide|olvídate)|drop|earlier\s+i|before\s+i)\b"
     # a condition or a concession states nothing of its own
     r"|^(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
     r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b", _I)
@@ -143,8 +143,10 @@ _ONE_OFF_RE = re.compile(
 #: "answers", "replies", "always": about answers in general, which a deictic word does not undo
 _GENERAL_RE = re.compile(
     r"\b(?:answers|replies|responses|messages|explanations|in\s+general|generally|"
-    # "could you keep things short?": things in general, not this answer
-    r"(?:keep|make)\s+(?:things|everything)|"
+    # "could you keep things short?": things in general, not this answer (unless it is said:
+    # "keep things short in this reply")
+    r"(?:keep|make)\s+(?:things|everything)(?![^.?!]*\b(?:this|that)\s+(?:reply|answer|one|"
+    r"time|email|message|response|draft))|"
     r"antworten|erklärungen|réponses|explications|respuestas|explicaciones|mensajes|"
     # a concession looks past this answer: "answer in English even if I write in German"
     r"even\s+(?:if|when)|auch\s+wenn|selbst\s+wenn|même\s+si|incluso\s+si|aunque|"
@@ -234,6 +236,19 @@ _PRONOUNS_RE = re.compile(r"\b(?:he/him|she/her|they/them|he/they|she/they)\b", 
 #: friend")
 _BEING_RE = re.compile(r"\b(?:i'm|i\s+am|im|ich\s+bin|je\s+suis|soy|like|wie|comme|como)\s+$",
                        _I)
+
+
+#: what the agent did, said of it: "but you answered in German", "you keep using bullets"
+_WHAT_YOU_DID_RE = re.compile(
+    r"^(?:(?:but|and|yet|aber|mais|pero)\s+)?you(?:'ve|\s+have)?\s+(?:still\s+|always\s+)?"
+    r"(?:keep|kept|answered|used|wrote|replied|went|did|gave|sent|switched|started|ignored|"
+    r"forgot|responded)\b", _I)
+
+
+def what_you_did(clause: str) -> bool:
+    """A clause about what the agent did ("but you answered in German", "you keep using
+    bullets"): a complaint, whose values are the agent's, not the user's wish."""
+    return _WHAT_YOU_DID_RE.match(clause.strip()) is not None
 
 
 def someone_else_in(clause: str) -> bool:

@@ -324,6 +324,8 @@ class StatementReader:
                     continue  # most chat: no speaker's word and no value worth looking up
                 found = tuple(slots.find(body, sentence))
                 bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
+                if gates.what_you_did(body):
+                    continue  # "but you answered in German": the agent's doing, no wish
                 if gates.someone_else_in(body):
                     others.add(clause.index)
                     continue
@@ -338,20 +340,25 @@ class StatementReader:
                     continue
                 if clause.index in taken:
                     continue  # the rest of a sentence read whole as a retraction
-                if retracting and (not bans or gates.quotes_own_words(body)):
-                    denies = tuple(retractions.taken_back(body, sentence, message_tools))
-                    if not denies and sentence.startswith(body):
+                if retracting:
+                    denies: tuple[tuple[str, str, str], ...] = ()
+                    if not bans or gates.quotes_own_words(body):
+                        denies = tuple(retractions.taken_back(body, sentence, message_tools))
+                    if not denies and not bans and sentence.startswith(body):
                         # "Vergiss, was ich über Tabellen gesagt habe": the verb is a clause
                         # of its own, and the sentence says what it takes back
-                        denies = tuple(retractions.taken_back(sentence, sentence,
-                                                              message_tools))
+                        denies = tuple(retractions.taken_back(
+                            sentence, sentence, message_tools, pointing_only=True))
                         if denies:
                             taken.add(clause.index)
                     if denies:  # "forget what I said about tables": no classifier needed
                         out.append(_Pending(n, text.Clause(body, sentence, clause.original,
                                                            clause.index), found,
                                             Stance.DENIED, denies=denies))
-                    continue
+                        continue
+                    if not bans:
+                        continue  # a retraction names nothing else to read
+                    # a ban ("I told you before: no emojis!") is read as one
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
                 anchored = gates.has_anchor(body) or gates.asks_for_less(body) or any(

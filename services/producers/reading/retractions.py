@@ -60,12 +60,27 @@ _SAID = (
     r"au\s+sujet\s+d(?:es|u|e\s+la|e)|concernant|pour)\s*"
     r"|lo\s+que\s+(?:te\s+)?(?:dije|pedí)\s+(?:sobre|de|acerca\s+de|respecto\s+a)\s+")
 _POINTING_RE: Final = re.compile(
-    _LEAD + rf"(?:{_FORGET}|{_IGNORE})[\s,:]+(?:{_SAID})(?P<thing>.+)$", _I)
+    _LEAD + rf"(?:{_FORGET}|{_IGNORE})(?:\s+(?:sie|es))?[\s,:]+(?:{_SAID})(?P<thing>.+)$", _I)
 _NAMING_RE: Final = re.compile(_LEAD + rf"{_FORGET}[\s,:]+(?P<thing>.+)$", _I)
 #: "I said X earlier" (a retraction when the sentence moves off it: gates.retraction decides)
 _I_SAID_RE: Final = re.compile(
     _LEAD + r"i\s+(?:said|told\s+you)\s+(?:that\s+)?(?:(?:i|we)\s+(?:wanted|want|used|use|"
     r"preferred|prefer|liked|like)\s+)?(?P<thing>.+)$", _I)
+#: what makes "I said X" a taking back rather than insisting or complaining: a correction in
+#: so many words, or the speaker moving on to what holds now ("..., but we use Go")
+_CORRECTED_RE: Final = re.compile(
+    r"\b(?:i\s+meant|i\s+mean|meant\s+to\s+say|wrong|mistake|typo|scratch\s+that|"
+    r"forget\s+(?:that|it)|ignore\s+that|changed\s+my\s+mind|no\s+longer|anymore|my\s+bad)\b"
+    r"|\b(?:but|aber|mais|pero)\s+(?:now\s+|actually\s+)?(?:i|we|i'm|we're|i'd|ich|wir|je|"
+    r"nous|on)\b", _I)
+#: "I said X, but you ...": a complaint about the answers, which insists on X
+_COMPLAINT_RE: Final = re.compile(
+    r"\byou\s+(?:keep|kept|still|answered|used|wrote|replied|did|didn't|don't|never|always|"
+    r"ignored|forgot|went|are\s+still|'re\s+still)\b", _I)
+#: a thing taken back for the moment only: "forget the formal tone for this email"
+_FOR_NOW_RE: Final = re.compile(
+    r"\b(?:for|in)\s+(?:this|that|the\s+next)\b|\bthis\s+time\b|\bfor\s+now\b|\btoday\b|"
+    r"\bright\s+now\b|\bdiesmal\b|\bpour\s+(?:ce|cette)\b|\bpara\s+(?:este|esta)\b", _I)
 #: a German pointing frame ends in its verb: "... über Tabellen gesagt habe"
 _GERMAN_END_RE: Final = re.compile(
     r"\s+(?:gesagt|geschrieben|erwähnt|gewünscht|gemeint)(?:\s+(?:habe|hab|hatte))?$", _I)
@@ -73,7 +88,7 @@ _GERMAN_END_RE: Final = re.compile(
 #: words a thing may hold besides its value: articles, "thing", "earlier", "please", the verbs
 #: of wanting ("what I said about wanting tables") and the words a style value is said with
 _FILLER: Final = frozenset("""
-the a an my your our those these that this those some any all of about with for in on to
+the a an my your our those these some any all of about with for in on to
 thing things bit part parts stuff idea request requests preference preferences rule rules
 business whole entire
 earlier before previously then please again after anymore too also just really though
@@ -90,16 +105,23 @@ _WORD_RE: Final = re.compile(r"[\w'/+#.-]+")
 _LEAVING_OUT: Final = frozenset({("style", "preamble", "skip"), ("style", "emoji", "none")})
 
 
-def taken_back(clause: str, sentence: str, message_tools: Iterable[str] = ()) -> list[Triple]:
+def taken_back(clause: str, sentence: str, message_tools: Iterable[str] = (), *,
+               pointing_only: bool = False) -> list[Triple]:
     """The (class, key, value) triples a retraction clause takes back, none when it names no
     value or names something besides one. `clause` is a clause the reader found to be a
-    retraction (`gates.retraction`)."""
+    retraction (`gates.retraction`); `pointing_only` reads only a frame that points at what
+    the user said (for a whole sentence whose verb was a clause of its own)."""
     core = clause.strip(" \x00.!?,;:")
-    pointing = _POINTING_RE.match(core) or _I_SAID_RE.match(core)
+    pointing = _POINTING_RE.match(core)
+    if pointing is None and not pointing_only:
+        said = _I_SAID_RE.match(core)
+        if said is not None and _CORRECTED_RE.search(sentence) and not (
+                _COMPLAINT_RE.search(sentence)):
+            pointing = said
     if pointing is not None:
         thing = _GERMAN_END_RE.sub("", pointing.group("thing"))
         return _named(thing, sentence, message_tools, pointing=True)
-    naming = _NAMING_RE.match(core)
+    naming = None if pointing_only else _NAMING_RE.match(core)
     if naming is not None:
         return _named(naming.group("thing"), sentence, message_tools, pointing=False)
     return []
@@ -108,6 +130,8 @@ def taken_back(clause: str, sentence: str, message_tools: Iterable[str] = ()) ->
 def _named(thing: str, sentence: str, message_tools: Iterable[str], *, pointing: bool
            ) -> list[Triple]:
     thing = thing.strip(" \x00.!?,;:")
+    if _FOR_NOW_RE.search(thing):
+        return []  # "forget the formal tone for this email": this answer, not for good
     found = [s for s in slots.find(thing, sentence)
              if s.kind in ("language", "tool", "channel", "veto")]
     out: list[Triple] = []

@@ -242,9 +242,12 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for m in _EMPLOYER_CUES.finditer(clause):
         value = _employer(m)
         # "trabajo en Ubuntu" works on a tool; "I work at Vercel" is employed there
+        joined = _JOINED_RE.search(clause, m.start(), m.start("v")) is not None
         on_a_tool = (_ON_CUE_RE.search(clause, m.start(), m.start("v")) is not None
-                     or _JOINED_RE.search(clause, m.start(), m.start("v")) is not None) and (
-            tools.canonical_tool(value.lower()) is not None)  # "I joined Slack" is no employer
+                     or joined) and tools.canonical_tool(value.lower()) is not None
+        if joined and (value.lower() in _JOINED_NOT_EMPLOYERS
+                       or value.split()[0].lower() in _JOINED_NOT_EMPLOYERS):
+            continue  # "I joined Twitter", "I've joined Microsoft Teams": no employer
         a_city = find_city(value) is not None and _FOR_AN_ORGANISATION_RE.search(
             clause, m.start(), m.start("v")) is None
         # a language's name alone is none ("Deutsche Bahn" begins with one)
@@ -409,7 +412,14 @@ _CITY_TIME_RE = re.compile(r"(?P<v>\b[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+){0,2})\s+tim
 #: an employer cue that also means "working on" (Spanish "trabajo en")
 _ON_CUE_RE = re.compile(r"\ben\s+$", _I)
 #: "I joined Stripe": an employer, unless what was joined is a tool (a workspace, a server)
+#: or a platform, a network or a club people join as members
 _JOINED_RE = re.compile(r"\bjoined\s+$", _I)
+_JOINED_NOT_EMPLOYERS = frozenset("""twitter x linkedin facebook instagram tiktok reddit
+    mastodon bluesky threads discord slack teams zoom github gitlab meetup toastmasters strava
+    duolingo patreon substack medium notion figma whatsapp telegram signal youtube twitch
+    pinterest snapchat clubhouse hackernews stackoverflow kaggle coursera udemy""".split()) | {
+    "microsoft teams", "google meet", "google groups", "google classroom", "hacker news",
+    "stack overflow"}
 #: "text" as what answers are made of, not a text message: "plain text", "walls of text",
 #: "blocks of text"
 _PLAIN_BEFORE_RE = re.compile(r"\b(?:plain|(?:walls?|blocks?|lots|pages?|chunks?|paragraphs?)"
