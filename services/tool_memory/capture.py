@@ -130,7 +130,7 @@ _ABBREVIATIONS = frozenset(
 #: end a sentence only when a capital letter follows, since they often close one
 _ABBREVIATIONS_AT_END = frozenset("etc inc ltd co corp a.m p.m".split())
 #: text that is not the user's own voice: fenced code and `>` quoted lines
-_NOT_OWN_WORDS_RE = re.compile(r"(?:```|~~~)[\s\S]*?(?:```|~~~|\Z)|(?m:^[ \t]*>.*$)")
+NOT_OWN_WORDS_RE = re.compile(r"(?:```|~~~)[\s\S]*?(?:```|~~~|\Z)|(?m:^[ \t]*>.*$)")
 #: a list marker opening a sentence ("- ", "* ", "1) ") is not its text ("1. " splits off alone)
 _LEADING_MARKER_RE = re.compile(r"^(?:[-*+\u2022]+\s+|\d{1,3}\)\s+)")
 
@@ -180,7 +180,7 @@ def sentences(text: str) -> list[str]:
     separates two clauses is dropped). E-mail addresses, URLs, decimals, versions and the common
     abbreviations stay inside their sentence; fenced code and quoted lines are left out."""
     if "```" in text or "~~~" in text or ">" in text:
-        text = _NOT_OWN_WORDS_RE.sub(_blank, text)
+        text = NOT_OWN_WORDS_RE.sub(_blank, text)
     return [s for s in (_clean(text[a:b]) for a, b in _spans(text)) if s]
 
 
@@ -351,7 +351,7 @@ def _edict_sentences(text: str) -> list[str]:
         return []
     ascii_text = text.translate(_QUOTES)  # one char for one: spans index both
     if "```" in text or "~~~" in text or ">" in text:
-        ascii_text = _NOT_OWN_WORDS_RE.sub(_blank, ascii_text)
+        ascii_text = NOT_OWN_WORDS_RE.sub(_blank, ascii_text)
     out: list[str] = []
     for a, b in _spans(ascii_text):
         candidate = _clean(ascii_text[a:b])

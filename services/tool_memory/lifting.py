@@ -36,6 +36,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from services.tool_memory.capture import NOT_OWN_WORDS_RE as _NOT_OWN_WORDS_RE
+
 _I = re.IGNORECASE
 _LEAD = r"^(?:(?:ok|okay|so|and|actually|also|oh|well|alright|please|update|fyi)[\s,:]+)*"
 #: pointing at the rule or at what the user said: the rest is what it was about
@@ -115,7 +117,8 @@ def lifts(text: str) -> list[Lift]:
     if not any(word in low for word in _GATE):
         return []
     out = []
-    for sentence in _SENTENCE_RE.split(text.translate(_QUOTES)):
+    own = _NOT_OWN_WORDS_RE.sub(" ", text)  # fenced code and quoted lines are not the user's
+    for sentence in _SENTENCE_RE.split(own.translate(_QUOTES)):
         core = sentence.strip(" \t\n.!,;:")
         if not core or core.endswith("?"):
             continue

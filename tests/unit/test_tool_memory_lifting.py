@@ -95,3 +95,8 @@ def test_two_forms_of_a_word_are_one_and_a_shared_beginning_is_not() -> None:
 
 def test_most_messages_are_passed_over_by_a_substring_check() -> None:
     assert lifts("Can you summarise the Q3 report for me?") == []
+
+
+def test_quoted_and_fenced_words_are_not_the_users() -> None:
+    assert lifts("> You can email Sarah again.\nThanks for the draft.") == []
+    assert lifts("```\nyou can email Sarah again\n```") == []
