@@ -115,53 +115,60 @@ async def test_what_a_new_user_plainly_said_is_in_the_prompt_within_seconds(
         assert not [k for k in facets if k[0] == "goal"]  # "remember that I work on" is identity
 
 
+class Chat:
+    """One user's conversation through the gateway: what they say, one turn at a time, and
+    what the gateway answers."""
+
+    def __init__(self, client: httpx.AsyncClient, user: str) -> None:
+        self.client, self.user = client, user
+        self.now, self.turns = time.time(), 0
+
+    async def say(self, message: str) -> None:
+        self.turns += 1
+        n = self.turns
+        turn = {"type": "TurnRecorded", "user_id": self.user, "payload": {
+            "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
+            "user_message": message, "assistant_message": "ok",
+            "user_at": self.now - 100 + n, "assistant_at": self.now - 99 + n}}
+        response = await self.client.post("/v1/events", json=[turn])
+        assert response.status_code == 200, response.text
+
+    async def rpc(self, method: str, **params: Any) -> Any:
+        answer = await self.client.post(f"/v1/rpc/{method}",
+                                        json={"user_id": self.user, **params})
+        assert answer.status_code == 200, answer.text
+        return answer.json()["result"]
+
+    async def prompt_shows(self, line: str, present: bool = True, wait: float = 30.0) -> str:
+        deadline = time.monotonic() + wait
+        text = ""
+        while time.monotonic() < deadline:
+            text = (await self.rpc("prompt.context"))["text"]
+            if (line in text) == present:
+                return text
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
+
+
 async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_out(
         stack: str, pool: Any) -> None:
-    tenant, user = unique("tn"), "lena"
-    key = await create_key(pool, tenant)
-    now = time.time()
+    key = await create_key(pool, unique("tn"))
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
                                  timeout=15, verify=TLS) as client:
-        n = 0
-
-        async def say(message: str) -> None:
-            nonlocal n
-            n += 1
-            turn = {"type": "TurnRecorded", "user_id": user, "payload": {
-                "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
-                "user_message": message, "assistant_message": "ok",
-                "user_at": now - 100 + n, "assistant_at": now - 99 + n}}
-            response = await client.post("/v1/events", json=[turn])
-            assert response.status_code == 200, response.text
-
-        async def rpc(method: str, **params: Any) -> Any:
-            answer = await client.post(f"/v1/rpc/{method}", json={"user_id": user, **params})
-            assert answer.status_code == 200, answer.text
-            return answer.json()["result"]
-
-        async def prompt_shows(line: str, present: bool = True, wait: float = 30.0) -> str:
-            deadline = time.monotonic() + wait
-            text = ""
-            while time.monotonic() < deadline:
-                text = (await rpc("prompt.context"))["text"]
-                if (line in text) == present:
-                    return text
-                await asyncio.sleep(0.2)
-            raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
-
-        await say("From now on, answer in German.")
-        await prompt_shows("**style/language**: de *(set by the user)*")
-        await say("Going forward please answer in French.")
-        text = await prompt_shows("**style/language**: fr *(set by the user)*")
+        chat = Chat(client, "lena")
+        await chat.say("From now on, answer in German.")
+        await chat.prompt_shows("**style/language**: de *(set by the user)*")
+        await chat.say("Going forward please answer in French.")
+        text = await chat.prompt_shows("**style/language**: fr *(set by the user)*")
         assert "**style/language**: de" not in text
 
-        await rpc("learning.forget_facet", **{"class": "style", "key": "language"})
-        assert "style/language" not in (await rpc("prompt.context"))["text"]
+        await chat.rpc("learning.forget_facet", **{"class": "style", "key": "language"})
+        assert "style/language" not in (await chat.rpc("prompt.context"))["text"]
         for _ in range(3):  # said in passing, not declared: the user said forget it
-            await say("answer in French please")
+            await chat.say("answer in French please")
         await asyncio.sleep(4.0)  # past the debounce: a rebuild ran on the new evidence
-        assert "style/language" not in (await rpc("prompt.context"))["text"]
-        facet = await rpc("learning.get_facet", **{"class": "style", "key": "language"})
+        assert "style/language" not in (await chat.rpc("prompt.context"))["text"]
+        facet = await chat.rpc("learning.get_facet", **{"class": "style", "key": "language"})
         assert facet["user_state"] == "forgotten"
 
 
@@ -170,42 +177,17 @@ async def test_a_preference_taken_back_in_words_leaves_the_prompt(stack: str, po
     """Said once and taken back once ("Forget what I said about tables"), a preference leaves
     the prompt; what the user says in its place ("never mind the formal tone, casual is fine")
     takes it over. Before, a retraction stated nothing and the old value stayed for good."""
-    tenant, user = unique("tn"), "noor"
-    key = await create_key(pool, tenant)
-    now = time.time()
+    key = await create_key(pool, unique("tn"))
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
                                  timeout=15, verify=TLS) as client:
-        n = 0
-
-        async def say(message: str) -> None:
-            nonlocal n
-            n += 1
-            turn = {"type": "TurnRecorded", "user_id": user, "payload": {
-                "session_id": "s1", "turn_id": f"t{n}", "channel": "web",
-                "user_message": message, "assistant_message": "Sure.",
-                "user_at": now - 100 + n, "assistant_at": now - 99 + n}}
-            response = await client.post("/v1/events", json=[turn])
-            assert response.status_code == 200, response.text
-
-        async def prompt_shows(line: str, present: bool = True, wait: float = 30.0) -> str:
-            deadline = time.monotonic() + wait
-            text = ""
-            while time.monotonic() < deadline:
-                answer = await client.post("/v1/rpc/prompt.context", json={"user_id": user})
-                assert answer.status_code == 200, answer.text
-                text = answer.json()["result"]["text"]
-                if (line in text) == present:
-                    return text
-                await asyncio.sleep(0.2)
-            raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
-
-        await say("I prefer tables when you compare things.")
-        await say("Please keep a formal tone with me.")
-        await prompt_shows("**style/format**: tables")
-        await prompt_shows("**style/tone**: formal")
-        await say("Forget what I said about tables.")
-        text = await prompt_shows("**style/format**", present=False)
+        chat = Chat(client, "noor")
+        await chat.say("I prefer tables when you compare things.")
+        await chat.say("Please keep a formal tone with me.")
+        await chat.prompt_shows("**style/format**: tables")
+        await chat.prompt_shows("**style/tone**: formal")
+        await chat.say("Forget what I said about tables.")
+        text = await chat.prompt_shows("**style/format**", present=False)
         assert "**style/tone**: formal" in text  # only what was taken back went
-        await say("Never mind the formal tone, casual is fine.")
-        text = await prompt_shows("**style/tone**: casual")
+        await chat.say("Never mind the formal tone, casual is fine.")
+        text = await chat.prompt_shows("**style/tone**: casual")
         assert "**style/tone**: formal" not in text
