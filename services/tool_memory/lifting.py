@@ -10,8 +10,8 @@ word the lift names must be in the rule (in some form: "emailing" is "email", "m
 make it another rule: every name in it ("Never email Sarah or Tom" is not lifted by "you can
 email Sarah again"), no one else's ("Never email Sarah's manager"), and at most a few other
 words when the lift points at the rule ("scratch the rule about sudo" finds "Don't run shell
-commands with sudo"), one when it only gives a permission back ("you can call Sarah again"
-finds "Never call Sarah on her mobile").
+commands with sudo"), two when it only gives a permission back ("you can email Sarah again"
+finds "Never email Sarah without asking me first").
 
 Built to miss, like the edicts: a wrong lift drops a rule the user relies on, which is worse
 than a rule kept. So a lift says that a ban is over in so many words:
@@ -91,9 +91,10 @@ utiliser
 el la los las un una de del a al me te le les volver nunca usar
 """.split())
 #: how many words a rule may hold beyond what a lift names: a few when the lift points at the
-#: rule, one (a qualifier: "on her mobile") when it gives a permission back
+#: rule, two (a qualifier: "on her mobile", "without asking me first") when it gives a
+#: permission back
 _POINTED_EXTRA: Final = 3
-_PERMITTED_EXTRA: Final = 1
+_PERMITTED_EXTRA: Final = 2
 #: endings two forms of one word may differ by ("email"/"emailing", "mailen"/"Mails")
 _ENDINGS: Final = ("ing", "es", "ed", "en", "er", "re", "ir", "ar", "as", "ez", "s", "e", "d",
                    "n", "r")
@@ -153,7 +154,7 @@ def _permission(core: str) -> Lift | None:
 def lifted(lift: Lift, rule_text: str) -> bool:
     """Whether the rule is the one the lift takes back: it holds every word the lift names,
     every name in it is one of those, it is about no one else's, and it holds few other words
-    (one, for a permission given back)."""
+    (two, for a permission given back)."""
     text = _ADDRESS_RE.sub(" ", rule_text.translate(_QUOTES))
     held = _content(text)
     if not all(any(_same(word, other) for other in held) for word in lift.words):

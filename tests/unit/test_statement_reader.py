@@ -1271,6 +1271,10 @@ def test_a_pair_of_language_codes_is_no_time_zone(message: str, zone: str | None
     ("You used German again, please answer in English.",
      [("style", "language", "en", "standing")]),
     ("You keep using tables, I hate that.", []),
+    # one use of a tool banned is a tool rule's business, not a ban on the tool
+    ("Never run terraform apply on prod.", []),
+    ("Don't git push --force to main.", []),
+    ("Never use vim.", [("veto", "tool=vim", "banned", "standing")]),
     ("Be careful with the database.", []),
 ])
 def test_a_fifth_round_of_first_messages(

@@ -80,11 +80,14 @@ def test_what_lifts_nothing(message: str) -> None:
 
 
 def test_a_lift_leaves_a_rule_about_someone_else_or_someone_more() -> None:
-    """"You can email Sarah again" is not about Sarah's manager, nor about Tom."""
+    """"You can email Sarah again" is not about Sarah's manager, nor about Tom; a qualifier of
+    the ban on Sarah goes with it."""
     [lift] = lifts("You can email Sarah again.")
     assert not lifted(lift, "Never email Sarah's manager.")
     assert not lifted(lift, "Never email Sarah or Tom.")
     assert lifted(lift, "Never email Sarah.")
+    assert lifted(lift, "Never email Sarah at sarah@acme.io without asking me first.")
+    assert not lifted(lift, "Never email Sarah about the merger before the board meets.")
 
 
 def test_two_forms_of_a_word_are_one_and_a_shared_beginning_is_not() -> None:

@@ -169,6 +169,10 @@ def _disliked_before(clause: str, sentence: str) -> bool:
 _DONT_USE_RE = re.compile(r"(?:please\s+)?(?:don't|dont|do\s+not|never)\s+use\b", re.IGNORECASE)
 #: a ban on doing something about a tool, not on the tool ("don't explain basic Python",
 #: "erklär mir kein Python", "no need to teach me SQL")
+#: a tool followed by what is done with it and where: "terraform apply on prod", "git push
+#: --force to main" (two words or more, an option, before the clause ends)
+_ONE_USE_RE = re.compile(r"^\s+(?:--?\w[\w-]*|[a-z][\w-]*)\s+(?:on|to|in|against|into)\s+\S",
+                         re.IGNORECASE)
 _NOT_THE_BAN_RE = re.compile(
     r"\b(?:explain\w*|teach\w*|introduc\w*|walk\s+me\s+through|erklär\w*|expliqu\w*|"
     r"explic\w*)\b(?:\s+[\w.']+){0,3}\s+$", re.IGNORECASE)
@@ -241,10 +245,13 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
             return [("veto", s.value, "banned") for s in things]
         # "no semicolons in JS": the tool is where something else is banned, not the ban;
         # "don't explain basic Python to me": a ban on explaining, not on Python
+        # "never run terraform apply on prod": one use of the tool is banned (a tool rule's
+        # business), not the tool
         banned = [("veto", f"tool={s.value}", "banned")
                   for s in pending.found if s.kind == "tool"
                   and not _IN_TOOL_RE.search(clause[max(0, s.start - 12):s.start])
-                  and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])]
+                  and not _NOT_THE_BAN_RE.search(clause[max(0, s.start - 40):s.start])
+                  and not _ONE_USE_RE.match(clause[s.end:])]
         return banned or by_words.style(clause)
     if label == "channel":
         if not gates.states_channel(clause) or _DONT_USE_RE.match(clause):
