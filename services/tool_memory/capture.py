@@ -200,9 +200,12 @@ _EDICT_RE = re.compile(
     rf"(?:(?:{_LEAD_INS})\b[\s,:\-\u2013\u2014]+)*+"
     r"(?:"
     r"(?P<neg>(?:(?:make|be)\s+sure(?:\s+(?:to|you))?\s+)?never|don'?t|do\s+not|"
-    r"(?:you\s+)?(?:should|must)\s+(?:never|not)),?\s+"
+    r"(?:you\s+)?(?:should|must)\s+(?:never|not)|"
+    # the speaker's wish as the order: "I never want you to reply-all", "I don't want you to
+    # book Ryanair"
+    r"i\s+(?:never|don'?t|do\s+not)\s+want\s+you\s+to(?:\s+ever)?),?\s+"
     r"(?P<next>[^\W\d_][\w'-]*)"
-    r"|stop\s+(?P<ing>[^\W\d_]+ing)\b"
+    r"|stop\s+(?P<ing>(?:[^\W\d_]+-)?[^\W\d_]+ing)\b"
     # "avoid booking meetings before 9": an order only about a kind of tool's work (checked
     # below), since "avoid using jargon" is a way of answering
     r"|avoid\s+(?P<avoid>[^\W\d_]+ing)\b"
@@ -219,7 +222,7 @@ _EDICT_RE = re.compile(
 _NOT_AN_ORDER = frozenset(
     """know think care understand remember recall believe agree doubt feel mind worry want
     like see mean again before i i'm we they he she it you have need forget hesitate
-    did was were would could""".split()
+    did was were would could be""".split()
 )
 #: "never" + a past participle is narrative ("(I've) never heard of it", "never used it")
 _PARTICIPLES = frozenset(

@@ -554,3 +554,18 @@ def test_spanish_german_and_french_prohibitions_are_rules_on_their_tools(message
 ])
 def test_what_orders_nothing_in_spanish_german_and_french(message: str) -> None:
     assert edicts(message) == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # the speaker's wish as the order
+    ("I never want you to reply-all.", ["I never want you to reply-all."]),
+    ("I don't want you to book Ryanair flights.", ["I don't want you to book Ryanair flights."]),
+    ("I don't want you to worry.", []),
+    ("I never want you to be sad.", []),
+    # a hyphenated verb after "stop"
+    ("Stop auto-accepting meeting invites.", ["Stop auto-accepting meeting invites."]),
+    ("Never be late.", []),
+])
+def test_a_wish_that_the_agent_never_does_something_is_an_edict(
+        message: str, expected: list[str]) -> None:
+    assert edicts(message) == expected
