@@ -1318,3 +1318,22 @@ def test_where_the_speaker_works_now(message: str,
 def test_a_list_of_languages_spoken_is_no_answer_language(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+def test_moi_c_est_names_the_speaker() -> None:
+    """"moi c'est X" is how a French speaker says their name."""
+    found = read("Salut, moi c'est Chloé, prof de maths à Toulouse.")
+    assert ("identity", "name", "Chloé", "standing") in found
+    assert ("identity", "location", "Toulouse", "standing") in found
+    assert read("Moi c'est Chloé.") == [("identity", "name", "Chloé", "standing")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # how to address the user is for good, even beside a task
+    ("Tutoie-moi et explique simplement.", [("style", "tone", "casual", "standing")]),
+    ("Duz mich und erklär es kurz.",
+     [("style", "tone", "casual", "standing"), ("style", "verbosity", "terse", "one_off")]),
+])
+def test_a_register_beside_a_task_is_for_good(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

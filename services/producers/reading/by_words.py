@@ -48,8 +48,6 @@ _LAYOUTS = ("tables", "bullets", "prose")
 _BE_RE = re.compile(r"^(?:(?:and|et|und|y|e)\s+)?(?:please\s+|pls\s+|bitte\s+)?"
                     r"(?:be|sei|seid|sois|soyez|sé)\b", re.IGNORECASE)
 #: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame")
-_REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
-                               r"tutéa\w*|tutea\w*)\b", re.IGNORECASE)
 #: a verb of answering, whose manner word is the register asked for ("antworte bitte förmlich",
 #: "réponds-moi de manière formelle")
 _ANSWER_VERB_RE = re.compile(r"\b(?:answer\w*|repl(?:y|ies)|respond|antwort\w*|répond\w*|"
@@ -124,7 +122,7 @@ def label(clause: str, found: Sequence[Slot]) -> str:
         worded = style(clause)
         if len(worded) == 1:
             return f"{worded[0][1]}={worded[0][2]}"
-    if _REGISTER_VERB_RE.search(clause) or _ANSWER_VERB_RE.search(clause):
+    if gates.REGISTER_VERB_RE.search(clause) or _ANSWER_VERB_RE.search(clause):
         # "bitte duz mich": the verb is the register; "antworte bitte förmlich": the verb's
         # manner is
         register = gates.register_by_words(clause)

@@ -353,11 +353,19 @@ def declared(text: str) -> bool:
     return _DECLARED_RE.search(text) is not None
 
 
+#: a verb that is itself a register ("duz mich", "vouvoie-moi", "tutéame"): how to address the
+#: user, said for good
+REGISTER_VERB_RE = re.compile(r"\b(?:duz\w*|siez\w*|tutoie\w*|tutoy\w*|vouvoie\w*|vouvoy\w*|"
+                               r"tutéa\w*|tutea\w*)\b", _I)
+
+
 def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
     """About this answer only: a bare "shorter"; a deictic "this/that/step 2"; a style asked
     for beside a task ("explain X but keep it short"); or a polite request ("can you put that
     in a table?") — each unless it speaks of answers in general."""
     core = clause.strip(" .!?\x00")
+    if REGISTER_VERB_RE.search(core):
+        return False  # "tutoie-moi et explique simplement": how to address the user, for good
     if _BARE_COMPARATIVE_RE.match(core):
         return True
     if _GENERAL_RE.search(core) is not None or _GENERAL_RE.search(sentence) is not None:

@@ -49,7 +49,8 @@ _NAME_CUES = re.compile(
     rf"(?:^|(?:hi|hey|hello|yo),?\s+)im|"
     rf"\bthis\s+is|"
     rf"\b(?:ich\s+heiße|ich\s+heisse|mein\s+name\s+ist|ich\s+bin|je\s+m'appelle|je\s+suis|"
-    rf"mon\s+nom\s+est|mon\s+prénom\s+(?:est|c'est)|me\s+llamo|mi\s+nombre\s+es|soy))"
+    rf"mon\s+nom\s+est|mon\s+prénom\s+(?:est|c'est)|moi,?\s+c'est|me\s+llamo|mi\s+nombre\s+es|"
+    rf"soy))"
     rf"\s+(?P<v>{_NAME})", _I)
 _PREFERRED_CUES = re.compile(
     rf"\b(?:calls?\s+me(?:\s+by\s+my\s+(?:first\s+|given\s+)?name,?)?|i\s+go\s+by|"
