@@ -12,6 +12,7 @@ PROFILE.md shows the same.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -150,12 +151,18 @@ class Chat:
         raise AssertionError(f"{line!r} {'never appeared' if present else 'stayed'}:\n{text}")
 
 
-async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_out(
-        stack: str, pool: Any) -> None:
+@contextlib.asynccontextmanager
+async def chat_of(stack: str, pool: Any, user: str) -> AsyncIterator[Chat]:
+    """A chat with `user` of a tenant of its own."""
     key = await create_key(pool, unique("tn"))
     async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
                                  timeout=15, verify=TLS) as client:
-        chat = Chat(client, "lena")
+        yield Chat(client, user)
+
+
+async def test_a_later_declaration_replaces_an_earlier_one_and_forget_keeps_it_out(
+        stack: str, pool: Any) -> None:
+    async with chat_of(stack, pool, "lena") as chat:
         await chat.say("From now on, answer in German.")
         await chat.prompt_shows("**style/language**: de *(set by the user)*")
         await chat.say("Going forward please answer in French.")
@@ -177,10 +184,7 @@ async def test_a_preference_taken_back_in_words_leaves_the_prompt(stack: str, po
     """Said once and taken back once ("Forget what I said about tables"), a preference leaves
     the prompt; what the user says in its place ("never mind the formal tone, casual is fine")
     takes it over. Before, a retraction stated nothing and the old value stayed for good."""
-    key = await create_key(pool, unique("tn"))
-    async with httpx.AsyncClient(base_url=stack, headers={"Authorization": f"Bearer {key}"},
-                                 timeout=15, verify=TLS) as client:
-        chat = Chat(client, "noor")
+    async with chat_of(stack, pool, "noor") as chat:
         await chat.say("I prefer tables when you compare things.")
         await chat.say("Please keep a formal tone with me.")
         await chat.prompt_shows("**style/format**: tables")
