@@ -1337,3 +1337,16 @@ def test_moi_c_est_names_the_speaker() -> None:
 def test_a_register_beside_a_task_is_for_good(
         message: str, expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Correction: my team is Payments, not Billing.",
+     [("identity", "team", "payments", "standing")]),
+    ("Our team is called Radar.", [("identity", "team", "radar", "standing")]),
+    ("my team is payments", [("identity", "team", "payments", "standing")]),
+    ("My team is small.", []),  # no team's name
+    ("My team is the best.", []),
+])
+def test_my_team_is_names_the_team(message: str,
+                                   expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected

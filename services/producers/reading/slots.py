@@ -117,11 +117,17 @@ _WHEN_WORDS = frozenset(
 _AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez|en)\s+(?:(?:der|dem|den|the)\s+)?"
                          rf"(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
 _WORD_END_RE = re.compile(r"[\w'-]+")
+_USUAL_TEAMS = (r"(?:payments|billing|platform|infra|infrastructure|growth|search|security|sre|"
+                r"data|design|sales|marketing|support|mobile|frontend|backend|identity|checkout|"
+                r"onboarding|risk|fraud|compliance|finance|legal|recruiting|devops|qa|research)")
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
     r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
-    r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)", _I)
+    r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)"
+    # "my team is Payments", "our team is called Radar": a name (capitalised), or a team's
+    # usual name ("my team is payments"; "my team is small" names none)
+    rf"|\b(?:my|our)\s+team\s+is\s+(?:called\s+)?(?P<is>(?-i:[A-Z][\w-]*)|{_USUAL_TEAMS})\b", _I)
 _MEMBER_BEFORE_RE = re.compile(
     r"\b(?:on|in|of|with|join|joined|joining|lead|leading|run|running|manage|managing|"
     r"part\s+of|member\s+of)\s+$", _I)
@@ -256,7 +262,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and not a_city and not a_language and not on_a_tool:
             slots.append(Slot("employer", value, m.start("v"), m.end("v")))
     for m in _TEAM_CUES.finditer(clause):
-        group = next(g for g in ("v", "de", "fr", "es") if m.group(g))
+        group = next(g for g in ("v", "de", "fr", "es", "is") if m.group(g))
         if group == "v" and not _MEMBER_BEFORE_RE.search(clause[max(0, m.start() - 25):m.start()]):
             continue  # "the payments team keeps breaking staging" is no team of the user's
         words = []
