@@ -3,7 +3,12 @@ nothing read where a "forget" or "ignore" is about something else."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from services.producers.reading.reader import StatementReader
 from services.producers.stated import statement_candidates
@@ -127,3 +132,26 @@ def test_a_denial_reaches_learning_as_a_denied_candidate() -> None:
     candidates = statement_candidates(found, session_id="s1", turn_id="t9", observed_at=1.0)
     assert {(c.facet_class, c.key, c.value, c.stance) for c in candidates} == {
         ("veto", "format=tables", "banned", "denied"), ("style", "format", "tables", "denied")}
+
+
+_words = st.sampled_from(
+    ["Forget", "forget", "what", "I", "said", "about", "tables", "the", "scratch", "never",
+     "mind", "Vergiss", "was", "ich", "über", "Tabellen", "gesagt", "habe", "Oublie", "ce",
+     "que", "j'ai", "dit", "sur", "les", "tableaux", "I", "told", "you", "but", "meant", "pnpm",
+     "German", "formal", "tone", "that", ",", ".", "!", "?", "please", "for", "this", "email"])
+_texts = st.one_of(st.text(max_size=200),
+                   st.lists(st.one_of(_words, st.text(max_size=5)), max_size=25).map(" ".join))
+
+
+@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_texts)
+def test_reading_never_raises_and_a_denial_is_of_a_value_of_the_vocabulary(message: str
+                                                                           ) -> None:
+    from habitus.vocabulary import check
+
+    for facet_class, key, value, stance in read(message):
+        assert check(facet_class, key, value) is None
+        if stance == "denied":
+            # a denial comes only from a sentence that takes something back in words
+            assert re.search(r"forget|scratch|never\s+mind|ignor|disregard|vergiss|vergessen|"
+                             r"oubli|olvid|i\s+said|i\s+told\s+you", message, re.I)

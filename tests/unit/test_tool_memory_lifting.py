@@ -3,7 +3,12 @@ drops a rule the user relies on, so most cases here are what must lift nothing."
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from services.tool_memory.lifting import lifted, lifts
 
@@ -103,3 +108,32 @@ def test_most_messages_are_passed_over_by_a_substring_check() -> None:
 def test_quoted_and_fenced_words_are_not_the_users() -> None:
     assert lifts("> You can email Sarah again.\nThanks for the draft.") == []
     assert lifts("```\nyou can email Sarah again\n```") == []
+
+
+_words = st.sampled_from(
+    ["You", "can", "may", "again", "email", "Sarah", "Tom", "never", "not", "forget", "what",
+     "I", "said", "about", "the", "rule", "sudo", "run", "tests", "her", "'s", ",", ".", "?",
+     "Du", "darfst", "wieder", "mailen", "only", "once", "```", "> ", "\n", "scratch"])
+_texts = st.one_of(st.text(max_size=200),
+                   st.lists(st.one_of(_words, st.text(max_size=6)), max_size=30).map(" ".join))
+_names = st.sampled_from(["Sarah", "Tom", "Ryanair", "Maria"])
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(_texts, _texts)
+def test_lifting_never_raises_and_never_lifts_with_a_negation(message: str, rule: str) -> None:
+    for lift in lifts(message):
+        assert lift.words and all(w == w.lower() for w in lift.words)
+        lifted(lift, rule)  # never raises
+        if not lift.pointed:
+            assert not re.search(r"\b(?:never|not|nie|nicht)\b|n't\b", lift.sentence, re.I)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(_names, _names, st.sampled_from(["email", "call", "book"]))
+def test_a_permission_never_lifts_a_rule_naming_someone_it_did_not(
+        named: str, other: str, verb: str) -> None:
+    [lift] = lifts(f"You can {verb} {named} again.")
+    assert lifted(lift, f"Never {verb} {named}.")
+    assert lifted(lift, f"Never {verb} {named} or {other}.") == (named == other)
+    assert not lifted(lift, f"Never {verb} {named}'s manager.")
