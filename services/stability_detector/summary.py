@@ -8,10 +8,12 @@ newest statement; up to two independent structural sources; the newest few evide
 rebuild folds only the evidence that arrived since the last one into the stored summaries and
 scores those: its cost follows how many distinct values the user has, never how much evidence.
 
-The one fold that is not a plain merge is a denial ("no" to a confirmation), which removes the
-value's evidence logged before it. Folded in log order it empties the summary and remembers its
-place; folded after later evidence of the same value (possible only when evidence stamped in
-the future waited for its time), `OutOfOrderDenial` asks the caller to summarise the key again
+The one fold that is not a plain merge is a denial ("no" to a confirmation, or the value taken
+back in words), which removes the value's evidence logged before it, and any observed before
+it that is logged later (a turn the extractor summarises after the denial). Folded in log order
+it empties the summary and remembers its place and time; folded after later evidence of the
+same value (possible only when evidence stamped in the future waited for its time),
+`OutOfOrderDenial` asks the caller to summarise the key again
 from the log. Pure: no clock, no I/O.
 """
 
@@ -63,6 +65,9 @@ class ValueStats:
     refs: list[tuple[float, int, int, Mapping[str, Any]]] | None = field(default_factory=list)
     #: evidence at or before this log position is gone (a denial's; 0: none)
     denied_through: int = 0
+    #: and evidence observed at or before this time, wherever it lands in the log (None:
+    #: none): what an extractor summarises later of turns before the denial stays denied
+    denied_at: float | None = None
     #: each ref's dedup token, aligned with `refs` (worked out once per loaded summary)
     _tokens: list[Hashable] | None = field(default=None, compare=False, repr=False)
 
@@ -83,8 +88,10 @@ class ValueStats:
         if stance == DENIED:
             if self.max_seq > seq:
                 raise OutOfOrderDenial(seq)
-            self._clear(seq)
+            self._clear(seq, observed_at)
             return
+        if self.denied_at is not None and observed_at <= self.denied_at:
+            return  # said before the denial, logged after it (a window summarised late)
         self.counts[cue] = self.counts.get(cue, 0) + 1
         newest = self.newest.get(cue)
         self.newest[cue] = observed_at if newest is None else max(newest, observed_at)
@@ -123,11 +130,12 @@ class ValueStats:
         self.refs = newest_distinct(self.refs + fresh, keep)
         self._tokens = [_token(e[3]) for e in self.refs]
 
-    def _clear(self, denied_through: int) -> None:
+    def _clear(self, denied_through: int, denied_at: float) -> None:
         self.counts, self.newest = {}, {}
         self.first_at = self.last_at = self.authoritative = self.said = None
         self.max_seq, self.sources, self.refs, self._tokens = 0, [], [], []
         self.denied_through = denied_through
+        self.denied_at = denied_at if self.denied_at is None else max(self.denied_at, denied_at)
 
     def ref_list(self) -> tuple[Mapping[str, Any], ...]:
         """The refs, newest first (empty when not loaded: the caller fills them in)."""
@@ -138,7 +146,8 @@ class ValueStats:
     def to_json(self) -> dict[str, Any]:
         return {"c": self.counts, "n": self.newest, "f": self.first_at, "l": self.last_at,
                 "m": self.max_seq, "a": self.authoritative, "s": self.said,
-                "src": self.sources, "d": self.denied_through}
+                "src": self.sources, "d": self.denied_through,
+                **({"dt": self.denied_at} if self.denied_at is not None else {})}
 
     def refs_json(self) -> list[list[Any]]:
         if self.refs is None:
@@ -159,6 +168,7 @@ class ValueStats:
             sources=list(doc.get("src", ())),
             refs=None if refs is None else parse_refs(refs),
             denied_through=int(doc.get("d", 0)),
+            denied_at=None if doc.get("dt") is None else float(doc["dt"]),
         )
 
 

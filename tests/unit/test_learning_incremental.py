@@ -120,10 +120,27 @@ def test_a_denial_folded_after_later_evidence_asks_for_the_key_from_the_log() ->
     assert second.refold == {("style", "verbosity")}
     written, gone = summarize_key(stats, ("style", "verbosity"), log, T0 + 3 * DAY, None,
                                   SETTINGS)
-    # what is left after the denial (seq 3): only seq 4, logged after it
-    assert stats[("style", "verbosity")]["terse"].total == 1
-    assert stats[("style", "verbosity")]["terse"].max_seq == 4
+    # what is left after the denial (seq 3, stamped two days ahead): nothing. Seq 4 was
+    # logged after it but observed before it, so it stays denied (see the next test)
+    assert stats[("style", "verbosity")]["terse"].total == 0
+    assert stats[("style", "verbosity")]["terse"].denied_through == 3
     assert written == {("style", "verbosity", "terse")} and not gone
+
+
+def test_evidence_observed_before_a_denial_stays_denied_wherever_it_is_logged() -> None:
+    """"Forget what I said about tables" at T0 + 1 h; the extractor summarises the morning's
+    turns later, so their "tables" lands in the log after the denial: it was said before it and
+    stays denied. A "tables" said after the denial counts. Folded a piece at a time or all at
+    once, the same."""
+    log: Sequence[Evidence] = [_e(1, "terse", T0), _e(2, "terse", T0 + 3600, stance="denied"),
+                               _e(3, "terse", T0 + 600), _e(4, "terse", T0 + 7200)]
+    whole = summarize(log, T0 + DAY, None, SETTINGS)[("style", "verbosity")]["terse"]
+    assert whole.total == 1 and whole.max_seq == 4  # only what was said after the denial
+    stats: UserStats = {}
+    folded = 0
+    for item in log:
+        folded = advance(stats, [item], folded, T0 + DAY, None, SETTINGS).folded_seq
+    assert stats[("style", "verbosity")]["terse"] == whole
 
 
 def test_a_user_with_ten_thousand_pieces_folds_only_what_is_new() -> None:
