@@ -23,7 +23,11 @@ Two frames, read differently:
   ("ignore the typos", "disregard the attachment").
 
 Either way X must be the value and nothing more: "ignore the German text below" is about a
-text and "forget the Berlin trip" about a trip; neither takes anything back.
+text, "forget the Berlin trip" about a trip, "forget the formal tone for this email" about this
+answer, and "forget that, tables please" points at the answer before; none takes anything back.
+"I said X" takes X back only with a correction in so many words ("I meant", "wrong", "forget
+that") or a move to what holds now ("..., but we use Go"): insisting ("I told you before: no
+emojis!") and complaining ("I said English, but you answered in German") take nothing back.
 """
 
 from __future__ import annotations
