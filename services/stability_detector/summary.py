@@ -84,6 +84,12 @@ class ValueStats:
         """Fold one piece of evidence in. Raises `OutOfOrderDenial` (leaving the summary as it
         was) for a denial older than evidence already folded."""
         if seq <= self.denied_through:
+            if stance == DENIED and (self.denied_at is None or observed_at > self.denied_at):
+                # a denial that waited for its time, after a later one in the log: its time
+                # still counts, as it would have folded in log order
+                if self.max_seq > seq:
+                    raise OutOfOrderDenial(seq)
+                self.denied_at = observed_at
             return  # denied before it was folded in
         if stance == DENIED:
             if self.max_seq > seq:

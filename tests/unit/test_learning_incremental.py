@@ -207,3 +207,21 @@ def test_a_rebuild_writes_only_rows_that_changed_by_more_than_decay() -> None:
     pinned = dataclasses.replace(row, stability=math.inf, user_state="pinned", as_of=T0)
     assert decayed(pinned, T0 + 9 * DAY, SETTINGS).stability == math.inf
     assert settled_rows({}, day2, T0 + 2 * DAY, SETTINGS) == list(day2.values())
+
+
+def test_a_denial_that_waited_for_its_time_still_counts_its_time() -> None:
+    """Found by the property test: a denial stamped six hours ahead waits while a later denial
+    folds; when it comes in, what was observed up to its time stays denied, as in the whole
+    fold."""
+    log: Sequence[Evidence] = [_e(1, "terse", T0), _e(2, "terse", T0 + DAY / 4, "denied"),
+                               _e(3, "terse", T0, "denied"), _e(4, "terse", T0),
+                               _e(5, "terse", T0 + DAY / 4), _e(6, "terse", T0 + DAY / 2)]
+    stats: UserStats = {}
+    first = advance(stats, log[:3], 0, T0, None, SETTINGS)
+    assert first.deferred == [2]
+    second = advance(stats, [log[1], *log[3:]], first.folded_seq, T0 + DAY, None, SETTINGS)
+    for fk in second.refold:
+        summarize_key(stats, fk, log, T0 + DAY, None, SETTINGS)
+    whole = summarize(log, T0 + DAY, None, SETTINGS)
+    assert stats[("style", "verbosity")]["terse"] == whole[("style", "verbosity")]["terse"]
+    assert whole[("style", "verbosity")]["terse"].total == 1  # only what came after both
