@@ -1343,6 +1343,7 @@ def test_a_register_beside_a_task_is_for_good(
     ("Correction: my team is Payments, not Billing.",
      [("identity", "team", "payments", "standing")]),
     ("Our team is called Radar.", [("identity", "team", "radar", "standing")]),
+    ("My team is Data Platform.", [("identity", "team", "data platform", "standing")]),
     ("my team is payments", [("identity", "team", "payments", "standing")]),
     ("My team is small.", []),  # no team's name
     ("My team is the best.", []),

@@ -127,7 +127,8 @@ _TEAM_CUES = re.compile(
     r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)"
     # "my team is Payments", "our team is called Radar": a name (capitalised), or a team's
     # usual name ("my team is payments"; "my team is small" names none)
-    rf"|\b(?:my|our)\s+team\s+is\s+(?:called\s+)?(?P<is>(?-i:[A-Z][\w-]*)|{_USUAL_TEAMS})\b", _I)
+    rf"|\b(?:my|our)\s+team\s+is\s+(?:called\s+)?"
+    rf"(?P<is>(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)|{_USUAL_TEAMS})\b", _I)
 _MEMBER_BEFORE_RE = re.compile(
     r"\b(?:on|in|of|with|join|joined|joining|lead|leading|run|running|manage|managing|"
     r"part\s+of|member\s+of)\s+$", _I)
