@@ -348,16 +348,10 @@ class StatementReader:
                 if clause.index in taken:
                     continue  # the rest of a sentence read whole as a retraction
                 if retracting:
-                    denies: tuple[tuple[str, str, str], ...] = ()
-                    if not bans or gates.quotes_own_words(body):
-                        denies = tuple(retractions.taken_back(body, sentence, message_tools))
-                    if not denies and not bans and sentence.startswith(body):
-                        # "Vergiss, was ich über Tabellen gesagt habe": the verb is a clause
-                        # of its own, and the sentence says what it takes back
-                        denies = tuple(retractions.taken_back(
-                            sentence, sentence, message_tools, pointing_only=True))
-                        if denies:
-                            taken.add(clause.index)
+                    denies, whole = retractions.denials(body, sentence, message_tools,
+                                                        bans=bool(bans))
+                    if whole:
+                        taken.add(clause.index)
                     if denies:  # "forget what I said about tables": no classifier needed
                         out.append(_Pending(n, text.Clause(body, sentence, clause.original,
                                                            clause.index), found,

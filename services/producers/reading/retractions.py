@@ -48,7 +48,7 @@ _LEAD = r"^(?:(?:ok|okay|so|and|actually|hmm|also|wait|oh|sorry|please|bitte|no)
 _FORGET = (r"(?:forget(?:\s+about)?|scratch|never\s+mind(?:\s+about)?|vergiss|vergessen\s+sie|"
            r"oublie|oubliez|olvida|olvide|olvídate\s+de|olvidate\s+de|olvídese\s+de)")
 #: verbs that take something back only when pointed at what the user said
-_IGNORE = r"(?:ignore|disregard|drop|ignorier\w*|ignore[zr]?|ignora|ignore)"
+_IGNORE = r"(?:ignore[zr]?|disregard|drop|ignorier\w*|ignora)"
 #: pointing at what the user said: the thing follows
 _SAID = (
     r"(?:what|everything|anything|all|the\s+(?:thing|bit|part)s?)\s+(?:that\s+)?i(?:'ve|\s+have)?"
@@ -107,6 +107,22 @@ las los el la lo un una mis tu tus cosa tema
 _WORD_RE: Final = re.compile(r"[\w'/+#.-]+")
 #: values that are themselves a leaving out: naming the thing alone asks for them
 _LEAVING_OUT: Final = frozenset({("style", "preamble", "skip"), ("style", "emoji", "none")})
+
+
+def denials(clause: str, sentence: str, message_tools: Iterable[str], *, bans: bool
+            ) -> tuple[tuple[Triple, ...], bool]:
+    """What a clause the reader found to be a retraction takes back, and whether the whole
+    sentence was read for it ("Vergiss, was ich über Tabellen gesagt habe": the verb is a
+    clause of its own, so the sentence's other clauses say nothing more). A clause with a ban
+    takes back only what it quotes of the speaker's own words ("I said no tables, forget
+    that"); otherwise its ban is read as one."""
+    found: tuple[Triple, ...] = ()
+    if not bans or gates.quotes_own_words(clause):
+        found = tuple(taken_back(clause, sentence, message_tools))
+    if not found and not bans and sentence.startswith(clause):
+        found = tuple(taken_back(sentence, sentence, message_tools, pointing_only=True))
+        return found, bool(found)
+    return found, False
 
 
 def taken_back(clause: str, sentence: str, message_tools: Iterable[str] = (), *,
