@@ -25,9 +25,16 @@ WORKDIR /opt/habitus
 COPY . .
 # Runtime dependencies only (no dev extras). The BuildKit cache mount keeps rebuilds after a
 # code change from downloading every wheel again.
+# The compiler and OpenSSL's headers build the compiled envelope (setup.py) and go again; the
+# image keeps only the OpenSSL library it links.
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip install . \
- && rm -rf build *.egg-info
+    apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libssl-dev \
+ && pip install . \
+ && python -c "import habitus.crypto._envelope" \
+ && apt-get purge -y --auto-remove gcc libc6-dev libssl-dev \
+ && apt-get install -y --no-install-recommends libssl3 \
+ && rm -rf /var/lib/apt/lists/* build *.egg-info
 
 USER 10001:10001
 WORKDIR /var/lib/habitus

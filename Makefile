@@ -18,7 +18,9 @@ COMPILE := $(BIN)/python -m compileall -q -j 0 libs services tests examples >/de
 
 .PHONY: install run demo test check test-fast bench load eval eval-statements lint up down clean
 
-$(STAMP): pyproject.toml
+# setup.py and the C source: the compiled envelope (libs/habitus/crypto/_envelope.c) is built by
+# the editable install, so a change to either installs again.
+$(STAMP): pyproject.toml setup.py libs/habitus/crypto/_envelope.c
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@# uv installs what pip would (the same resolution) in seconds rather than half a minute;

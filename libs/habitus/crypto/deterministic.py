@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from habitus.crypto.aead import SealError
+from habitus.crypto.compiled import column_key
 
 #: AES-SIV with two 256-bit halves (one authenticates, one encrypts)
 SIV_KEY_BYTES: Final = 64
@@ -31,6 +32,9 @@ class ColumnCipher:
     def __init__(self, key: bytes, owner: bytes) -> None:
         self._siv = AESSIV(key)
         self._owner = [owner]
+        self.owner = owner
+        #: the key made ready for the compiled column sealer (habitus.crypto.compiled), or None
+        self.compiled = column_key(key)
 
     def seal(self, plaintext: bytes) -> bytes:
         return self._siv.encrypt(plaintext, self._owner)

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from habitus.crypto.aead import Cipher, SealError, cipher, new_key
+from habitus.crypto.compiled import CompiledKey, data_key
 from habitus.crypto.deterministic import ColumnCipher, column_cipher
 from habitus.crypto.kek import KekRing
 from habitus.crypto.keystore import KeyStore, UserKeys, WrappedKey
 
 #: `Keyring.kid_memo`'s entries: (keys read at, key, the owner as an envelope writes it
-#: (`"tenant_id":"…","user_id":"…"`), the offset it had in the envelope it was read from)
-KidMemo = tuple[float, Cipher, bytes, int]
+#: (`"tenant_id":"…","user_id":"…"`), the offset it had in the envelope it was read from,
+#: the key made ready for the compiled opener (habitus.crypto.compiled), or None)
+KidMemo = tuple[float, Cipher, bytes, int, CompiledKey | None]
 
 
 class Shredded(LookupError):
@@ -70,14 +72,16 @@ def data_context(tenant_id: str, user_id: str, kid: str, event_id: str, event_ty
 @dataclass(frozen=True, slots=True)
 class Sealer:
     """What sealing one user's payloads needs, made once per key: the current key id (as
-    text and as the bytes a body carries), its cipher, the associated data's fixed part
-    (`data_context` up to the event id), and the user's column cipher."""
+    text and as the bytes a body carries), its cipher and the same key made ready for the
+    compiled sealer (habitus.crypto.compiled; None where it was not built), the associated
+    data's fixed part (`data_context` up to the event id), and the user's column cipher."""
 
     kid: str
     kid_bytes: bytes
     cipher: Cipher
     context_prefix: bytes
     column: ColumnCipher
+    compiled: CompiledKey | None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,8 @@ class _Entry:
     column: ColumnCipher
     #: when the keys were read from the store (time.monotonic): they count for `ttl` from then
     read_at: float
+    #: the keys made ready for the compiled sealer and opener, by key id (habitus.crypto.compiled)
+    compiled: dict[str, CompiledKey | None]
 
 
 class Keyring:
@@ -130,7 +136,7 @@ class Keyring:
         # sealed into a column before a rotation still equals the same value sealed after it
         column = column_cipher(raw[0][1], keys.tenant_id, keys.user_id)
         return _Entry(keys.current, {kid: cipher(key) for kid, key in raw}, column,
-                      time.monotonic())
+                      time.monotonic(), {kid: data_key(key) for kid, key in raw})
 
     def _remember(self, owner: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
@@ -233,7 +239,8 @@ class Keyring:
         entry = self._own(tenant_id, user_id)
         kid = entry.current
         made = Sealer(kid, kid.encode(), entry.ciphers[kid],
-                      data_context(tenant_id, user_id, kid, "", "")[:-1], entry.column)
+                      data_context(tenant_id, user_id, kid, "", "")[:-1], entry.column,
+                      entry.compiled[kid])
         if len(sealers) >= self._cache_size:
             sealers.clear()
         sealers[owner] = (entry.read_at, made)
@@ -327,7 +334,8 @@ class Keyring:
                 memo.clear()
             written = json.dumps({"tenant_id": owner[0], "user_id": owner[1]},
                                  separators=(",", ":"), ensure_ascii=False).encode()[1:-1]
-            memo[kid] = (entry.read_at, key, written, envelope.find(written))
+            memo[kid] = (entry.read_at, key, written, envelope.find(written),
+                         entry.compiled[kid.decode()])
         return key
 
     def kid_memo(self) -> dict[bytes, KidMemo]:

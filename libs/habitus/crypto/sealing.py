@@ -15,6 +15,10 @@ key id misses. Bodies sealed before (no `"aad"`; the associated data then was th
 event id and type, `data_context`) still open, by the envelope's pattern or from the parsed
 body (`open_body`).
 
+Both hot paths, `seal_event_json` and `EnvelopeOpener`, run compiled where the C extension
+was built (habitus.crypto.compiled). It answers None wherever its fast path does not apply,
+and the Python below decides, so both open, refuse and fall back on the same bodies.
+
 Events of the tenant itself (user ids beginning with `_`) and the erasure tombstone (which must
 stay readable after the key is gone) are not sealed. Everything else a user's events say,
 turns, e-mails, documents, traces, learned values, is.
@@ -26,14 +30,20 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Final
 
 import pybase64
 from cryptography.exceptions import InvalidTag
 
+from habitus.crypto import compiled
 from habitus.crypto.aead import NONCE_BYTES, SealError, open_sealed, seal
 from habitus.crypto.keyring import Keyring, data_context, is_key_id
+
+#: the compiled opener and sealer (habitus.crypto.compiled), or None: tests set them
+native_open = compiled.open_enveloped
+native_seal = compiled.seal_enveloped
 
 ALGORITHM: Final = "A256GCM"
 #: event types never sealed: they must be readable after the user's key is destroyed
@@ -70,8 +80,10 @@ def seal_event_json(body: bytes, tenant_id: str, user_id: str, event_id: str,
     last field), for the publishing path: the payload's bytes are cut out and sealed, nothing
     parsed or encoded again. `,"payload":` cannot occur inside a JSON string (its quotes would
     be escaped), so the first one is the field's."""
-    mark = body.index(_FIELD)
     sealer = keyring.sealer(tenant_id, user_id)
+    if native_seal is not None and sealer.compiled is not None:
+        return native_seal(body, sealer.compiled, sealer.kid_bytes)
+    mark = body.index(_FIELD)
     envelope = body[:mark]  # the associated data: what the reader authenticates as written
     blob = pybase64.b64encode(seal(sealer.cipher, body[mark + len(_FIELD):-1], envelope))
     return b"".join((envelope, _PAYLOAD_MARK, blob, _KID_MARK, sealer.kid_bytes, _KID_END))
@@ -125,14 +137,25 @@ class EnvelopeOpener:
     twice) is part of the envelope, which then does not open. A blob too short to hold a nonce
     and a tag does not open either (AES-GCM refuses it)."""
 
-    __slots__ = ("_fresh_after", "_keyring", "_memo")
+    __slots__ = ("_fresh_after", "_keyring", "_memo", "fast")
 
     def __init__(self, keyring: Keyring) -> None:
         self._keyring = keyring
-        self._memo = keyring.kid_memo().get
+        memo = keyring.kid_memo()
+        self._memo = memo.get
         self._fresh_after = keyring.memo_fresh_after()
+        #: the compiled opener with this batch's memo and clock bound (a call goes straight to
+        #: C): the plain JSON, None where this class's own path must decide, SealError when
+        #: the body does not open. None where it was not built.
+        self.fast: Callable[[bytes], bytes | None] | None = (
+            None if native_open is None else partial(native_open, memo, self._fresh_after))
 
     def __call__(self, data: bytes) -> bytes:
+        fast = self.fast
+        if fast is not None:
+            opened = fast(data)
+            if opened is not None:
+                return opened
         kid_at = data.rfind(_KID_MARK)
         at = data.rfind(_PAYLOAD_MARK, 0, kid_at)
         if kid_at < 0 or at < 0:
