@@ -18,7 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from habitus.crypto import DirectoryKeyStore, Keyring, SealError, compiled, load_kek_ring, sealing
+from habitus.crypto import (
+    DirectoryKeyStore,
+    Keyring,
+    SealError,
+    Shredded,
+    compiled,
+    load_kek_ring,
+    sealing,
+)
 from habitus.crypto import columns as sealing_columns
 from habitus.crypto.aead import NONCE_BYTES
 from habitus.crypto.columns import Columns
@@ -240,3 +248,24 @@ def test_a_column_value_is_the_same_sealed_either_way(ring: Keyring, text: str) 
     assert columns.open("acme", "dana", by_c) == text
     if text:
         assert by_c.startswith("hc1:") and by_c != columns.seal("acme", "eve", text)
+
+
+def test_an_opener_made_before_an_erasure_announced_here_opens_nothing_after(
+        ring: Keyring) -> None:
+    """`forget` (the erasure's announcement) empties the memo an opener reads in place: an
+    opener made before it finds no key afterwards, on either path, and the user's events are
+    shredded, whatever type they are."""
+    turn_json = turn("acme", "dana", SAID[0]).to_json()
+    email_json = turn_json.replace(b'"type":"TurnRecorded"', b'"type":"EmailMessageIngested"')
+    sealed = [seal_event_json(body, "acme", "dana", f"e{i}", "TurnRecorded", ring)
+              for i, body in enumerate((turn_json, email_json))]
+    with_c = EnvelopeOpener(ring)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(sealing, "native_open", None)
+        python = EnvelopeOpener(ring)
+    assert [with_c(b) for b in sealed] == [python(b) for b in sealed] == [turn_json, email_json]
+    ring.destroy("acme", "dana")
+    for body in sealed:
+        assert outcome(with_c, body) == outcome(python, body)
+        with pytest.raises(Shredded):
+            with_c(body)

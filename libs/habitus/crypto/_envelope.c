@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <string.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <sys/random.h>
 
@@ -214,53 +215,57 @@ open_enveloped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *kid = PyBytes_FromStringAndSize(data + kid_start, kid_len);
     if (kid == NULL)
         return NULL;
-    PyObject *entry = PyDict_GetItemWithError(memo, kid); /* borrowed */
+    PyObject *entry = PyDict_GetItemWithError(memo, kid);
     Py_DECREF(kid);
     if (entry == NULL) {
         if (PyErr_Occurred())
             return NULL;
         Py_RETURN_NONE;
     }
+    /* held for the call: nothing below runs Python code, but a key must not be freed under us
+     * whatever a later edit adds (the keyring's `forget` clears the memo) */
+    Py_INCREF(entry);
+    PyObject *result = NULL;
+    unsigned char stack[STACK_BLOB];
+    unsigned char *blob = stack;
     if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 5)
-        Py_RETURN_NONE;
+        goto python_decides;
     PyObject *read_at = PyTuple_GET_ITEM(entry, 0), *owner = PyTuple_GET_ITEM(entry, 2);
     PyObject *offset_obj = PyTuple_GET_ITEM(entry, 3), *compiled = PyTuple_GET_ITEM(entry, 4);
-    if (!PyFloat_Check(read_at) || PyFloat_AS_DOUBLE(read_at) < fresh_after
+    /* written as the Python path compares, so that a NaN counts as stale on both */
+    if (!PyFloat_Check(read_at) || !(PyFloat_AS_DOUBLE(read_at) >= fresh_after)
         || !PyBytes_Check(owner) || !PyLong_Check(offset_obj)
         || !PyCapsule_IsValid(compiled, GCM_CAPSULE))
-        Py_RETURN_NONE;
+        goto python_decides;
     EVP_CIPHER_CTX *dctx = ((DataKey *)PyCapsule_GetPointer(compiled, GCM_CAPSULE))->open;
     Py_ssize_t offset = PyLong_AsSsize_t(offset_obj);
     if (offset == -1 && PyErr_Occurred()) {
         PyErr_Clear();
-        Py_RETURN_NONE;
+        goto python_decides;
     }
-    /* the owner where it stood in the envelope the entry was read for; else anywhere in this
-     * envelope, as Keyring.envelope_key accepts it (events of another type place it elsewhere) */
+    /* the owner where it stood in the envelope the entry was read for, or anywhere else in
+     * this one (an event of another type places it elsewhere), as EnvelopeOpener accepts it */
     Py_ssize_t owner_len = PyBytes_GET_SIZE(owner);
     const char *owner_bytes = PyBytes_AS_STRING(owner);
     if (offset < 0 || offset > at - owner_len
         || memcmp(data + offset, owner_bytes, (size_t)owner_len)) {
         if (owner_len == 0 || memmem(data, (size_t)at, owner_bytes, (size_t)owner_len) == NULL)
-            Py_RETURN_NONE;
+            goto python_decides;
     }
 
     const unsigned char *b64 = (const unsigned char *)data + at + PAYLOAD_MARK_LEN;
     Py_ssize_t b64_len = kid_at - (at + PAYLOAD_MARK_LEN);
-    unsigned char stack[STACK_BLOB];
-    unsigned char *blob = stack;
     if (b64_len / 4 * 3 > STACK_BLOB) {
         blob = PyMem_Malloc((size_t)(b64_len / 4 * 3));
-        if (blob == NULL)
-            return PyErr_NoMemory();
+        if (blob == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
     }
-    PyObject *result = NULL;
     Py_ssize_t blob_len = b64decode(b64, b64_len, blob);
-    if (blob_len < 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (blob_len < NONCE_BYTES + TAG_BYTES || blob_len > INT_MAX || at > INT_MAX) {
+    if (blob_len < 0 || blob_len > INT_MAX || at > INT_MAX)
+        goto python_decides;
+    if (blob_len < NONCE_BYTES + TAG_BYTES) {
         refuse("does not open with this key for this envelope");
         goto done;
     }
@@ -279,14 +284,19 @@ open_enveloped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                         blob + NONCE_BYTES + ct_len)
                  && EVP_DecryptFinal_ex(dctx, plain + len, &len) > 0;
     if (!opened) {
+        OPENSSL_cleanse(plain, (size_t)ct_len);  /* decrypted, but not authentic */
         Py_CLEAR(result);
         refuse("does not open with this key for this envelope");
         goto done;
     }
     out[at + FIELD_LEN + ct_len] = '}';
+    goto done;
+python_decides:
+    result = Py_NewRef(Py_None);
 done:
     if (blob != stack)
         PyMem_Free(blob);
+    Py_DECREF(entry);
     return result;
 }
 
@@ -338,7 +348,13 @@ seal_enveloped(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int len = 0;
     /* the nonce from the kernel, as os.urandom takes it: a process forked from another (habitus
      * up's fork server) can never repeat its parent's, as a user-space generator's state could */
-    int sealed = getrandom(blob, NONCE_BYTES, 0) == NONCE_BYTES
+    if (getrandom(blob, NONCE_BYTES, 0) != NONCE_BYTES) {
+        if (blob != stack)
+            PyMem_Free(blob);
+        Py_DECREF(result);
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    int sealed = 1
                  && EVP_EncryptInit_ex(ectx, NULL, NULL, NULL, blob)
                  && EVP_EncryptUpdate(ectx, NULL, &len, (const unsigned char *)body, (int)mark)
                  && EVP_EncryptUpdate(ectx, blob + NONCE_BYTES, &len,
@@ -443,6 +459,9 @@ seal_column(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                                       (int)text_len)
                  && EVP_EncryptFinal_ex(sctx, blob + TAG_BYTES + len, &len)
                  && EVP_CIPHER_CTX_ctrl(sctx, EVP_CTRL_AEAD_GET_TAG, TAG_BYTES, blob);
+    /* the copy holds the user's column key: it must not outlive the call (an erasure destroys
+     * the key, and this context would keep it until the next value is sealed) */
+    EVP_CIPHER_CTX_reset(sctx);
     PyObject *result = NULL;
     if (!sealed) {
         PyErr_SetString(PyExc_RuntimeError, "OpenSSL could not seal");

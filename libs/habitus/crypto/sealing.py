@@ -128,9 +128,12 @@ class EnvelopeOpener:
     """Opens bodies sealed with their envelope as the associated data, for one batch of
     deliveries: the hot path of every consumer, so written for the interpreter. The key comes
     from the keyring's memo by key id (`Keyring.kid_memo`) when its entry was read within the
-    keys' ttl, as of when the opener was made, and names the owner at the offset it had before
-    (events of one type and id format place it alike); anything else asks `envelope_key`,
-    which reads the owner out of the envelope.
+    keys' ttl, as of when the opener was made, and the envelope names its owner: at the offset
+    it had before (events of one type and id format place it alike), else anywhere in the
+    envelope (the compiled opener accepts exactly the same); anything else asks
+    `envelope_key`, which reads the owner out of the envelope. An erasure announced to this
+    process clears the memo in place (`Keyring.forget`), so an opener made before it no longer
+    finds the key.
 
     The payload is the body's last field and base64 holds no quote, so the last
     `,"payload":"` before the key id is the payload's: a second one earlier (a key given
@@ -164,7 +167,7 @@ class EnvelopeOpener:
         kid = data[kid_at + _KID_MARK_LEN:-_KID_END_LEN]
         found = self._memo(kid)
         if (found is not None and found[0] >= self._fresh_after
-                and envelope.startswith(found[2], found[3])):
+                and (envelope.startswith(found[2], found[3]) or found[2] in envelope)):
             cipher = found[1]
         else:
             cipher = self._keyring.envelope_key(kid, envelope)
