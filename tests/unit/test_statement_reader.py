@@ -595,6 +595,30 @@ def test_any_word_limit_on_answers_is_brevity(limit: int) -> None:
         f"Not so formal please, and keep answers under {limit} words.")
 
 
+@pytest.mark.parametrize("message", ["Keep answers under five lines.",
+                                     "Please keep answers under five lines.",
+                                     "Answers under three sentences, please.",
+                                     "Bitte antworte in maximal drei Sätzen."])
+def test_a_limit_counted_in_words_is_brevity(message: str) -> None:
+    """Seen in a trial: "please keep answers under five lines" was not heard (the limit's
+    words knew only digits)."""
+    assert read(message) == [("style", "verbosity", "terse", "standing")]
+
+
+@pytest.mark.parametrize("message", ["The script is under five lines.",
+                                     "It's under 5 lines, so fine.",
+                                     "The report had five lines of errors."])
+def test_a_length_described_is_no_limit(message: str) -> None:
+    assert read(message) == []
+
+
+def test_a_german_request_with_its_verb_last_is_heard() -> None:
+    """Seen in a trial: "Ab jetzt bitte mit Tabellen antworten." (the infinitive last, as
+    German asks politely) was not heard, though "Antworte ab jetzt mit Tabellen." was."""
+    assert [s[:3] for s in read("Ab jetzt bitte mit Tabellen antworten.")] == [
+        ("style", "format", "tables")]
+
+
 def test_a_word_limit_of_a_text_asked_for_is_that_texts() -> None:
     assert read("Write a summary under 100 words.") == []
     assert read("The essay must be under 500 words.") == []

@@ -374,11 +374,20 @@ def one_off(clause: str, sentence: str = "", *, polite: bool = False) -> bool:
             or _TASK_RE.search(sentence) is not None)
 
 
+#: a count said as a digit or a word, up to ten, in the four languages ("under five lines")
+_SMALL_COUNT = (r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few|"
+                r"einer?|zwei|drei|vier|fünf|sechs|sieben|acht|neun|zehn|"
+                r"une?|deux|trois|quatre|cinq|six|sept|huit|neuf|dix|"
+                r"una?|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|diez)")
 #: a limit on an answer's length in words, sentences or lines ("under 100 words", "höchstens
-#: 80 Wörter", "under 3 sentences")
-_WORD_LIMIT = (r"(?:(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
-               r"moins\s+de|menos\s+de)\s+\d+\s+(?:words|wörter\w*|mots|palabras|sentences|"
-               r"lines|sätze\w*|zeilen|phrases|lignes|frases|líneas)|"
+#: 80 Wörter", "under five lines"), not a length described ("the script is under five lines")
+_WORD_LIMIT = (r"(?:(?<!\bis\s)(?<!\bwas\s)(?<!\bare\s)(?<!\bwere\s)(?<!'s\s)(?<!\bist\s)"
+               r"(?<!\bwar\s)(?<!\bsind\s)(?<!\best\s)(?<!\bsont\s)(?<!\bes\s)(?<!\bson\s)"
+               r"(?:under|below|max(?:imum)?|at\s+most|no\s+more\s+than|unter|höchstens|"
+               r"maximal|moins\s+de|pas\s+plus\s+de|au\s+maximum|menos\s+de|no\s+más\s+de|"
+               r"como\s+máximo)\s+" + _SMALL_COUNT + r"\s+(?:words|wörter\w*|mots|palabras|"
+               r"sentences|lines|sätze\w*|sätzen|zeilen|phrases|lignes|frases|líneas)|"
+               r"\d+\s+(?:words|sentences|lines)\s+max\b|"
                r"keep\s+(?:it|them|answers|replies)\s+to\s+(?:one|a\s+single|two|three|\d+)\s+"
                r"(?:paragraphs?|sentences?|lines?))")
 #: a complaint that the answer was long, said of it at the clause's end ("that's too long",
