@@ -334,9 +334,12 @@ async def test_trace_queries_are_sealed_at_rest_and_a_replay_of_the_log_asks_the
         return rows if len(rows) == 321 else []
 
     raw = await until(stored)
-    for _, query in raw:  # what the users asked holds nothing readable on disk
-        assert query.startswith("hc1:") and not any(word in query for word in ("parse", "csv",
-                                                                              "Lisbon")), query
+    # what the users asked holds nothing readable on disk. Words of five letters or more: a
+    # sealed value is base64, where a three-letter word turns up by chance ("...RJoVcsvgIZ..."
+    # held "csv" in one run, about one run in a hundred)
+    for _, query in raw:
+        assert query.startswith("hc1:") and not any(
+            word in query for word in ("parse", "reader", "header", "Lisbon", "offsite")), query
     assert {COLUMNS.open(logged.name, user, query) for user, query in raw} == queries
     # four users asked the same six queries: the replay asks each once, as it was asked
     before = len(llm.requests)
