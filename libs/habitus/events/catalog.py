@@ -265,7 +265,9 @@ class Catalog:
             return None
         try:
             if opener is not None and data.endswith(SEALED_END):
-                return opener(data)  # a batch's: one clock read and memo for all its bodies
+                # a batch's (one clock read and memo for all its bodies), its compiled path
+                # already asked by `decode_message`
+                return opener.decide(data)
             return open_event_json(data, self.keyring)
         except Shredded:
             raise
