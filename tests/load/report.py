@@ -143,9 +143,23 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
     out["second_tenant"] = {"seconds": second.get("seconds"), "at_s": second.get("at_s"),
                             "error": second.get("error")}
     out["soak"] = soak(raw.get("resources") or [], raw["samples"], burst_end)
+    out["contexts"] = context_outcomes(raw.get("contexts") or {})
     out["projections"] = _projections(raw, msgs, burst_end, first_t)
     out["cost"] = _cost(raw, msgs, turns)
     return out
+
+
+def context_outcomes(contexts: Mapping[str, Any]) -> dict[str, Any]:
+    """How the gateway served `prompt.context` between the two snapshots (the burst and the
+    drain): hits from the context cache, misses and calls with a request forwarded to the
+    renderer, and the hits' share of the calls that could be hits."""
+    if contexts.get("note") or not contexts.get("after"):
+        return {"note": contexts.get("note") or "not measured"}
+    before = contexts.get("before") or {}
+    served = {k: v - before.get(k, 0.0) for k, v in contexts["after"].items()}  # 0 unseen
+    hit, miss = served.get("hit", 0.0), served.get("miss", 0.0)
+    return {"hit": int(hit), "miss": int(miss), "forwarded": int(served.get("forwarded", 0.0)),
+            "hit_ratio": round(hit / (hit + miss), 3) if hit + miss else None}
 
 
 def growth(first: float, last: float) -> float | None:
@@ -360,6 +374,15 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
              *[(f"`{m}`, locust readers, under load", v) for m, v in lat["readers"].items()]]
     lines += _table(["call", "n", "p50", "p95", "p99"],
                     [[name, v["n"], v["p50"], v["p95"], v["p99"]] for name, v in calls])
+    served = fig.get("contexts") or {}
+    if served.get("note"):
+        lines += ["", f"How the gateway served `prompt.context` under load: {served['note']}."]
+    elif served:
+        lines += ["", "How the gateway served `prompt.context` from the burst to the drain: "
+                      f"{served['hit']:,} from the context cache, {served['miss']:,} misses "
+                      f"built by the renderer, {served['forwarded']:,} with a request "
+                      f"(forwarded); hits {_fmt(served['hit_ratio'])} of the calls that could "
+                      "be."]
     lines += ["", "## Projections", ""]
     lines += _table(["projection", "service", "events", "peak lag", "caught up after burst (s)",
                      "events/s (first send to caught up)"],

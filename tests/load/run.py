@@ -200,13 +200,14 @@ async def caught_up(nc: Any, url: str, names: list[str], timeout: float) -> bool
 
 
 async def take(js: Any, children: dict[str, Any], db: str, statements_ok: bool,
-               tenants: list[str]) -> dict[str, Any]:
+               tenants: list[str], url: str) -> dict[str, Any]:
     cpu, cpu_note = snapshot.cpu_seconds(children)
     stmts = await snapshot.statements(db) if statements_ok else {}
     msgs = await snapshot.messages(js, tenants)
+    contexts, contexts_note = await snapshot.context_outcomes(url)
     return {"cpu": cpu, "cpu_note": cpu_note, "statements": stmts,
             "messages": [[s, k, n] for (s, k), n in sorted(msgs.items())],
-            "own_cpu": snapshot.own_cpu()}
+            "own_cpu": snapshot.own_cpu(), "contexts": contexts, "contexts_note": contexts_note}
 
 
 async def sized_bodies(js: Any, first: int, last: int) -> list[bytes]:
@@ -297,7 +298,7 @@ async def main(args: argparse.Namespace) -> Path:
             probe_users = plan.user_ids()[:5]
             idle_ctx, idle_health = await latency.idle(client, probe_users, keys[tenants[0]],
                                                        args.idle_samples)
-            before = await take(js, children, quiet_db, statements_note is None, tenants)
+            before = await take(js, children, quiet_db, statements_note is None, tenants, url)
             ingest_first = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
 
             quiet = {"tenant": f"{plan.prefix}-quiet", "user": "newcomer"}
@@ -321,7 +322,7 @@ async def main(args: argparse.Namespace) -> Path:
             loaded_ctx = await probing
             second_result = {**quiet, "at_s": probe_at, **(await second)}
             await sampling
-            after = await take(js, children, quiet_db, statements_note is None, tenants)
+            after = await take(js, children, quiet_db, statements_note is None, tenants, url)
         ingest_last = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
         locust: dict[str, Any] = json.loads((out / "locust.json").read_text()) \
             if (out / "locust.json").exists() else {"totals": {}, "errors": [
@@ -357,6 +358,8 @@ async def main(args: argparse.Namespace) -> Path:
                        "by_schema": snapshot.by_schema(before["statements"],
                                                        after["statements"], schemas)},
         "messages": {"before": before["messages"], "after": after["messages"]},
+        "contexts": {"before": before["contexts"], "after": after["contexts"],
+                     "note": before["contexts_note"] or after["contexts_note"]},
         "baseline": {"raw_acked_publish_per_s": round(raw_rate, 1), "messages": raw_n,
                      "mean_bytes": round(sum(map(len, bodies)) / len(bodies))},
     }

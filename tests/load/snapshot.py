@@ -172,3 +172,34 @@ async def messages(js: Any, tenants: list[str]) -> Counter[tuple[str, str]]:
                 kind = subject.removeprefix(root + ".").split(".", 1)[0]
                 out[(stream, kind)] += int(n)
     return out
+
+
+# -- how the gateway served prompt.context ------------------------------------------------------
+
+CONTEXT_OUTCOMES = "habitus_gateway_prompt_context_total"
+
+
+def context_outcomes_in(text: str) -> dict[str, float]:
+    """`prompt.context` calls by how the gateway served them (hit, miss, forwarded), from its
+    /metrics text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == CONTEXT_OUTCOMES:
+                out[sample.labels["outcome"]] = sample.value
+    return out
+
+
+async def context_outcomes(url: str) -> tuple[dict[str, float], str | None]:
+    """The gateway's counts so far; with several gateways behind `url`, one gateway's."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=10, verify=False) as client:
+            response = await client.get("/metrics")
+            response.raise_for_status()
+    except httpx.HTTPError as exc:
+        return {}, f"not measured: the gateway's /metrics did not answer ({exc!r})"
+    return context_outcomes_in(response.text), None

@@ -17,7 +17,7 @@ import pytest
 from habitus.events.catalog import CATALOG
 from tests.load import report
 from tests.load.mix import CORRECTIONS, STATEMENTS, Mix, Plan, count_types, zipf_weights
-from tests.load.snapshot import by_schema, schema_of, untracked_url
+from tests.load.snapshot import by_schema, context_outcomes_in, schema_of, untracked_url
 
 CLOCK = itertools.count(1_764_460_800.0, 0.25)
 
@@ -247,3 +247,28 @@ def test_the_soak_compares_the_first_settled_sample_with_the_last_of_the_burst()
 def test_a_short_run_has_no_soak_figures() -> None:
     fig = report.soak([_resources(1, 80, 30, 12)], [], burst_end=10.0)
     assert fig["processes"] == [] and report._soak_lines(fig) == []
+
+
+METRICS_TEXT = """# HELP habitus_gateway_prompt_context_total prompt.context calls by how served.
+# TYPE habitus_gateway_prompt_context_total counter
+habitus_gateway_prompt_context_total{outcome="miss"} 703.0
+habitus_gateway_prompt_context_total{outcome="hit"} 890.0
+habitus_gateway_prompt_context_total{outcome="forwarded"} 200.0
+# HELP habitus_http_requests_total other
+# TYPE habitus_http_requests_total counter
+habitus_http_requests_total{route="/healthz"} 5.0
+"""
+
+
+def test_how_the_gateway_served_contexts_is_the_difference_of_its_counters() -> None:
+    before = context_outcomes_in(METRICS_TEXT)
+    assert before == {"miss": 703.0, "hit": 890.0, "forwarded": 200.0}
+    after = {"miss": 803.0, "hit": 1_190.0, "forwarded": 250.0}
+    assert report.context_outcomes({"before": before, "after": after}) == {
+        "hit": 300, "miss": 100, "forwarded": 50, "hit_ratio": 0.75}
+    # a label first seen during the burst counts from zero
+    assert report.context_outcomes({"before": {"hit": 10.0}, "after": {"hit": 12.0,
+                                                                      "miss": 2.0}}) == {
+        "hit": 2, "miss": 2, "forwarded": 0, "hit_ratio": 0.5}
+    assert report.context_outcomes({"note": "not measured: no gateway"}) == {
+        "note": "not measured: no gateway"}
