@@ -20,6 +20,10 @@ stamp the user's mark, the tenant's stamp the tenant's), so the moment a change 
 earlier entry is served by any reader; the two partitions' sequences are never compared with
 each other, so one partition running ahead of the other can neither pass off an entry built
 before a change nor keep a current one from being served.
+
+Reading an entry also marks it read (`READ_MARK`, in the same script as the read): the
+renderer builds again, after the user's next changes, the entries read lately, so an agent
+reading its user's context on every turn finds it built (services.profile_renderer.contexts).
 """
 
 from __future__ import annotations
@@ -40,6 +44,24 @@ log = logging.getLogger(__name__)
 MARK_FIELD = "_min"
 STAMP = "_seq"
 TENANT_STAMP = "_tseq"
+#: `<READ_MARK><field>` in the user's hash: how many more times the entry `field` is built
+#: again after the user's changes before a read must ask for it again. A read (a hit, or the
+#: miss that built it) sets it to `READ_CREDITS`; each rebuild ahead of a read spends one. So
+#: building ahead costs at most `READ_CREDITS` builds a read, and a user whose turns change
+#: their context a few times between two reads of it still finds it built.
+READ_MARK = "_read:"
+READ_CREDITS = 3
+
+# The entry and the user's mark, as HMGET gives them; a present entry is marked read. In one
+# script so the mark is written only into a hash that exists (and so has its TTL): the hash
+# cannot be dropped between the read and the mark.
+_READ_ENTRY = """
+local found = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
+if found[1] then
+  redis.call('HSET', KEYS[1], ARGV[3] .. ARGV[1], ARGV[4])
+end
+return found
+"""
 
 
 class Stamp(NamedTuple):
@@ -101,10 +123,27 @@ def stamped(value: dict[str, Any], stamp: Stamp) -> str:
 
 
 def queue_read(pipe: Any, tenant_id: str, user_id: str, field: str) -> None:
-    """Add the reads `judge` needs to a pipeline: the entry with the user's mark, then the
-    tenant's mark. The renderer queues its generation after them, in the same round trip."""
-    pipe.hmget(context_keys(tenant_id, user_id)[1], [field, MARK_FIELD])
+    """Add the reads `judge` needs to a pipeline: the entry with the user's mark (the entry,
+    when present, marked read), then the tenant's mark. The renderer queues its generation
+    after them, in the same round trip."""
+    pipe.eval(_READ_ENTRY, 1, context_keys(tenant_id, user_id)[1], field, MARK_FIELD, READ_MARK,
+              READ_CREDITS)
     pipe.hget(tenant_mark_key(tenant_id), MARK_FIELD)
+
+
+def read_credits(marks: Sequence[bytes | str]) -> dict[str, int]:
+    """The entries marked read and the rebuilds each has left, from the read marks of a
+    user's hash as (name, value) pairs in a row; what is not a count is left out."""
+    out: dict[str, int] = {}
+    for name, value in zip(marks[::2], marks[1::2], strict=True):
+        text = name.decode() if isinstance(name, bytes) else name
+        try:
+            credits = int(value)
+        except ValueError:
+            continue
+        if text.startswith(READ_MARK) and credits > 0:
+            out[text[len(READ_MARK):]] = credits
+    return out
 
 
 def judge(entry_and_mark: Sequence[bytes | None], tenant_mark: bytes | None

@@ -17,8 +17,10 @@ and every put stretches its TTL to the entry's, so it outlives every entry it ma
 
 A mark written for a batch that then rolls back only costs misses until the batch is applied
 again. After a commit the user's entries are also dropped (a generation counter keeps a slow
-reader from putting a superseded entry back), which frees memory. Redis failures are misses;
-if a mark cannot be written, entries cached before it can be served until their TTL (logged).
+reader from putting a superseded entry back), which frees memory, and the variants a miss
+asked for lately are built again (services.profile_renderer.contexts), so the next read hits.
+Redis failures are misses; if a mark cannot be written, entries cached before it can be served
+until their TTL (logged).
 
 The key layout and the read are the library's (habitus.context_cache), since the gateway serves
 hits too; everything that writes is here.
@@ -27,7 +29,7 @@ hits too; everything that writes is here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +38,7 @@ from redis.exceptions import RedisError
 
 from habitus.context_cache import (
     MARK_FIELD,
+    READ_MARK,
     STAMP,
     Stamp,
     context_keys,
@@ -43,6 +46,7 @@ from habitus.context_cache import (
     judge,
     queue_read,
     read_context,
+    read_credits,
     stamped,
     tenant_mark_key,
     usable,
@@ -53,11 +57,20 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "Stamp", "field_for", "usable"]
 
-# KEYS: the generation, the user's hash, the tenant's hash (its mark); ARGV: the generation
-# read before the inputs, the field, the value, the TTL.
+# KEYS: the generation, the user's hash, the tenant's hash (its mark), the user's asked-for
+# variants; ARGV: the generation read before the inputs, the field, the value, the TTL, the
+# variant as asked for ("": not recorded), how long that record lasts, the read mark's field
+# and the rebuilds it has left (none left: no mark, the entry is built ahead of no read).
 _PUT_IF_CURRENT = """
 if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
+  if ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[4], ARGV[2], ARGV[5])
+    redis.call('EXPIRE', KEYS[4], ARGV[6])
+  end
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+  if tonumber(ARGV[8]) > 0 then
+    redis.call('HSET', KEYS[2], ARGV[7], ARGV[8])
+  end
   redis.call('EXPIRE', KEYS[2], ARGV[4])
   local left = redis.call('TTL', KEYS[3])
   if left >= 0 and left < tonumber(ARGV[4]) then
@@ -66,6 +79,18 @@ if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
   return 1
 end
 return 0
+"""
+
+# KEYS: a user's hash; ARGV: the read marks' prefix. The read marks, as (name, value) pairs.
+_READ_MARKS = """
+local out = {}
+for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if string.sub(name, 1, #ARGV[1]) == ARGV[1] then
+    out[#out + 1] = name
+    out[#out + 1] = redis.call('HGET', KEYS[1], name)
+  end
+end
+return out
 """
 
 # KEYS: the users' hashes; ARGV: one sequence per key, then the TTL. The mark only grows.
@@ -81,6 +106,17 @@ for i, key in ipairs(KEYS) do
 end
 return #KEYS
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry for `ContextCache.put_many`, as `put` takes it."""
+
+    field: str
+    value: dict[str, Any]
+    stamp: Stamp
+    wanted: str | None = None
+    credits: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +139,19 @@ def _generation(raw: bytes | str | None) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
+def wanted_key(tenant_id: str, user_id: str) -> str:
+    """The hash of the user's variants a miss asked for (field -> `Variant.recorded`), which
+    the projection builds again after the user's changes (services.profile_renderer.contexts).
+    Kept apart from the entries: an invalidation drops those, and this says what to rebuild."""
+    return f"habitus:profile:{tenant_id}:{user_id}:wanted"
+
+
 class ContextCache:
-    def __init__(self, redis: Redis, ttl_seconds: int = 3600):
+    def __init__(self, redis: Redis, ttl_seconds: int = 3600, wanted_seconds: int = 600):
         self._redis = redis
         self._ttl = ttl_seconds
+        #: how long a variant asked for is rebuilt after changes without being asked again
+        self.wanted_seconds = wanted_seconds
         self._put = redis.register_script(_PUT_IF_CURRENT)
         self._mark = redis.register_script(_MARK)
 
@@ -138,19 +183,63 @@ class ContextCache:
         return Lookup(hit, _generation(generation), floor)
 
     async def put(self, tenant_id: str, user_id: str, field: str, value: dict[str, Any],
-                  generation: str, stamp: Stamp) -> bool:
-        """Store `value`, computed from inputs read at checkpoints `stamp`."""
+                  generation: str, stamp: Stamp, wanted: str | None = None,
+                  credits: int = 0) -> bool:
+        """Store `value`, computed from inputs read at checkpoints `stamp`. `wanted`: the
+        variant as asked for (`Variant.recorded`), recorded with the value so that a rebuild
+        knows what to build (not when the put is turned away: a rebuild that lost the race to
+        an erasure must not write the user's keys back); `credits`: how many more times the
+        user's changes build the entry again before a read must (`READ_CREDITS` for the
+        miss that built it, one less than it had for a rebuild ahead; 0: none)."""
         if generation == "unavailable":
             return False
         gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
-            stored = await self._put(keys=[gen_key, ctx_key, self._tenant_mark_key(tenant_id)],
+            stored = await self._put(keys=[gen_key, ctx_key, self._tenant_mark_key(tenant_id),
+                                           wanted_key(tenant_id, user_id)],
                                      args=[generation, field, stamped(value, stamp),
-                                           self._ttl])
+                                           self._ttl, wanted or "", self.wanted_seconds,
+                                           f"{READ_MARK}{field}", credits])
         except RedisError as exc:
             log.warning("context cache write failed", extra={"error": repr(exc)})
             return False
         return bool(stored)
+
+    async def put_many(self, tenant_id: str, user_id: str, generation: str,
+                       entries: Sequence[Entry]) -> list[bool]:
+        """`put` for several entries of one user, in one transaction: a reader sees all of
+        them or none (a rebuild puts every variant a change dropped)."""
+        if generation == "unavailable" or not entries:
+            return [False] * len(entries)
+        gen_key, ctx_key = self._keys(tenant_id, user_id)
+        keys = (gen_key, ctx_key, self._tenant_mark_key(tenant_id), wanted_key(tenant_id, user_id))
+        try:
+            pipe = self._redis.pipeline(transaction=True)
+            for e in entries:
+                pipe.eval(_PUT_IF_CURRENT, len(keys), *keys, generation, e.field,
+                          stamped(e.value, e.stamp), self._ttl, e.wanted or "",
+                          self.wanted_seconds, f"{READ_MARK}{e.field}", e.credits)
+            stored = await pipe.execute()
+        except RedisError as exc:
+            log.warning("context cache write failed", extra={"error": repr(exc)})
+            return [False] * len(entries)
+        return [bool(x) for x in stored]
+
+    async def wanted(self, users: Iterable[tuple[str, str]]
+                     ) -> dict[tuple[str, str], tuple[str, list[bytes]]]:
+        """The users with variants asked for: their generation (read with the variants, before
+        any input is read) and what each variant's record says. One round trip for all."""
+        users = list(users)
+        if not users:
+            return {}
+        pipe = self._redis.pipeline(transaction=False)
+        for tenant_id, user_id in users:
+            pipe.hvals(wanted_key(tenant_id, user_id))
+            pipe.get(self._keys(tenant_id, user_id)[0])
+        results = await pipe.execute()
+        return {user: (_generation(generation), list(recorded))
+                for user, recorded, generation in zip(users, results[::2], results[1::2],
+                                                      strict=True) if recorded}
 
     async def mark_changed(self, changes: Mapping[tuple[str, str], int]) -> None:
         """Before a batch commits: these users' contexts change at these sequences
@@ -165,28 +254,37 @@ class ContextCache:
             log.error("context cache mark failed; cached contexts may be served until their "
                       "TTL", extra={"error": repr(exc)})
 
-    async def invalidate(self, users: Iterable[tuple[str, str]]) -> None:
+    async def invalidate(self, users: Iterable[tuple[str, str]]
+                         ) -> dict[tuple[str, str], dict[str, int]]:
         """After a commit: drop the users' entries and marks (what is cached from now on was
-        read after the commit; the generation turns away a put that started before it).
-        The tenant's mark (`TENANT_WIDE`) is kept: the other users' entries are not dropped,
-        and it is what turns them away."""
+        read after the commit; the generation turns away a put that started before it), and
+        say which entries have rebuilds left (what to build again) and how many. The
+        tenant's mark (`TENANT_WIDE`) is kept: the other users' entries are not dropped, and
+        it is what turns them away."""
+        users = [u for u in users if u[1] != TENANT_WIDE]
+        if not users:
+            return {}
         try:
-            pipe = self._redis.pipeline(transaction=False)
+            # one transaction: no read can be marked between the listing and the drop
+            pipe = self._redis.pipeline(transaction=True)
             for tenant_id, user_id in users:
-                if user_id == TENANT_WIDE:
-                    continue
                 gen_key, ctx_key = self._keys(tenant_id, user_id)
+                pipe.eval(_READ_MARKS, 1, ctx_key, READ_MARK)
                 pipe.incr(gen_key)
                 pipe.delete(ctx_key)
-            await pipe.execute()
+            results = await pipe.execute()
         except RedisError as exc:
             # The marks still turn earlier entries away; they expire with their TTL.
             log.error("context cache invalidation failed", extra={"error": repr(exc)})
+            return {}
+        read = {user: read_credits(marks) for user, marks in zip(users, results[::3],
+                                                                   strict=True)}
+        return {user: fields for user, fields in read.items() if fields}
 
     async def forget(self, users: Iterable[tuple[str, str]]) -> None:
         """An erased user's keys, generation and change mark included: nothing is left under
         the user's name (a failure is raised, so the erasure is retried, not reported done)."""
         pipe = self._redis.pipeline(transaction=False)
         for tenant_id, user_id in users:
-            pipe.delete(*self._keys(tenant_id, user_id))
+            pipe.delete(*self._keys(tenant_id, user_id), wanted_key(tenant_id, user_id))
         await pipe.execute()

@@ -10,6 +10,7 @@ from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.profile_renderer import store
 from services.profile_renderer.cache import ContextCache
+from services.profile_renderer.contexts import ContextBuilder, Refresher
 from services.profile_renderer.mirror import Mirror
 from services.profile_renderer.projection import AccountsProjection, RenderProjection
 from services.profile_renderer.rpc import ProfileRpc
@@ -23,14 +24,28 @@ class ProfileSettings(BaseSettings):
         "it on)"))
     context_cache_ttl_seconds: int = Field(default=3600, description=(
         "how long a cached prompt context may live"))
+    context_refresh: bool = Field(default=True, description=(
+        "after a user's context changes, build again the variants their readers asked for, so "
+        "the next `prompt.context` is a cache hit rather than a build"))
+    context_refresh_window_seconds: int = Field(default=600, ge=1, description=(
+        "a variant is rebuilt after changes for this long after a read last missed it"))
+    context_refresh_variants: int = Field(default=8, ge=1, description=(
+        "at most this many variants a user are rebuilt after a change (the latest asked)"))
 
 
 async def wire(ctx: ServiceContext, settings: ProfileSettings) -> Wiring:
-    cache = ContextCache(ctx.redis, settings.context_cache_ttl_seconds)
+    cache = ContextCache(ctx.redis, settings.context_cache_ttl_seconds,
+                         settings.context_refresh_window_seconds)
     mirror = (Mirror(ctx.pool, ctx.publisher, ctx.settings.data_dir.resolve())
               if settings.mirror else None)
+    # Started only where the projections run (a read replica runs no background work).
+    refresher = (Refresher(ContextBuilder(ctx.pool, cache, RenderProjection.name),
+                           window=settings.context_refresh_window_seconds,
+                           limit=settings.context_refresh_variants)
+                 if settings.context_refresh else None)
     return Wiring(rpc=ProfileRpc(ctx, cache).registry,
-                  projections=[AccountsProjection(), RenderProjection(cache, mirror)])
+                  projections=[AccountsProjection(), RenderProjection(cache, mirror, refresher)],
+                  background=[refresher] if refresher is not None else [])
 
 
 service = ServiceDescriptor(

@@ -37,3 +37,10 @@ CACHE_MISSES = Counter(
     "prompt.context built from Postgres (not cached, or the user's cache generation moved).",
     registry=registry,
 )
+CONTEXT_REFRESHES = Counter(
+    "habitus_prompt_context_refreshes_total",
+    "Prompt context variants built again after their user changed, before anyone asked "
+    "(stored; superseded: a later change turned the put away; failed: a round that could not "
+    "read, counted per user).",
+    ["outcome"], registry=registry,
+)

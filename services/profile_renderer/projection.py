@@ -7,8 +7,9 @@ writes nothing and publishes nothing; one that does publishes `ProfileRendered`.
 arrive on the ingest stream: `profile.accounts` restates them as `ConnectedAccountSynced` so
 that the document has one writer and one order, and a replay rebuilds the same versions.
 
-After a commit (best effort, outside the fold) the user's cached prompt context is invalidated
-and the workspace mirror is written.
+After a commit (best effort, outside the fold) the user's cached prompt context is invalidated,
+the variants readers asked for are built again beside the batches (contexts.Refresher), and the
+workspace mirror is written.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from habitus.projection import ApplyContext, Delivered, Projection
 from habitus.prompt import ProfileFacet, ProvisionalFacet, ToolRule
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache
+from services.profile_renderer.contexts import Refresher
 from services.profile_renderer.document import (
     FACET_BLOCKS,
     NOT_YET_SURE,
@@ -101,9 +103,12 @@ class RenderProjection(Projection):
     tables = store.TABLES
     also_holds = (store.MIRROR,)
 
-    def __init__(self, cache: ContextCache | None = None, mirror: Mirror | None = None):
+    def __init__(self, cache: ContextCache | None = None, mirror: Mirror | None = None,
+                 refresher: Refresher | None = None):
         self._cache = cache
         self._mirror = mirror
+        #: rebuilds, beside the batches, the contexts readers asked for of the users changed
+        self._refresher = refresher
         #: versions written by the batch in progress, by origin: counted once it commits
         self._renders: Counter[str] = Counter()
 
@@ -269,7 +274,9 @@ class RenderProjection(Projection):
             metrics.RENDERS.labels(origin).inc(n)
         users = {(d.event.tenant_id, d.event.user_id) for d in batch}
         if self._cache is not None:
-            await self._cache.invalidate(users)
+            read = await self._cache.invalidate(users)
+            if self._refresher is not None:
+                self._refresher.request(read)
         if self._mirror is not None:
             await self._mirror.sync(users)
 

@@ -24,7 +24,7 @@ from psycopg import AsyncCursor
 from pydantic import ValidationError
 
 from habitus.bus.rpc import RpcContext, RpcError, RpcRegistry
-from habitus.context_cache import Stamp, answer, field_for
+from habitus.context_cache import answer
 from habitus.contract.profile import GetProfile, PromptContextParams, SaveNotes
 from habitus.contract.rpc import METHODS
 from habitus.events.domain import FacetForgotten, FacetUpdated, ProfileNotesSaved
@@ -33,7 +33,7 @@ from habitus.service.context import ServiceContext
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache
 from services.profile_renderer.coalesce import Coalescer
-from services.profile_renderer.context import build_context
+from services.profile_renderer.contexts import ContextBuilder, Variant
 from services.profile_renderer.document import (
     NOT_YET_SURE,
     Account,
@@ -43,7 +43,6 @@ from services.profile_renderer.document import (
     apply_edit,
     facet_bodies,
     not_yet_sure_body,
-    notes,
     render,
     settle,
 )
@@ -105,6 +104,7 @@ class ProfileRpc:
     def __init__(self, ctx: ServiceContext, cache: ContextCache | None):
         self.ctx = ctx
         self.cache = cache
+        self.builder = ContextBuilder(ctx.pool, cache, RenderProjection.name)
         #: builds of a context under way, joined by the calls that miss meanwhile
         self._builds: Coalescer[dict[str, Any]] = Coalescer()
         self.registry = RpcRegistry()
@@ -236,9 +236,10 @@ class ProfileRpc:
         already under way for the same user and variant), uncached (no cache)."""
         cache = self.cache
         t, u = rc.tenant_id, p.user_id
-        field = field_for(p.tools, p.budget_chars, p.unconfirmed)
+        variant = Variant.of(p.tools, p.budget_chars, p.unconfirmed)
+        field = variant.field
         if cache is None:
-            result, _ = await self._build(p, t, u, field, None)
+            result, _ = await self.builder.build(t, u, variant, None)
             return result, "uncached"
         seen = await cache.lookup(t, u, field)
         if seen.hit is not None:
@@ -246,34 +247,14 @@ class ProfileRpc:
             return seen.hit, "hit"
         metrics.CACHE_MISSES.inc()
         if seen.generation == "unavailable":  # no marks known: nothing to judge a build by
-            result, _ = await self._build(p, t, u, field, None)
+            result, _ = await self.builder.build(t, u, variant, None)
             return result, "miss"
         result, joined = await self._builds.run(
             (t, u, field, seen.generation), seen.floor,
-            lambda: self._build(p, t, u, field, seen.generation))
+            lambda: self.builder.build(t, u, variant, seen.generation, record_at=time.time()))
         if joined:
             metrics.CACHE_COALESCED.inc()
         return result, "coalesced" if joined else "miss"
-
-    async def _build(self, p: PromptContextParams, t: str, u: str, field: str,
-                     generation: str | None) -> tuple[dict[str, Any], Stamp]:
-        """The context from Postgres (one statement: the stamps are exactly the checkpoints
-        the data is at), cached under `generation` (None: not cached); with its stamps."""
-        inputs = await store.context_inputs(self.ctx.pool, RenderProjection.name, t, u,
-                                            p.unconfirmed)
-        version, markdown = inputs.document if inputs.document else (0, "")
-        built = build_context(facets=inputs.facets, notes=notes(markdown) if markdown else "",
-                              rules=inputs.rules, tools=p.tools, budget_chars=p.budget_chars,
-                              unconfirmed=inputs.provisional)
-        result = {
-            "user_id": u,
-            "version": version,
-            "sections": [{"name": s.name, "content": s.content} for s in built.sections],
-            "text": built.text,
-        }
-        if generation is not None and self.cache is not None:
-            await self.cache.put(t, u, field, result, generation, inputs.stamp)
-        return result, inputs.stamp
 
 
 def _appended(result: dict[str, Any], name: str, section: str,

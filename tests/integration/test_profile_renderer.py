@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 import pytest_asyncio
+from redis.asyncio import Redis
 
 from habitus.auth.keys import create_key
 from habitus.bus import EVENTS, EventPublisher, RpcClient, RpcError
+from habitus.context_cache import READ_CREDITS, context_keys, field_for, read_context
 from habitus.crypto.columns import COLUMNS, PREFIX
 from habitus.events import CATALOG
 from habitus.events.domain import (
@@ -278,6 +281,57 @@ async def test_prompt_context_cache_follows_the_changes(person: Person) -> None:
         return "style/emoji" in (await person.call("prompt.context"))["text"]
 
     await until(fresh, timeout=5)
+
+
+async def test_a_changed_users_read_contexts_are_rebuilt_before_the_next_read(
+        person: Person, servers: ServerUrls) -> None:
+    """An agent reads its user's context on every turn, and those users' turns keep changing
+    it: after each change the entries read lately are built again, so the next read is a
+    cache hit (what the gateway serves), not a build queued behind the renderer's batches. A
+    read pays for `READ_CREDITS` rebuilds ahead: an entry not read again stops being built,
+    and a variant nobody asked for is never built. Entries are read here as the gateway reads
+    them (which gives rebuilds) or peeked at raw (which does not)."""
+    await person.learn("verbosity", "terse")
+    await person.settled(lambda md: "terse" in md)
+    read, peeked, never = (field_for(["send_email"], 600, False), field_for(None, 300, False),
+                           field_for(None, None, False))
+    redis = Redis.from_url(servers.redis)
+    entries = context_keys(person.tenant, person.user)[1]
+
+    async def peek(field: str) -> str | None:
+        raw = await redis.hget(entries, field)
+        return None if raw is None else str(json.loads(raw)["text"])
+
+    async def change(key: str, value: str) -> None:
+        """A change of the user's facets, once PROFILE.md shows it and `read` (read as the
+        gateway reads it) was built again with it; the same round builds `peeked`, if at all."""
+        await person.learn(key, value)
+        await person.settled(lambda md: value in md)
+
+        async def rebuilt() -> bool:
+            hit = await read_context(redis, person.tenant, person.user, read)
+            return hit is not None and f"style/{key}" in hit["text"]
+        await until(rebuilt, timeout=10)
+
+    try:
+        await person.call("prompt.context", tools=["send_email"], budget_chars=600)  # misses
+        await person.call("prompt.context", budget_chars=300)
+        await change("emoji", "skip")
+        hit = await read_context(redis, person.tenant, person.user, read)
+        assert hit == {k: v for k, v in (await person.call(
+            "prompt.context", tools=["send_email"], budget_chars=600)).items()
+            if k != "steered_by"}  # the same context a build gives now
+        # `peeked` was read once, by its miss: built again after each of the next changes,
+        # until that read's rebuilds are spent
+        assert READ_CREDITS == 3  # the first change spent one
+        shown = []
+        for key, value in (("tone", "casual"), ("format", "tables"), ("code_style", "typed")):
+            await change(key, value)  # `peeked` is put in the same transaction as `read`
+            shown.append(f"style/{key}" in (await peek(peeked) or ""))
+        assert shown == [True, True, False]
+        assert await peek(never) is None
+    finally:
+        await redis.aclose()
 
 
 # -- what the user set, what is not yet sure ---------------------------------------------------

@@ -12,8 +12,16 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from habitus.context_cache import READ_CREDITS
 from habitus.ids import TENANT_WIDE
-from services.profile_renderer.cache import ContextCache, Stamp, field_for
+from services.profile_renderer.cache import (
+    ContextCache,
+    Entry,
+    Stamp,
+    field_for,
+    wanted_key,
+)
+from services.profile_renderer.contexts import Variant, latest_variants
 from tests.conftest import ServerUrls
 from tests.support.factories import unique
 
@@ -141,3 +149,68 @@ async def test_the_context_with_unconfirmed_facets_is_its_own_entry(cache: Conte
     await cache.invalidate([(tenant, "u1")])  # a change drops both variants
     assert await cache.get(tenant, "u1", asked) is None
     assert await cache.get(tenant, "u1", plain) is None
+
+
+async def test_a_missed_variant_is_recorded_until_the_user_is_erased(cache: ContextCache) -> None:
+    """A miss records the variant it asked for with its entry, and a rebuild reads it back with
+    the generation it must put under; a put turned away records nothing (a rebuild that lost
+    the race to an erasure writes no key back); erasure leaves nothing under the user's name."""
+    tenant = unique("tn")
+    asked = Variant.of(["send_email"], 600, False)
+    before = await cache.generation(tenant, "u1")
+    await cache.invalidate([(tenant, "u1")])  # a commit: a put read before it is turned away
+    assert not await cache.put(tenant, "u1", asked.field, {"text": "stale"}, before,
+                               Stamp(1, 1), wanted=asked.recorded(90.0), credits=READ_CREDITS)
+    assert await cache.wanted([(tenant, "u1")]) == {}
+    assert await cache.put(tenant, "u1", asked.field, {"text": "now"},
+                           await cache.generation(tenant, "u1"), Stamp(1, 1),
+                           wanted=asked.recorded(100.0), credits=READ_CREDITS)
+    assert await cache.put(tenant, "u2", FIELD, {"text": "built ahead"},
+                           await cache.generation(tenant, "u2"), Stamp(1, 1))
+
+    wanted = await cache.wanted([(tenant, "u1"), (tenant, "u2")])
+    assert list(wanted) == [(tenant, "u1")]  # u2's put recorded no variant
+    generation, recorded = wanted[(tenant, "u1")]
+    assert generation == await cache.generation(tenant, "u1") != before
+    assert latest_variants(recorded, window=60, limit=8, now=130.0) == [asked]
+    assert latest_variants(recorded, window=10, limit=8, now=130.0) == []  # asked too long ago
+
+    await cache.forget([(tenant, "u1")])
+    assert await cache.wanted([(tenant, "u1")]) == {}
+    assert await cache._redis.exists(wanted_key(tenant, "u1")) == 0
+    # a rebuild that read the generation before the erasure puts nothing back
+    assert await cache.put_many(tenant, "u1", generation, [Entry(
+        asked.field, {"text": "late"}, Stamp(2, 2), wanted=asked.recorded(140.0),
+        credits=2)]) == [False]
+    assert await cache._redis.exists(wanted_key(tenant, "u1"),
+                                     f"habitus:profile:{tenant}:u1:ctx") == 0
+
+
+async def test_a_change_names_the_entries_with_rebuilds_left(cache: ContextCache) -> None:
+    """What the projection builds again after a change: the entries a read gave rebuilds to
+    (a hit, or the miss that built them) with how many they have left, not those built ahead
+    with none left; and a read of an entry that is not there leaves no key behind (a hash
+    without its TTL would never expire)."""
+    tenant = unique("tn")
+    by_miss, last_ahead, ahead_then_hit = (field_for(["git"], n, False) for n in (1, 2, 3))
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", by_miss, {"text": "a"}, generation, Stamp(1, 1),
+                           credits=READ_CREDITS)
+    for field in (last_ahead, ahead_then_hit):
+        assert await cache.put(tenant, "u1", field, {"text": "b"}, generation, Stamp(1, 1),
+                               credits=0)
+    assert await cache.get(tenant, "u1", ahead_then_hit) == {"text": "b"}  # a hit
+
+    assert await cache.invalidate([(tenant, "u1"), (tenant, "u2"), (tenant, TENANT_WIDE)]) == {
+        (tenant, "u1"): {by_miss: READ_CREDITS, ahead_then_hit: READ_CREDITS}}
+    assert await cache.get(tenant, "u1", by_miss) is None  # dropped: a read, and a miss
+    assert await cache._redis.exists(f"habitus:profile:{tenant}:u1:ctx") == 0
+    # built again ahead of a read with one rebuild left: the next change names it once more
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", by_miss, {"text": "a2"}, generation, Stamp(2, 2),
+                           credits=1)
+    assert await cache.invalidate([(tenant, "u1")]) == {(tenant, "u1"): {by_miss: 1}}
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", by_miss, {"text": "a3"}, generation, Stamp(3, 3),
+                           credits=0)
+    assert await cache.invalidate([(tenant, "u1")]) == {}
