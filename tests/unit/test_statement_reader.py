@@ -495,6 +495,23 @@ def test_what_a_fifth_trial_found(message: str, expected: list[tuple[str, str, s
 
 def test_where_someone_is_from_is_still_no_location() -> None:
     assert read("I'm from Nairobi originally.") == []
+    assert read("I am from Munich") == []
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm Jan from Hamburg", [("identity", "name", "Jan"), ("identity", "location", "Hamburg")]),
+    ("Hi, I'm Maria from Lisbon and I work on payments.",
+     [("identity", "name", "Maria"), ("identity", "location", "Lisbon")]),
+    ("Ich bin Jan aus Hamburg.",
+     [("identity", "name", "Jan"), ("identity", "location", "Hamburg")]),
+    # a company or a team is no place
+    ("I'm Jan from Acme", [("identity", "name", "Jan")]),
+    ("I'm Jan from the Hamburg office", [("identity", "name", "Jan")])])
+def test_a_name_and_where_from_in_one_introduction(message: str,
+                                                   expected: list[tuple[str, str, str]]) -> None:
+    """Introducing oneself by name and city says both ("I'm Jan from Hamburg"); the location
+    was lost, because only a word that places someone ("in", "based in") led to a city."""
+    assert [s[:3] for s in read(message)] == expected
 
 
 @pytest.mark.parametrize(("message", "expected"), [

@@ -173,13 +173,20 @@ _ZONE_RE = re.compile(
     r"mitteleuropäische\s+zeit)"
     r"(?![\w/])", _I)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*")
+#: the speaker introducing themselves by name and where they are from: "I'm Jan from Hamburg",
+#: "Ich bin Jan aus Hamburg", "je suis Marie de Lyon". Said of a place it names where they are
+#: (the city must be one; "I'm Jan from Acme" names none). "I am from Munich" alone is where
+#: someone grew up as often as where they live, and stays unread.
+_INTRO_FROM = (r"(?:i'm|i\s+am|ich\s+bin|je\s+suis|soy)\s+(?-i:[A-Z][\w'-]+)"
+               r"(?:\s+(?-i:[A-Z][\w'-]+))?,?\s+(?:from|aus|de)")
 #: a city counts only right after a word that places someone: "in Berlin", "à Nantes"
 _PLACE_BEFORE_RE = re.compile(
     r"(?<!airport\s)(?<!station\s)(?<!hotel\s)(?<!flughafen\s)(?<!bahnhof\s)"
     r"(?<!aéroport\s)(?<!aeropuerto\s)(?<!born\s)(?<!geboren\s)(?<!nací\s)(?<!né\s)"
     r"\b(?:in|im|en|à|a|out\s+of|(?:moved|moving|relocated|relocating)\s+to|"
     r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
-    r"work(?:ing)?\s+(?:remote(?:ly)?\s+)?from|(?:gezogen|umgezogen|zieh\w*)\s+nach)\s+$", _I)
+    r"work(?:ing)?\s+(?:remote(?:ly)?\s+)?from|(?:gezogen|umgezogen|zieh\w*)\s+nach|"
+    + _INTRO_FROM + r")\s+$", _I)
 #: a city in lower case ("j'habite à lyon") counts after a word of living there
 _LIVE_BEFORE_RE = re.compile(
     r"\b(?:live|living|based|wohne|lebe|habite|vis|vivo|resido|moved\s+to)\s+(?:in|à|en|a)?\s*$",
@@ -365,7 +372,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
 _PLACE_WORD_RE = re.compile(
     r"\b(?:in|im|en|à|a|out\s+of|moved\s+to|moving\s+to|relocated\s+to|relocating\s+to|"
     r"(?:moved|moving|relocated|relocating)\s+from\s+[\w' -]{1,40}?\s+to|"
-    r"work(?:ing)?\s+(?:remotely\s+)?from|nach)\s+", _I)
+    r"work(?:ing)?\s+(?:remotely\s+)?from|nach|" + _INTRO_FROM + r")\s+", _I)
 
 
 def _cities(text: str) -> list[tuple[int, int, City]]:
