@@ -349,21 +349,30 @@ def test_keys_are_read_ahead_for_a_batch_and_only_a_sealers_warming_creates_any(
 
 
 def test_a_reader_looks_again_for_keys_it_found_missing_once_their_time_is_up(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the keyring's own clock (a real one made this flaky on a loaded machine: the 50 ms
+    ttl it needed to run quickly could pass between warming the keys and asking for them)."""
     import asyncio
+    import types
 
+    import habitus.crypto.keyring as keyring_module
     from habitus.events import CATALOG, Catalog
     from habitus.events.catalog import warm_keys
 
+    now = [1_000.0]
+    monkeypatch.setattr(keyring_module, "time",
+                        types.SimpleNamespace(monotonic=lambda: now[0], time=time.time))
     kek = load_kek_ring(None, tmp_path / "kek.json")
     store = DirectoryKeyStore(tmp_path / "keys")
-    reader, writer = Keyring(kek, store, ttl=0.05), Keyring(kek, store)
+    reader, writer = Keyring(kek, store, ttl=60.0), Keyring(kek, store)
     catalog = Catalog(list(CATALOG))
     catalog.use_keyring(reader)
     asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
     assert reader.cold([("acme", "dana")]) == []  # found missing just now
     seal_body(TURN, writer)  # her first sealed event, from another process
-    time.sleep(0.1)
+    now[0] += 59.0
+    assert reader.cold([("acme", "dana")]) == []  # still within the ttl: not asked again
+    now[0] += 2.0
     assert reader.cold([("acme", "dana")]) == [("acme", "dana")]
     asyncio.run(warm_keys(catalog, [("acme", "dana")], create=False))
     assert reader.cold([("acme", "dana")]) == []
