@@ -16,9 +16,12 @@ mark is never dropped after a commit (no entry of that tenant could be checked a
 and every put stretches its TTL to the entry's, so it outlives every entry it may turn away.
 
 A mark written for a batch that then rolls back only costs misses until the batch is applied
-again. After a commit the user's entries are also dropped (a generation counter keeps a slow
-reader from putting a superseded entry back), which frees memory, and the variants a miss
-asked for lately are built again (services.profile_renderer.contexts), so the next read hits.
+again. After a commit the user's entries are also dropped (a generation keeps a slow reader
+from putting a superseded entry back), which frees memory, and the entries read lately are
+built again (services.profile_renderer.contexts), so the next read hits. Generations come from
+one counter for all users and a missing one matches no put: an erasure deletes the user's
+generation, and a put read before it (a miss, a rebuild) finds nothing current afterwards,
+where a per-user counter would have started again at a value the put could hold.
 Redis failures are misses; if a mark cannot be written, entries cached before it can be served
 until their TTL (logged).
 
@@ -62,7 +65,7 @@ __all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "Stamp", "field_for"
 # variant as asked for ("": not recorded), how long that record lasts, the read mark's field
 # and the rebuilds it has left (none left: no mark, the entry is built ahead of no read).
 _PUT_IF_CURRENT = """
-if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[5] ~= '' then
     redis.call('HSET', KEYS[4], ARGV[2], ARGV[5])
     redis.call('EXPIRE', KEYS[4], ARGV[6])
@@ -80,6 +83,26 @@ if (redis.call('GET', KEYS[1]) or '0') == ARGV[1] then
 end
 return 0
 """
+
+# Generations are drawn from one counter for all users (KEYS[2]), so no value is ever handed out
+# twice: erasing a user deletes their generation, and a put holding one read before the erasure
+# must never find it current again (a per-user counter started again at 1). A missing generation
+# matches no put. KEYS: the user's generation, the counter; ARGV: the TTL.
+_CURRENT_GENERATION = """
+local current = redis.call('GET', KEYS[1])
+if not current then
+  current = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[1], current, 'EX', ARGV[1])
+end
+return current
+"""
+_NEXT_GENERATION = """
+local next = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], next, 'EX', ARGV[1])
+return next
+"""
+#: the counter every user's generations are drawn from (it names no user)
+GENERATIONS = "habitus:profile:generations"
 
 # KEYS: a user's hash; ARGV: the read marks' prefix. The read marks, as (name, value) pairs.
 _READ_MARKS = """
@@ -162,8 +185,11 @@ class ContextCache:
         return await read_context(self._redis, tenant_id, user_id, field)
 
     async def generation(self, tenant_id: str, user_id: str) -> str:
+        """The user's current generation (one drawn now if they have none), which a value
+        built from inputs read after this must be put under."""
         try:
-            raw = await self._redis.get(self._keys(tenant_id, user_id)[0])
+            raw = await self._redis.eval(_CURRENT_GENERATION, 2, self._keys(tenant_id, user_id)[0],
+                                         GENERATIONS, self._ttl)
         except RedisError:
             return "unavailable"
         return _generation(raw)
@@ -174,7 +200,8 @@ class ContextCache:
         try:
             pipe = self._redis.pipeline(transaction=False)
             queue_read(pipe, tenant_id, user_id, field)
-            pipe.get(self._keys(tenant_id, user_id)[0])
+            pipe.eval(_CURRENT_GENERATION, 2, self._keys(tenant_id, user_id)[0], GENERATIONS,
+                      self._ttl)
             entry_and_mark, tenant_mark, generation = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache read failed", extra={"error": repr(exc)})
@@ -232,7 +259,9 @@ class ContextCache:
         users = list(users)
         if not users:
             return {}
-        pipe = self._redis.pipeline(transaction=False)
+        # one transaction: an erasure between the two reads would pair a user's variants with
+        # no generation (which no put matches anyway) or the reverse
+        pipe = self._redis.pipeline(transaction=True)
         for tenant_id, user_id in users:
             pipe.hvals(wanted_key(tenant_id, user_id))
             pipe.get(self._keys(tenant_id, user_id)[0])
@@ -270,7 +299,7 @@ class ContextCache:
             for tenant_id, user_id in users:
                 gen_key, ctx_key = self._keys(tenant_id, user_id)
                 pipe.eval(_READ_MARKS, 1, ctx_key, READ_MARK)
-                pipe.incr(gen_key)
+                pipe.eval(_NEXT_GENERATION, 2, gen_key, GENERATIONS, self._ttl)
                 pipe.delete(ctx_key)
             results = await pipe.execute()
         except RedisError as exc:

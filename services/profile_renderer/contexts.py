@@ -26,7 +26,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,34 +123,47 @@ class ContextBuilder:
         }
 
     async def refresh(self, read: Mapping[User, Mapping[str, int]], *, window: float,
-                      limit: int, now: float) -> tuple[int, int]:
+                      limit: int, now: float) -> tuple[int, int, int]:
         """Build again, and put, the entries `read` names (per user, those with rebuilds left,
         and how many) whose variant a miss recorded within `window` seconds before `now`, at
         most `limit` a user, the latest asked first. One cache round trip for all the users
         (their variants and generations, read before any input), then one statement per user
         and unconfirmed flag, and one transaction of puts per user. (stored, turned away by a
-        later change)."""
+        later change, users that failed: a user's failure is logged and costs only misses.)"""
         cache = self.cache
         if cache is None:
-            return 0, 0
+            return 0, 0, 0
         wanted = await cache.wanted([user for user in read if user[1] != TENANT_WIDE])
-        stored = superseded = 0
+        stored = superseded = failed = 0
         for (t, u), (generation, recorded) in wanted.items():
-            left = read[(t, u)]
-            variants = [v for v in latest_variants(recorded, window=window, limit=len(recorded),
-                                                   now=now) if v.field in left][:limit]
-            entries = []
-            for unconfirmed in sorted({v.unconfirmed for v in variants}):
-                inputs = await store.context_inputs(self.pool, self.projection, t, u,
-                                                    unconfirmed)
-                # still read lately: each record is renewed, and one rebuild spent
-                entries += [Entry(v.field, self._built(u, inputs, v), inputs.stamp,
-                                  wanted=v.recorded(now), credits=left[v.field] - 1)
-                            for v in variants if v.unconfirmed == unconfirmed]
-            done = await cache.put_many(t, u, generation, entries)
+            try:
+                done = await self._rebuild(t, u, generation, recorded, read[(t, u)],
+                                           window=window, limit=limit, now=now)
+            except Exception as exc:
+                log.warning("a prompt context was not rebuilt; its next read misses",
+                            extra={"error": repr(exc)})
+                failed += 1
+                continue
             stored += sum(done)
             superseded += len(done) - sum(done)
-        return stored, superseded
+        return stored, superseded, failed
+
+    async def _rebuild(self, t: str, u: str, generation: str, recorded: Sequence[bytes],
+                       left: Mapping[str, int], *, window: float, limit: int, now: float
+                       ) -> list[bool]:
+        """One user's entries `left` names, built and put in one transaction."""
+        cache = self.cache
+        assert cache is not None
+        variants = [v for v in latest_variants(recorded, window=window, limit=len(recorded),
+                                               now=now) if v.field in left][:limit]
+        entries = []
+        for unconfirmed in sorted({v.unconfirmed for v in variants}):
+            inputs = await store.context_inputs(self.pool, self.projection, t, u, unconfirmed)
+            # still read lately: each record is renewed, and one rebuild spent
+            entries += [Entry(v.field, self._built(u, inputs, v), inputs.stamp,
+                              wanted=v.recorded(now), credits=left[v.field] - 1)
+                        for v in variants if v.unconfirmed == unconfirmed]
+        return await cache.put_many(t, u, generation, entries)
 
 
 def latest_variants(recorded: Iterable[bytes | str], *, window: float, limit: int,
@@ -211,7 +224,7 @@ class Refresher:
         """One round over the users `read` names; a failure (Postgres, Redis) costs only
         misses, logged."""
         try:
-            stored, superseded = await self.builder.refresh(
+            stored, superseded, failed = await self.builder.refresh(
                 read, window=self.window, limit=self.limit, now=time.time())
         except asyncio.CancelledError:
             raise
@@ -222,3 +235,4 @@ class Refresher:
             return
         metrics.CONTEXT_REFRESHES.labels("stored").inc(stored)
         metrics.CONTEXT_REFRESHES.labels("superseded").inc(superseded)
+        metrics.CONTEXT_REFRESHES.labels("failed").inc(failed)

@@ -214,3 +214,28 @@ async def test_a_change_names_the_entries_with_rebuilds_left(cache: ContextCache
     assert await cache.put(tenant, "u1", by_miss, {"text": "a3"}, generation, Stamp(3, 3),
                            credits=0)
     assert await cache.invalidate([(tenant, "u1")]) == {}
+
+
+async def test_no_generation_is_handed_out_twice_so_an_erasure_cannot_revive_a_put(
+        cache: ContextCache) -> None:
+    """A put holding a generation read before an erasure (a miss or a rebuild still reading
+    Postgres) finds nothing current after it, however many changes follow: generations come
+    from one counter for every user, and a missing one matches no put. A per-user counter
+    started again at 1, which such a put could hold, and wrote the erased data back."""
+    tenant = unique("tn")
+    seen = {await cache.generation(tenant, "u1")}
+    await cache.invalidate([(tenant, "u1")])
+    held = await cache.generation(tenant, "u1")  # a build starts
+    seen.add(held)
+    await cache.forget([(tenant, "u1")])  # the user is erased meanwhile
+    assert not await cache.put(tenant, "u1", FIELD, {"text": "erased"}, held, Stamp(9, 9))
+    assert not await cache.put(tenant, "u1", FIELD, {"text": "erased"}, "0", Stamp(9, 9))
+    for _ in range(3):  # later changes of a new user under the same id
+        await cache.invalidate([(tenant, "u1")])
+        now = await cache.generation(tenant, "u1")
+        assert now not in seen
+        seen.add(now)
+        assert not await cache.put(tenant, "u1", FIELD, {"text": "erased"}, held, Stamp(9, 9))
+    assert await cache.get(tenant, "u1", FIELD) is None
+    gen_key = f"habitus:profile:{tenant}:u1:gen"
+    assert 0 < await cache._redis.ttl(gen_key) <= 60  # no generation outlives its entries' TTL
