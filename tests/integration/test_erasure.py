@@ -491,8 +491,13 @@ def files_holding(roots: list[Path], needles: list[bytes]) -> list[str]:
     `grep -ai` would); `needles` are lowercase."""
     found = []
     for root in roots:
-        for path in root.rglob("*"):
-            if path.is_file() and not path.is_symlink():
+        # os.walk, not Path.rglob: a directory removed while the search walks (a consumer's,
+        # which NATS deletes with the consumer) is passed over, where rglob raised
+        for folder, _, names in os.walk(root):
+            for name in names:
+                path = Path(folder, name)
+                if path.is_symlink() or not path.is_file():
+                    continue
                 try:
                     data = path.read_bytes().lower()
                 except OSError:
@@ -522,8 +527,11 @@ async def shows(tenant: Tenant, method: str, params: dict[str, Any], text: str) 
 def copy_files(source: Path, target: Path) -> None:
     """The regular files under `source` (a server's socket is not data), as a backup takes
     them; a file removed while the copy walks (a recycled WAL segment) is skipped."""
-    for path in source.rglob("*"):
-        if path.is_file() and not path.is_symlink():
+    for folder, _, names in os.walk(source):  # a directory removed meanwhile is passed over
+        for name in names:
+            path = Path(folder, name)
+            if path.is_symlink() or not path.is_file():
+                continue
             destination = target / path.relative_to(source)
             destination.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
