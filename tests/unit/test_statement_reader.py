@@ -499,11 +499,31 @@ def test_where_someone_is_from_is_still_no_location() -> None:
 
 
 @pytest.mark.parametrize(("message", "expected"), [
+    ("I use Neovim and Rust.",
+     [("tooling", "editor", "neovim"), ("tooling", "language", "rust")]),
+    ("We use Postgres and Go.",
+     [("tooling", "database", "postgres"), ("tooling", "language", "go")]),
+    # a word, not the language: lower case, or no tool before it
+    ("I like Neovim, and go deeper on the parser please.", [("tooling", "editor", "neovim")])])
+def test_an_everyday_word_listed_after_a_tool_is_a_tool(
+        message: str, expected: list[tuple[str, str, str]]) -> None:
+    """"Rust" and "Go" are tools only where the words say so ("use Rust"); a list is split at
+    its "and", so the second item of "I use Neovim and Rust" lost the verb and was read as a
+    word."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
     ("I'm Jan from Hamburg", [("identity", "name", "Jan"), ("identity", "location", "Hamburg")]),
     ("Hi, I'm Maria from Lisbon and I work on payments.",
      [("identity", "name", "Maria"), ("identity", "location", "Lisbon")]),
     ("Ich bin Jan aus Hamburg.",
      [("identity", "name", "Jan"), ("identity", "location", "Hamburg")]),
+    # "de" and a city after the name: where the speaker is from, not part of the name
+    ("Soy Ana de Sevilla.", [("identity", "name", "Ana"), ("identity", "location", "Sevilla")]),
+    ("Je suis Marie de Lyon.",
+     [("identity", "name", "Marie"), ("identity", "location", "Lyon")]),
+    ("Soy Ana de Armas.", [("identity", "name", "Ana de Armas")]),
     # a company or a team is no place
     ("I'm Jan from Acme", [("identity", "name", "Jan")]),
     ("I'm Jan from the Hamburg office", [("identity", "name", "Jan")])])

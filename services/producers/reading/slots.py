@@ -205,11 +205,24 @@ _WORD_BEFORE_RE = re.compile(r"([^\W\d_]+)\s+$")
 
 
 def _name(text: str) -> str:
-    """A name as written, without a trailing word that ends it ("Priya and" -> "Priya")."""
+    """A name as written, without a trailing word that ends it ("Priya and" -> "Priya"), and
+    without a city it is from: "soy Ana de Sevilla", "je suis Marie de Lyon" name Ana and
+    Marie from a city (read as the location), where "Ana de Armas" is a name."""
     parts = text.split()
     while parts and parts[-1].lower() in {"and", "but", "from", "at", "in", "und", "et", "y"}:
         parts.pop()
+    for i in range(1, len(parts) - 1):
+        if parts[i].lower() in {"de", "d'"} and find_city(" ".join(parts[i + 1:]).strip(".'")):
+            parts = parts[:i]
+            break
     return " ".join(parts).strip(".'")
+
+
+def _name_end(m: re.Match[str], group: str, value: str) -> int:
+    """Where the name `value` ends in the match: a city it was said to be from, cut off by
+    `_name`, is a place of its own ("soy Ana de Sevilla")."""
+    at = m.group(group).find(value)
+    return m.start(group) + at + len(value) if at >= 0 else m.end(group)
 
 
 def _is_other_value(text: str) -> bool:
@@ -253,7 +266,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and value.lower() not in _NOT_A_NAME and not _is_other_value(
                 value.split()[0]) and not any(
                 s.start <= m.start("v") < s.end for s in slots):
-            slots.append(Slot("name", value, m.start("v"), m.end("v")))
+            slots.append(Slot("name", value, m.start("v"), _name_end(m, "v", value)))
     for m in _EMPLOYER_CUES.finditer(clause):
         value = _employer(m)
         # "trabajo en Ubuntu" works on a tool; "I work at Vercel" is employed there
@@ -292,7 +305,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         value = _name(m.group(group))
         if value and not _is_other_value(value) and value.lower() not in _NOT_A_NAME and (
                 not any(s.kind in ("name", "preferred_name") for s in slots)):
-            slots.append(Slot("name", value, m.start(group), m.end(group)))
+            slots.append(Slot("name", value, m.start(group), _name_end(m, group, value)))
     for m in _ROLE_HERE.finditer(clause):
         role = _role(m.group("v"))
         if role and not any(s.kind == "role" for s in slots):
@@ -352,7 +365,9 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for start, end, written, name in tools.mentions(clause):
         sentence_start = start == 0 or clause[:start].strip(" \x00") == ""
         if name in tools.AMBIGUOUS and (written == name or (
-                sentence_start and written.lower() == name)) and not _tool_context(clause, start):
+                sentence_start and written.lower() == name)) and not _tool_context(clause, start) \
+                and not (written != name and sentence_start and _listed_after_a_tool(clause,
+                                                                                     sentence)):
             continue  # "go ahead", "Go deeper on ...": a word, not the language
         if _NOT_THE_TOOL_RE.match(clause[end:]):
             continue  # "the vim extension", "jest is outdated"
@@ -459,6 +474,21 @@ def _tool_context(clause: str, start: int) -> bool:
     if start == 0 and _OURS_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
         return True  # "Go is our main language"
     return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None
+
+
+#: what joins the items of a list: "Neovim and Rust", "Postgres, Go"
+_LISTED_RE = re.compile(r"(?:,|&|\b(?:and|und|et|y)\b)\s*$", _I)
+
+
+def _listed_after_a_tool(clause: str, sentence: str) -> bool:
+    """Whether the clause goes on a list of tools the sentence began before it: "I use Neovim
+    and Rust" is split at "and", and "Rust" alone at the start of a clause would be a word."""
+    at = sentence.find(clause.strip(" \x00"))
+    joined = _LISTED_RE.search(sentence, 0, at) if at > 0 else None
+    if joined is None:
+        return False
+    head = sentence[:joined.start()].rstrip()
+    return any(end == len(head) for _, end, _, _ in tools.mentions(head))
 
 
 def could_hold(clause: str) -> bool:
