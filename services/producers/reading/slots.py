@@ -17,7 +17,12 @@ from habitus.vocabulary.languages import is_language_tag, is_written_name, names
 from habitus.vocabulary.places import City, find_city
 from habitus.vocabulary.roles import canonical_role
 from habitus.vocabulary.timezones import ABBREVIATION_PATTERN
-from services.producers.reading.gates import TOOL_BAN_RE
+from services.producers.reading.tool_words import (
+    NOT_THE_TOOL_RE,
+    TITLE_BEFORE_RE,
+    in_tool_context,
+    listed_after_a_tool,
+)
 from services.producers.reading.veto_things import VETO_THINGS
 
 _I = re.IGNORECASE
@@ -365,13 +370,13 @@ def find(clause: str, sentence: str) -> list[Slot]:
     for start, end, written, name in tools.mentions(clause):
         sentence_start = start == 0 or clause[:start].strip(" \x00") == ""
         if name in tools.AMBIGUOUS and (written == name or (
-                sentence_start and written.lower() == name)) and not _tool_context(clause, start) \
-                and not (written != name and sentence_start and _listed_after_a_tool(clause,
-                                                                                     sentence)):
+                sentence_start and written.lower() == name)) and not in_tool_context(
+                    clause, start) and not (written != name and sentence_start
+                                            and listed_after_a_tool(clause, sentence)):
             continue  # "go ahead", "Go deeper on ...": a word, not the language
-        if _NOT_THE_TOOL_RE.match(clause[end:]):
+        if NOT_THE_TOOL_RE.match(clause[end:]):
             continue  # "the vim extension", "jest is outdated"
-        if _TITLE_BEFORE_RE.search(clause[max(0, start - 8):start]):
+        if TITLE_BEFORE_RE.search(clause[max(0, start - 8):start]):
             continue  # "Mr Jenkins": a person
         slots.append(Slot("tool", name, start, end))
     for m in _CHANNEL_RE.finditer(clause):
@@ -429,12 +434,6 @@ def _role(text: str) -> str:
     return ""
 
 
-_TOOL_CONTEXT_RE = re.compile(
-    r"\b(?:use|uses|using|used|with|code\s+in|written\s+in|write\s+in|switch(?:ed)?\s+to|"
-    r"moved\s+to|prefer|write|code|deploy|run|runs|stack|nutzen|nutze|benutzen|mit|utilise|"
-    r"(?:'re|are|'m|am|run|runs|built|build|deploy)\s+on|"
-    r"utilisons|avec|usamos|uso|"
-    r"con|suggest|recommend|language|langage|lenguaje|sprache)\s+(?:\w+\s+)?$", _I)
 
 
 #: a city's time ("use Lisbon time", "New York time"): the city's zone
@@ -454,41 +453,7 @@ _JOINED_NOT_EMPLOYERS = frozenset("""twitter x linkedin facebook instagram tikto
 #: "blocks of text"
 _PLAIN_BEFORE_RE = re.compile(r"\b(?:plain|(?:walls?|blocks?|lots|pages?|chunks?|paragraphs?)"
                               r"\s+of)\s+$", _I)
-#: a title right before a name: a person, whatever tool shares the name ("Mr Jenkins")
-_TITLE_BEFORE_RE = re.compile(r"\b(?:mr|mrs|ms|mx|dr|prof|herr|frau|mme|sr|sra)\.?\s+$", _I)
-_NOT_THE_TOOL_RE = re.compile(
-    r"^[\s-]*(?:extension|plugin|mode|keybindings?|bindings|emulation|stuff\s+is\s+(?:outdated|"
-    r"old|obsolete|gone)|(?:is|are)\s+(?:outdated|obsolete|deprecated|gone|dead))\b", _I)
 
-
-_FOR_AFTER_RE = re.compile(r"\s+(?:for|für|pour|para)\s", _I)
-_OURS_AFTER_RE = re.compile(r"\s+(?:is|are|ist|est|es)\s+(?:our|my|unsere?|mein\w*|notre|mon|ma|"
-                            r"nuestr[oa]|mi)\b", _I)
-
-
-def _tool_context(clause: str, start: int) -> bool:
-    """An everyday word ("go", "rust", "express") is a tool only after a tool-ish verb."""
-    before = clause[max(0, start - 40):start]
-    if start == 0 and _FOR_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
-        return True  # "redis for caching"
-    if start == 0 and _OURS_AFTER_RE.match(clause, len(clause.split(maxsplit=1)[0])):
-        return True  # "Go is our main language"
-    return _TOOL_CONTEXT_RE.search(before) is not None or TOOL_BAN_RE.search(before) is not None
-
-
-#: what joins the items of a list: "Neovim and Rust", "Postgres, Go"
-_LISTED_RE = re.compile(r"(?:,|&|\b(?:and|und|et|y)\b)\s*$", _I)
-
-
-def _listed_after_a_tool(clause: str, sentence: str) -> bool:
-    """Whether the clause goes on a list of tools the sentence began before it: "I use Neovim
-    and Rust" is split at "and", and "Rust" alone at the start of a clause would be a word."""
-    at = sentence.find(clause.strip(" \x00"))
-    joined = _LISTED_RE.search(sentence, 0, at) if at > 0 else None
-    if joined is None:
-        return False
-    head = sentence[:joined.start()].rstrip()
-    return any(end == len(head) for _, end, _, _ in tools.mentions(head))
 
 
 def could_hold(clause: str) -> bool:
