@@ -220,17 +220,24 @@ class ContextCache:
         miss that built it, one less than it had for a rebuild ahead; 0: none)."""
         if generation == "unavailable":
             return False
-        gen_key, ctx_key = self._keys(tenant_id, user_id)
         try:
-            stored = await self._put(keys=[gen_key, ctx_key, self._tenant_mark_key(tenant_id),
-                                           wanted_key(tenant_id, user_id)],
-                                     args=[generation, field, stamped(value, stamp),
-                                           self._ttl, wanted or "", self.wanted_seconds,
-                                           f"{READ_MARK}{field}", credits])
+            stored = await self._put(keys=self._put_keys(tenant_id, user_id), args=self._put_args(
+                generation, Entry(field, value, stamp, wanted, credits)))
         except RedisError as exc:
             log.warning("context cache write failed", extra={"error": repr(exc)})
             return False
         return bool(stored)
+
+    def _put_keys(self, tenant_id: str, user_id: str) -> list[str]:
+        """`_PUT_IF_CURRENT`'s KEYS for one user."""
+        gen_key, ctx_key = self._keys(tenant_id, user_id)
+        return [gen_key, ctx_key, self._tenant_mark_key(tenant_id), wanted_key(tenant_id, user_id)]
+
+    def _put_args(self, generation: str, entry: Entry) -> list[Any]:
+        """`_PUT_IF_CURRENT`'s ARGV for one entry."""
+        return [generation, entry.field, stamped(entry.value, entry.stamp), self._ttl,
+                entry.wanted or "", self.wanted_seconds, f"{READ_MARK}{entry.field}",
+                entry.credits]
 
     async def put_many(self, tenant_id: str, user_id: str, generation: str,
                        entries: Sequence[Entry]) -> list[bool]:
@@ -238,14 +245,11 @@ class ContextCache:
         them or none (a rebuild puts every variant a change dropped)."""
         if generation == "unavailable" or not entries:
             return [False] * len(entries)
-        gen_key, ctx_key = self._keys(tenant_id, user_id)
-        keys = (gen_key, ctx_key, self._tenant_mark_key(tenant_id), wanted_key(tenant_id, user_id))
+        keys = self._put_keys(tenant_id, user_id)
         try:
             pipe = self._redis.pipeline(transaction=True)
-            for e in entries:
-                pipe.eval(_PUT_IF_CURRENT, len(keys), *keys, generation, e.field,
-                          stamped(e.value, e.stamp), self._ttl, e.wanted or "",
-                          self.wanted_seconds, f"{READ_MARK}{e.field}", e.credits)
+            for entry in entries:
+                pipe.eval(_PUT_IF_CURRENT, len(keys), *keys, *self._put_args(generation, entry))
             stored = await pipe.execute()
         except RedisError as exc:
             log.warning("context cache write failed", extra={"error": repr(exc)})

@@ -33,7 +33,6 @@ from typing import Any
 from psycopg_pool import AsyncConnectionPool
 
 from habitus.context_cache import READ_CREDITS, Stamp, field_for
-from habitus.ids import TENANT_WIDE
 from services.profile_renderer import metrics, store
 from services.profile_renderer.cache import ContextCache, Entry
 from services.profile_renderer.context import build_context
@@ -133,7 +132,7 @@ class ContextBuilder:
         cache = self.cache
         if cache is None:
             return 0, 0, 0
-        wanted = await cache.wanted([user for user in read if user[1] != TENANT_WIDE])
+        wanted = await cache.wanted(read)  # no tenant-wide user: invalidate lists none
         stored = superseded = failed = 0
         for (t, u), (generation, recorded) in wanted.items():
             try:
@@ -177,8 +176,8 @@ def latest_variants(recorded: Iterable[bytes | str], *, window: float, limit: in
 
 class Refresher:
     """Rebuilds changed users' read contexts beside the projection, not in its way: a commit
-    only adds what it dropped unread-since-built to a set, and one task builds what the set
-    holds, so a user changed by several batches while a round runs is rebuilt once, after
+    only adds the entries it dropped with rebuilds left to a set, and one task builds what the
+    set holds, so a user changed by several batches while a round runs is rebuilt once, after
     them. Started and stopped with the service (a `Background`); before it starts, nothing is
     refreshed."""
 
@@ -195,8 +194,6 @@ class Refresher:
         if self._task is None:
             return
         for user, fields in read.items():
-            if user[1] == TENANT_WIDE:
-                continue
             pending = self._pending.setdefault(user, {})
             for field, credits in fields.items():
                 pending[field] = max(credits, pending.get(field, 0))
