@@ -15,12 +15,10 @@ Why each limit:
 from __future__ import annotations
 
 import asyncio
-import time
 import zlib
 
 from fastapi import Request
 from starlette.requests import ClientDisconnect
-from starlette.types import Message
 
 from services.gateway.errors import GatewayError
 
@@ -56,49 +54,66 @@ class BodyReader:
         return raw if encoding == "identity" else _gunzip(raw, limit)
 
     async def _receive(self, request: Request, limit: int) -> bytes:
-        """The ASGI messages of the body, read one at a time. A wait that times out leaves
-        the pending read alone (cancelling it would end the stream early) and decides: count
-        the body as slow, refuse it, or wait on."""
-        started = time.monotonic()
+        """The ASGI messages of the body, each awaited in the request's own task.
+
+        Two timers watch the read instead of a task and a timed wait per message: a body
+        nearly always arrives with its headers, and every extra task and wait costs an event
+        loop turn on the read every agent turn makes. At `slow_after` the body counts as slow
+        (or is refused, when `max_slow` are already under way); at `timeout` it is refused.
+        Only a refusal cancels the read, and the answer then closes the connection, so a
+        stream ended early is never read on."""
+        loop = asyncio.get_running_loop()
+        watch = _SlowWatch(self)
         received: list[bytes] = []
         size = 0
-        counted = False
-        pending: asyncio.Future[Message] | None = None
         try:
-            while True:
-                elapsed = time.monotonic() - started
-                if not counted and elapsed >= self.slow_after:
-                    if self.slow >= self.max_slow:
-                        raise _too_slow(f"{self.max_slow} slow uploads are already under way; "
-                                        "send the body at once")
-                    self.slow += 1
-                    counted = True
-                wait = self.timeout - elapsed
-                if wait <= 0:
-                    raise _too_slow(f"not received whole within {self.timeout:g}s")
-                if not counted:
-                    wait = min(wait, self.slow_after - elapsed)
-                if pending is None:
-                    pending = asyncio.ensure_future(request.receive())
-                done, _ = await asyncio.wait({pending}, timeout=wait)
-                if not done:
-                    continue
-                message, pending = pending.result(), None
-                if message["type"] == "http.disconnect":
-                    raise ClientDisconnect()
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > limit:
-                    raise BodyTooLarge(size)
-                received.append(chunk)
-                if not message.get("more_body", False):
-                    break
+            async with asyncio.timeout(self.timeout) as deadline:
+                marking = loop.call_later(self.slow_after, watch.mark, deadline)
+                try:
+                    while True:
+                        message = await request.receive()
+                        if message["type"] == "http.disconnect":
+                            raise ClientDisconnect()
+                        chunk = message.get("body", b"")
+                        size += len(chunk)
+                        if size > limit:
+                            raise BodyTooLarge(size)
+                        received.append(chunk)
+                        if not message.get("more_body", False):
+                            break
+                finally:
+                    marking.cancel()
+        except TimeoutError:
+            raise _too_slow(watch.refusal or f"not received whole within {self.timeout:g}s"
+                            ) from None
         finally:
-            if pending is not None:
-                pending.cancel()
-            if counted:
-                self.slow -= 1
+            watch.done()
         return b"".join(received)
+
+
+class _SlowWatch:
+    """One body's standing among the slow ones: counted once it is still arriving at
+    `slow_after`, or refused then (its deadline moved to now) when the cap is reached."""
+
+    def __init__(self, reader: BodyReader) -> None:
+        self.reader = reader
+        self.counted = False
+        self.refusal: str | None = None
+
+    def mark(self, deadline: asyncio.Timeout) -> None:
+        reader = self.reader
+        if reader.slow >= reader.max_slow:
+            self.refusal = (f"{reader.max_slow} slow uploads are already under way; "
+                            "send the body at once")
+            deadline.reschedule(asyncio.get_running_loop().time())
+            return
+        reader.slow += 1
+        self.counted = True
+
+    def done(self) -> None:
+        if self.counted:
+            self.reader.slow -= 1
+            self.counted = False
 
 
 def _too_slow(reason: str) -> GatewayError:
