@@ -102,6 +102,12 @@ class Settings(BaseSettings):
     read_rate_limit_per_minute: int = Field(default=12_000, description=(
         "reads (RPC calls that change nothing, `prompt.context` among them, and PROFILE.md) "
         "per API key per minute, a budget of their own that ingest never spends; 0: no limit"))
+    read_lease_units: int = Field(default=20, ge=1, description=(
+        "reads a gateway process takes from a key's per-minute read budget at once, for the "
+        "`prompt.context` answers it serves from memory (at most a hundredth of the budget)"))
+    gateway_local_contexts: int = Field(default=10_000, ge=0, description=(
+        "`prompt.context` answers a gateway process keeps in memory between changes of their "
+        "user, told of every change by Redis's client tracking; 0: every read goes to Redis"))
     # Past this lag, ingest slows the tenants who sent the backlog (services/gateway/
     # backpressure.py); reads and commands are never refused for it.
     backpressure_lag_seconds: float = Field(default=2.0, ge=0, description=(

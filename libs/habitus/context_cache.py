@@ -54,10 +54,13 @@ READ_CREDITS = 3
 
 # The entry and the user's mark, as HMGET gives them; a present entry is marked read. In one
 # script so the mark is written only into a hash that exists (and so has its TTL): the hash
-# cannot be dropped between the read and the mark.
+# cannot be dropped between the read and the mark. A mark already at its value is not written
+# again: every write to the hash tells the gateways keeping entries in memory to drop the
+# user's (services.gateway.local_contexts), so a read that rewrote its own mark would drop
+# what it had just read.
 _READ_ENTRY = """
 local found = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
-if found[1] then
+if found[1] and redis.call('HGET', KEYS[1], ARGV[3] .. ARGV[1]) ~= ARGV[4] then
   redis.call('HSET', KEYS[1], ARGV[3] .. ARGV[1], ARGV[4])
 end
 return found
@@ -75,10 +78,25 @@ class Stamp(NamedTuple):
         return self.user >= floor.user and self.tenant >= floor.tenant
 
 
+#: every key of the context cache starts so (entries, marks, generations, variants asked for)
+PREFIX = "habitus:profile:"
+_ENTRIES_SUFFIX = ":ctx"
+
+
 def context_keys(tenant_id: str, user_id: str) -> tuple[str, str]:
     """The user's generation counter and the hash of their cached contexts."""
-    base = f"habitus:profile:{tenant_id}:{user_id}"
-    return f"{base}:gen", f"{base}:ctx"
+    base = f"{PREFIX}{tenant_id}:{user_id}"
+    return f"{base}:gen", f"{base}{_ENTRIES_SUFFIX}"
+
+
+def owner_of(key: str) -> tuple[str, str] | None:
+    """(tenant, user) whose entries hash `key` is (`TENANT_WIDE`: the tenant's mark); None
+    for every other key. Tenant and user ids hold no colon (habitus.ids), so the split is
+    exact."""
+    if not key.startswith(PREFIX) or not key.endswith(_ENTRIES_SUFFIX):
+        return None
+    parts = key[len(PREFIX):-len(_ENTRIES_SUFFIX)].split(":")
+    return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
 def tenant_mark_key(tenant_id: str) -> str:

@@ -29,7 +29,7 @@ from services.gateway.auth import Caller, KeyCache, authenticate
 from services.gateway.backpressure_monitor import Backpressure
 from services.gateway.body_limit import BodyReader
 from services.gateway.errors import GatewayError
-from services.gateway.ratelimit import RateLimiter
+from services.gateway.ratelimit import LeasedBudget, RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,8 @@ class Access:
             "write": RateLimiter(ctx.redis, settings.rate_limit_per_minute),
             "read": RateLimiter(ctx.redis, settings.read_rate_limit_per_minute, scope="read"),
         }
+        #: the reads answered from memory charge leased units, without a round trip
+        self.read_lease = LeasedBudget(self.limiters["read"], settings.read_lease_units)
         self.backpressure = Backpressure(ctx.js, ctx.redis, settings)
         self.bodies = BodyReader(settings.max_body_bytes, timeout=settings.body_timeout_seconds,
                                  slow_after=settings.slow_body_seconds,
@@ -102,6 +104,12 @@ class Access:
         allowed, retry_after = await limiter.settle(charge, results[0])
         self._refuse_unless(allowed, retry_after, budget)
         return list(results[1:])
+
+    async def charge_leased_read(self, caller: Caller) -> None:
+        """`charge` one read from the units this process has leased (a round trip only when
+        they are used up): for reads answered without Redis."""
+        allowed, retry_after = await self.read_lease.take(caller.principal.key_hash)
+        self._refuse_unless(allowed, retry_after, "read")
 
     def _check_cost(self, cost: int, budget: Budget) -> None:
         per_minute = self._per_minute(budget)

@@ -30,8 +30,10 @@ from services.gateway.routes.rpc import add_rpc_route
 log = logging.getLogger(__name__)
 
 
-def create_app(ctx: ServiceContext, access: Access | None = None) -> FastAPI:
-    """The HTTP app; `access` is built here unless the caller runs its backpressure poll."""
+def create_app(ctx: ServiceContext, access: Access | None = None,
+               contexts: ContextReads | None = None) -> FastAPI:
+    """The HTTP app; `access` is built here unless the caller runs its backpressure poll, and
+    `contexts` keeps nothing in memory unless the caller runs its tracking connection."""
     settings = ctx.settings
     access = access if access is not None else Access(ctx)
     # /docs and /redoc with Swagger UI's and ReDoc's assets served from the installed package,
@@ -49,7 +51,7 @@ def create_app(ctx: ServiceContext, access: Access | None = None) -> FastAPI:
     install_error_handlers(app, settings.retry_after_seconds)
     # Registration order is route order: it decides matching and the metrics' route label.
     add_ingest_route(app, ctx, access)
-    add_rpc_route(app, ctx, access, ContextReads())
+    add_rpc_route(app, ctx, access, contexts if contexts is not None else ContextReads())
     add_profile_route(app, ctx, access)
     add_readiness_route(app, ctx)
     return app

@@ -8,6 +8,10 @@ rule (habitus.context_cache), so the gateway serves it and forwards only what ne
 renderer: a miss (the renderer builds the context and caches it), a call with a `request`
 (its habits section depends on the request and is never cached), and parameters that do not
 validate (the renderer's answer names the field, as for every other method).
+
+What a hit read from Redis is kept in the gateway's memory until Redis says its user's
+context changed (services.gateway.local_contexts), so the next read of the same variant needs
+no round trip at all.
 """
 
 from __future__ import annotations
@@ -19,14 +23,19 @@ from redis.asyncio.client import Pipeline
 
 from habitus.context_cache import answer, field_for, judge, queue_read
 from habitus.contract.profile import PromptContextParams
-from services.gateway.metrics import CONTEXT_READS
+from services.gateway.local_contexts import LocalContexts, Ticket
+from services.gateway.metrics import CONTEXT_READS, LOCAL_CONTEXT_HITS
 
 METHOD = "prompt.context"
 
 
 class ContextReads:
-    """The gateway's read of the context cache, in two halves around the round trip it shares
-    with the read budget's charge (services.gateway.access.Access.charge_and_read)."""
+    """The gateway's read of the context cache: from memory (`kept`), else in two halves
+    around the round trip it shares with the read budget's charge
+    (services.gateway.access.Access.charge_and_read)."""
+
+    def __init__(self, local: LocalContexts | None = None) -> None:
+        self.local = local
 
     def wanted(self, params: dict[str, Any]) -> tuple[str, str] | None:
         """(user, cache field) of the entry that would answer `prompt.context` with `params`;
@@ -41,15 +50,35 @@ class ContextReads:
             return None
         return p.user_id, field_for(p.tools, p.budget_chars, p.unconfirmed)
 
+    def kept(self, tenant_id: str, wanted: tuple[str, str]) -> dict[str, Any] | None:
+        """The call's result from memory, if its user's context has not changed since it was
+        read from Redis; None: read Redis (holding `ticket()` first)."""
+        if self.local is None:
+            return None
+        kept = self.local.get(tenant_id, *wanted)
+        if kept is not None:
+            CONTEXT_READS.labels("hit").inc()
+            LOCAL_CONTEXT_HITS.inc()
+        return kept
+
+    def ticket(self) -> Ticket | None:
+        return self.local.ticket() if self.local is not None else None
+
     @staticmethod
     def queue(pipe: Pipeline, tenant_id: str, wanted: tuple[str, str]) -> None:
         """Queue the entry's reads (two commands) on `pipe`."""
         queue_read(pipe, tenant_id, *wanted)
 
-    @staticmethod
-    def result(read: list[Any] | None) -> dict[str, Any] | None:
+    def result(self, read: list[Any] | None, tenant_id: str, wanted: tuple[str, str],
+               ticket: Ticket | None) -> dict[str, Any] | None:
         """The call's result from what `queue` read (None: Redis failed), if the entry is
-        current; None: forward the call to the renderer."""
+        current, kept in memory unless its user changed meanwhile; None: forward the call to
+        the renderer."""
         hit = judge(read[0], read[1])[0] if read is not None else None
         CONTEXT_READS.labels("hit" if hit is not None else "miss").inc()
-        return answer(hit) if hit is not None else None
+        if hit is None:
+            return None
+        result = answer(hit)
+        if self.local is not None and ticket is not None:
+            self.local.store(tenant_id, *wanted, result, ticket)
+        return result

@@ -42,3 +42,15 @@ CONTEXT_READS = Counter(
     "must judge).",
     ["outcome"], registry=registry,
 )
+LOCAL_CONTEXT_HITS = Counter(
+    "habitus_gateway_prompt_context_local_total",
+    "prompt.context hits answered from the gateway's memory, without Redis (a part of "
+    "habitus_gateway_prompt_context_total{outcome=\"hit\"}).",
+    registry=registry,
+)
+CONTEXT_TRACKING_UP = Gauge(
+    "habitus_gateway_context_tracking_up",
+    "1 while Redis tells this gateway process about every change of a cached context (its "
+    "answers kept in memory are served); 0: every read goes to Redis.",
+    registry=registry,
+)

@@ -2,8 +2,8 @@
 
 The gateway, the profile renderer and a key of a tenant of their own; through HTTP. A cached
 context is served without the renderer (proved by stopping it), a change turns the entry away
-in the gateway as in the renderer, and what needs the renderer (a miss, a `request`, a bad
-parameter) still goes to it.
+in the gateway as in the renderer (the gateway's memory of it included), and what needs the
+renderer (a miss, a `request`, a bad parameter) still goes to it.
 """
 
 from __future__ import annotations
@@ -80,6 +80,10 @@ def served(outcome: str) -> float:
                                      {"outcome": outcome}) or 0.0
 
 
+def from_memory() -> float:
+    return registry.get_sample_value("habitus_gateway_prompt_context_local_total") or 0.0
+
+
 async def context(client: httpx.AsyncClient, **params: Any) -> httpx.Response:
     return await client.post("/v1/rpc/prompt.context", json=params)
 
@@ -117,7 +121,10 @@ async def test_a_change_turns_the_cached_entry_away_in_the_gateway(
     first = await context(client, user_id=user)
     assert first.status_code == 200, first.text
     assert NOTE not in first.json()["result"]["text"]
-    assert (await context(client, user_id=user)).json() == first.json()  # a hit now
+    local = from_memory()
+    for _ in range(3):  # hits: from Redis, then from the gateway's memory
+        assert (await context(client, user_id=user)).json() == first.json()
+    assert from_memory() > local
 
     saved = await client.post("/v1/rpc/profile.save_notes", json={
         "user_id": user, "markdown": f"# User Profile\n\n{NOTE}\n", "base_version": 0})

@@ -427,9 +427,17 @@ GATEWAY = Dashboard(
                 "{{outcome}}"), unit="ops"),
             ts("prompt.context by how the gateway served it",
                (f"sum by (outcome) ({rate('habitus_gateway_prompt_context_total')})",
-                "{{outcome}}"), unit="ops",
-               description="hit: from the context cache, without the renderer; miss and "
+                "{{outcome}}"),
+               (f"sum({rate('habitus_gateway_prompt_context_local_total')})",
+                "hit from memory"), unit="ops",
+               description="hit: from the context cache, without the renderer (from memory: "
+                           "the part the gateway answered without Redis); miss and "
                            "forwarded: answered by the renderer."),
+            ts("Gateway processes told of context changes",
+               (f"sum({'habitus_gateway_context_tracking_up{' + S + '}'})", "tracking"),
+               unit="short",
+               description="Processes whose Redis tracking connection is up: only they serve "
+                           "prompt.context from memory; the others read Redis for every hit."),
         ]),
     ],
     variables=("service",),
