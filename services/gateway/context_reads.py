@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from redis.asyncio.client import Pipeline
 
@@ -50,9 +51,9 @@ class ContextReads:
             return None
         return p.user_id, field_for(p.tools, p.budget_chars, p.unconfirmed)
 
-    def kept(self, tenant_id: str, wanted: tuple[str, str]) -> dict[str, Any] | None:
-        """The call's result from memory, if its user's context has not changed since it was
-        read from Redis; None: read Redis (holding `ticket()` first)."""
+    def kept(self, tenant_id: str, wanted: tuple[str, str]) -> bytes | None:
+        """The call's response body from memory, if its user's context has not changed since
+        it was read from Redis; None: read Redis (holding `ticket()` first)."""
         if self.local is None:
             return None
         kept = self.local.get(tenant_id, *wanted)
@@ -70,15 +71,15 @@ class ContextReads:
         queue_read(pipe, tenant_id, *wanted)
 
     def result(self, read: list[Any] | None, tenant_id: str, wanted: tuple[str, str],
-               ticket: Ticket | None) -> dict[str, Any] | None:
-        """The call's result from what `queue` read (None: Redis failed), if the entry is
+               ticket: Ticket | None) -> JSONResponse | None:
+        """The call's answer from what `queue` read (None: Redis failed), if the entry is
         current, kept in memory unless its user changed meanwhile; None: forward the call to
         the renderer."""
         hit = judge(read[0], read[1])[0] if read is not None else None
         CONTEXT_READS.labels("hit" if hit is not None else "miss").inc()
         if hit is None:
             return None
-        result = answer(hit)
+        response = JSONResponse({"result": answer(hit)})
         if self.local is not None and ticket is not None:
-            self.local.store(tenant_id, *wanted, result, ticket)
-        return result
+            self.local.store(tenant_id, *wanted, bytes(response.body), ticket)
+        return response

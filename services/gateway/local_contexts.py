@@ -22,14 +22,15 @@ change (the command's answer, the event, the next turn) does so through at least
 hops, so the notice is in this process's socket first, and is applied before any request
 read from a later loop turn (context_tracking says why).
 
-What is kept is bounded (`max_entries`, oldest stored first out), per process, and holds
+What is kept is the response body as sent (rendered once, and about half the memory of the
+parsed answer), bounded (`max_entries`, oldest stored first out), per process, and holds
 nothing Redis does not: an erasure deletes the user's keys, which drops their answers here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 from habitus.context_cache import owner_of
 from habitus.ids import TENANT_WIDE
@@ -59,7 +60,7 @@ class LocalContexts:
     def __init__(self, max_entries: int, tracking: Tracking) -> None:
         self.max_entries = max_entries
         self.tracking = tracking
-        self._answers: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._answers: dict[tuple[str, str, str], bytes] = {}
         #: the variants kept for each user, so a drop finds them without a scan
         self._by_user: dict[tuple[str, str], set[str]] = {}
         #: the users kept for each tenant, for a tenant-wide drop
@@ -74,8 +75,9 @@ class LocalContexts:
     def __len__(self) -> int:
         return len(self._answers)
 
-    def get(self, tenant_id: str, user_id: str, field: str) -> dict[str, Any] | None:
-        """The answer kept for this variant, while changes are being told."""
+    def get(self, tenant_id: str, user_id: str, field: str) -> bytes | None:
+        """The answer kept for this variant (the response body, as sent), while changes are
+        being told."""
         if not self.tracking.live:
             return None
         return self._answers.get((tenant_id, user_id, field))
@@ -84,7 +86,7 @@ class LocalContexts:
         """Hold before reading from Redis; `store` then knows what happened meanwhile."""
         return Ticket(self._drops, self.tracking.epoch)
 
-    def store(self, tenant_id: str, user_id: str, field: str, answer: dict[str, Any],
+    def store(self, tenant_id: str, user_id: str, field: str, answer: bytes,
               ticket: Ticket) -> bool:
         """Keep an answer read from Redis after `ticket` was held, unless anything for its
         user or tenant was dropped since or the tracking connection changed."""

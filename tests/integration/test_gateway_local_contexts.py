@@ -10,6 +10,7 @@ that arrives after a change was announced.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -30,6 +31,15 @@ from tests.support.factories import unique
 FIELD = field_for(None, None)
 
 
+def body(hit: dict[str, Any]) -> bytes:
+    return json.dumps({"result": answer(hit)}).encode()
+
+
+def text(body: bytes | None) -> str:
+    assert body is not None
+    return str(json.loads(body)["result"]["text"])
+
+
 class Kept:
     """A gateway's memory and its tracking connection, with the renderer's cache beside."""
 
@@ -40,12 +50,12 @@ class Kept:
                                  on_reset=lambda: self.local.reset())
         self.local = LocalContexts(max_entries, self.feed)
 
-    async def put(self, tenant: str, user: str, text: str, stamp: int = 5) -> None:
+    async def put(self, tenant: str, user: str, note: str, stamp: int = 5) -> None:
         generation = await self.cache.generation(tenant, user)
-        assert await self.cache.put(tenant, user, FIELD, {"text": text}, generation,
+        assert await self.cache.put(tenant, user, FIELD, {"text": note}, generation,
                                     Stamp(stamp, stamp))
 
-    async def read(self, tenant: str, user: str) -> dict[str, Any] | None:
+    async def read(self, tenant: str, user: str) -> bytes | None:
         """What the gateway's route does on a read: memory, else Redis (then kept)."""
         kept = self.local.get(tenant, user, FIELD)
         if kept is not None:
@@ -54,8 +64,8 @@ class Kept:
         hit = await read_context(self.redis, tenant, user, FIELD)
         if hit is None:
             return None
-        self.local.store(tenant, user, FIELD, answer(hit), ticket)
-        return answer(hit)
+        self.local.store(tenant, user, FIELD, body(hit), ticket)
+        return body(hit)
 
     async def next_request(self) -> None:
         await self.redis.ping()
@@ -86,7 +96,7 @@ async def test_an_answer_is_kept_until_its_user_changes_and_the_mark_drops_it_at
     await kept.put(tenant, "ana", "terse answers")
     await kept.next_request()  # the put's own notice comes and goes before the read
     first = await kept.read(tenant, "ana")
-    assert first is not None and first["text"] == "terse answers"
+    assert text(first) == "terse answers"
     await kept.next_request()
     # that read marked the entry read, a write to the hash: what it kept is dropped again
     assert kept.local.get(tenant, "ana", FIELD) is None
@@ -115,8 +125,7 @@ async def test_a_tenant_wide_change_drops_every_user_of_that_tenant_only(kept: K
     await kept.next_request()
     assert kept.local.get(tenant, "ana", FIELD) is None
     assert kept.local.get(tenant, "ben", FIELD) is None
-    kept_other = kept.local.get(other, "ana", FIELD)
-    assert kept_other is not None and kept_other["text"] == f"ana of {other}"
+    assert text(kept.local.get(other, "ana", FIELD)) == f"ana of {other}"
 
 
 @pytest.mark.asyncio
@@ -131,7 +140,7 @@ async def test_a_read_that_a_change_overtook_keeps_nothing(kept: Kept) -> None:
     assert hit is not None
     await kept.cache.mark_changed({(tenant, "ana"): 9})
     await kept.next_request()
-    assert not kept.local.store(tenant, "ana", FIELD, answer(hit), ticket)
+    assert not kept.local.store(tenant, "ana", FIELD, body(hit), ticket)
     assert kept.local.get(tenant, "ana", FIELD) is None
     # another user's notice does not stop this user's answer from being kept
     await kept.put(tenant, "ben", "ben's")
@@ -141,7 +150,7 @@ async def test_a_read_that_a_change_overtook_keeps_nothing(kept: Kept) -> None:
     hit = await read_context(kept.redis, tenant, "ben", FIELD)
     await kept.cache.mark_changed({(tenant, "ana"): 10})
     await kept.next_request()
-    assert hit is not None and kept.local.store(tenant, "ben", FIELD, answer(hit), ticket)
+    assert hit is not None and kept.local.store(tenant, "ben", FIELD, body(hit), ticket)
 
 
 @pytest.mark.asyncio
@@ -176,7 +185,7 @@ async def test_a_lost_tracking_connection_forgets_everything_and_tracks_again(
     # an answer read under the old connection is not kept under the new one
     hit = await read_context(kept.redis, tenant, "ana", FIELD)
     assert hit is not None
-    assert not kept.local.store(tenant, "ana", FIELD, answer(hit), ticket)
+    assert not kept.local.store(tenant, "ana", FIELD, body(hit), ticket)
     await kept.keep(tenant, "ana")
     # and changes are told again on the new connection
     await kept.cache.mark_changed({(tenant, "ana"): 9})
@@ -190,10 +199,10 @@ def test_nothing_is_served_from_memory_while_changes_are_not_told() -> None:
 
     tracking = Tracking()
     local = LocalContexts(10, tracking)
-    assert local.store("t", "u", FIELD, {"text": "x"}, local.ticket())
+    assert local.store("t", "u", FIELD, b"x", local.ticket())
     tracking.live = False
     assert local.get("t", "u", FIELD) is None
-    assert not local.store("t", "v", FIELD, {"text": "y"}, local.ticket())
+    assert not local.store("t", "v", FIELD, b"y", local.ticket())
 
 
 @pytest.mark.asyncio
@@ -206,7 +215,7 @@ async def test_with_redis_unreachable_the_feed_is_not_live_and_keeps_nothing() -
     feed.start()
     await asyncio.sleep(0.3)
     assert not feed.live
-    assert not local.store("t", "u", FIELD, {"text": "x"}, local.ticket())
+    assert not local.store("t", "u", FIELD, b"x", local.ticket())
     await feed.stop()
 
 
@@ -217,9 +226,9 @@ def test_a_flushed_database_forgets_everything() -> None:
     local = LocalContexts(10, Up())
     feed = TrackingFeed("redis://127.0.0.1:1/0", PREFIX, on_keys=local.changed,
                         on_reset=local.reset)
-    assert local.store("t", "u", FIELD, {"text": "x"}, local.ticket())
+    assert local.store("t", "u", FIELD, b"x", local.ticket())
     feed.received([b"invalidate", [b"habitus:profile:t:other:ctx", b"habitus:profile:t:u:gen"]])
-    assert local.get("t", "u", FIELD) == {"text": "x"}  # another user, and not an entries key
+    assert local.get("t", "u", FIELD) == b"x"  # another user, and not an entries key
     feed.received([b"invalidate", None])
     assert local.get("t", "u", FIELD) is None
 
@@ -230,10 +239,10 @@ def test_memory_is_bounded_oldest_first_out() -> None:
 
     local = LocalContexts(3, Up())
     for user in ("a", "b", "c", "d"):
-        assert local.store("t", user, FIELD, {"text": user}, local.ticket())
+        assert local.store("t", user, FIELD, user.encode(), local.ticket())
     assert len(local) == 3
     assert local.get("t", "a", FIELD) is None
-    assert local.get("t", "d", FIELD) == {"text": "d"}
+    assert local.get("t", "d", FIELD) == b"d"
     local.changed(["habitus:profile:t:_tenant:ctx"])
     assert len(local) == 0
 

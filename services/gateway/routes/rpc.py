@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from habitus.auth.roles import TENANT_ADMIN, may_call
 from habitus.bus.rpc import RpcError
@@ -71,7 +71,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
     # solve and validate it on every call (a tenth of a context hit's CPU), and the document
     # describes each method as its own path anyway (services.gateway.openapi).
     @app.post("/v1/rpc/{method}", summary="Call a Habitus method with the caller's tenant")
-    async def rpc(request: Request) -> JSONResponse:
+    async def rpc(request: Request) -> Response:
         method: str = request.path_params["method"]
         caller = await authenticate(request, access.keys)
         # Reads and commands have budgets of their own: ingest never spends a read's.
@@ -102,7 +102,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             if kept is not None:  # from memory: no round trip for the entry or the charge
                 await access.charge_leased_read(caller)
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
-                return JSONResponse({"result": kept})
+                return Response(kept, media_type="application/json")
             # The charge and the cache read in one Redis round trip, on the read every agent
             # turn makes. If the charge refuses, the entry read is dropped unseen.
             ticket = contexts.ticket()
@@ -111,7 +111,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             cached = contexts.result(read, caller.tenant_id, wanted, ticket)
             if cached is not None:
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
-                return JSONResponse({"result": cached})
+                return cached
         else:
             await access.charge(caller, 1, budget)
         try:
