@@ -151,14 +151,16 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def context_outcomes(contexts: Mapping[str, Any]) -> dict[str, Any]:
     """How the gateway served `prompt.context` between the two snapshots (the burst and the
-    drain): hits from the context cache, misses and calls with a request forwarded to the
-    renderer, and the hits' share of the calls that could be hits."""
+    drain): hits from the context cache (and how many of them from the gateway's memory),
+    misses and calls with a request forwarded to the renderer, and the hits' share of the calls
+    that could be hits."""
     if contexts.get("note") or not contexts.get("after"):
         return {"note": contexts.get("note") or "not measured"}
     before = contexts.get("before") or {}
     served = {k: v - before.get(k, 0.0) for k, v in contexts["after"].items()}  # 0 unseen
     hit, miss = served.get("hit", 0.0), served.get("miss", 0.0)
-    return {"hit": int(hit), "miss": int(miss), "forwarded": int(served.get("forwarded", 0.0)),
+    return {"hit": int(hit), "local": int(served.get("local", 0.0)), "miss": int(miss),
+            "forwarded": int(served.get("forwarded", 0.0)),
             "hit_ratio": round(hit / (hit + miss), 3) if hit + miss else None}
 
 
@@ -379,7 +381,8 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
         lines += ["", f"How the gateway served `prompt.context` under load: {served['note']}."]
     elif served:
         lines += ["", "How the gateway served `prompt.context` from the burst to the drain: "
-                      f"{served['hit']:,} from the context cache, {served['miss']:,} misses "
+                      f"{served['hit']:,} from the context cache ({served['local']:,} of them "
+                      f"from the gateway's memory), {served['miss']:,} misses "
                       f"built by the renderer, {served['forwarded']:,} with a request "
                       f"(forwarded); hits {_fmt(served['hit_ratio'])} of the calls that could "
                       "be."]

@@ -177,11 +177,13 @@ async def messages(js: Any, tenants: list[str]) -> Counter[tuple[str, str]]:
 # -- how the gateway served prompt.context ------------------------------------------------------
 
 CONTEXT_OUTCOMES = "habitus_gateway_prompt_context_total"
+#: the hits answered from the gateway's memory (a part of the hits), reported as "local"
+LOCAL_HITS = "habitus_gateway_prompt_context_local_total"
 
 
 def context_outcomes_in(text: str) -> dict[str, float]:
-    """`prompt.context` calls by how the gateway served them (hit, miss, forwarded), from its
-    /metrics text."""
+    """`prompt.context` calls by how the gateway served them (hit, miss, forwarded, and the
+    hits from its memory as local), from its /metrics text."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, float] = {}
@@ -189,6 +191,8 @@ def context_outcomes_in(text: str) -> dict[str, float]:
         for sample in family.samples:
             if sample.name == CONTEXT_OUTCOMES:
                 out[sample.labels["outcome"]] = sample.value
+            elif sample.name == LOCAL_HITS:
+                out["local"] = sample.value
     return out
 
 

@@ -254,6 +254,9 @@ METRICS_TEXT = """# HELP habitus_gateway_prompt_context_total prompt.context cal
 habitus_gateway_prompt_context_total{outcome="miss"} 703.0
 habitus_gateway_prompt_context_total{outcome="hit"} 890.0
 habitus_gateway_prompt_context_total{outcome="forwarded"} 200.0
+# HELP habitus_gateway_prompt_context_local_total hits from memory.
+# TYPE habitus_gateway_prompt_context_local_total counter
+habitus_gateway_prompt_context_local_total 850.0
 # HELP habitus_http_requests_total other
 # TYPE habitus_http_requests_total counter
 habitus_http_requests_total{route="/healthz"} 5.0
@@ -262,13 +265,13 @@ habitus_http_requests_total{route="/healthz"} 5.0
 
 def test_how_the_gateway_served_contexts_is_the_difference_of_its_counters() -> None:
     before = context_outcomes_in(METRICS_TEXT)
-    assert before == {"miss": 703.0, "hit": 890.0, "forwarded": 200.0}
-    after = {"miss": 803.0, "hit": 1_190.0, "forwarded": 250.0}
+    assert before == {"miss": 703.0, "hit": 890.0, "forwarded": 200.0, "local": 850.0}
+    after = {"miss": 803.0, "hit": 1_190.0, "forwarded": 250.0, "local": 1_100.0}
     assert report.context_outcomes({"before": before, "after": after}) == {
-        "hit": 300, "miss": 100, "forwarded": 50, "hit_ratio": 0.75}
+        "hit": 300, "local": 250, "miss": 100, "forwarded": 50, "hit_ratio": 0.75}
     # a label first seen during the burst counts from zero
     assert report.context_outcomes({"before": {"hit": 10.0}, "after": {"hit": 12.0,
                                                                       "miss": 2.0}}) == {
-        "hit": 2, "miss": 2, "forwarded": 0, "hit_ratio": 0.5}
+        "hit": 2, "local": 0, "miss": 2, "forwarded": 0, "hit_ratio": 0.5}
     assert report.context_outcomes({"note": "not measured: no gateway"}) == {
         "note": "not measured: no gateway"}
