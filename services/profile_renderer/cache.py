@@ -13,7 +13,10 @@ changes mark `(tenant, TENANT_WIDE)`, and a hit counts only if its stamp is at l
 user's mark and the tenant's (read with the entry in one pipelined round trip): one tenant-wide
 change turns away every user's earlier entries at once, without listing the users. The tenant's
 mark is never dropped after a commit (no entry of that tenant could be checked against it then),
-and every put stretches its TTL to the entry's, so it outlives every entry it may turn away.
+and a put that finds it living less than an entry's TTL stretches it to twice that, so it
+outlives every entry it may turn away and is written about once a TTL, not once a second: each
+write of the tenant's hash drops every answer of the tenant that the gateways keep in memory
+(services.gateway.local_contexts).
 
 A mark written for a batch that then rolls back only costs misses until the batch is applied
 again. After a commit the user's entries are also dropped (a generation keeps a slow reader
@@ -77,7 +80,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('EXPIRE', KEYS[2], ARGV[4])
   local left = redis.call('TTL', KEYS[3])
   if left >= 0 and left < tonumber(ARGV[4]) then
-    redis.call('EXPIRE', KEYS[3], ARGV[4])
+    redis.call('EXPIRE', KEYS[3], 2 * tonumber(ARGV[4]))
   end
   return 1
 end

@@ -129,6 +129,22 @@ async def test_a_tenant_wide_change_drops_every_user_of_that_tenant_only(kept: K
 
 
 @pytest.mark.asyncio
+async def test_puts_for_one_user_leave_the_other_users_answers_kept(kept: Kept) -> None:
+    """A put stretches the tenant's mark past its own TTL, but not on every put: a write of the
+    tenant's hash would drop every answer of the tenant."""
+    tenant = unique("tn")
+    await kept.cache.mark_changed({(tenant, TENANT_WIDE): 3})  # the tenant has a rule
+    await asyncio.sleep(1.1)  # the mark's TTL has ticked below a fresh entry's TTL
+    await kept.put(tenant, "ana", "ana's")  # so this put stretches it
+    await kept.next_request()
+    await kept.keep(tenant, "ana")
+    await asyncio.sleep(1.1)  # a second later it is still past a fresh entry's TTL
+    await kept.put(tenant, "ben", "ben's")
+    await kept.next_request()
+    assert kept.local.get(tenant, "ana", FIELD) is not None
+
+
+@pytest.mark.asyncio
 async def test_a_read_that_a_change_overtook_keeps_nothing(kept: Kept) -> None:
     """The answer came back from Redis after the user's notice: it may predate the change."""
     tenant = unique("tn")
