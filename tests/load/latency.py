@@ -24,6 +24,13 @@ async def timed_rpc(client: httpx.AsyncClient, method: str, user: str, key: str)
     return elapsed
 
 
+def served_from(response: httpx.Response) -> str:
+    """Where the gateway says a `prompt.context` answer came from (its `Server-Timing`
+    metric: memory, cache, renderer); "" when it does not say."""
+    header: str = response.headers.get("server-timing", "")
+    return header.split(";", 1)[0].strip()
+
+
 async def timed_healthz(client: httpx.AsyncClient) -> float:
     started = time.perf_counter()
     response = await client.get("/healthz")
@@ -43,16 +50,26 @@ async def idle(client: httpx.AsyncClient, users: Sequence[str], key: str, n: int
 
 
 async def while_running(client: httpx.AsyncClient, users: Sequence[str], key: str,
-                        running: Callable[[], bool], every: float = 0.25) -> list[float]:
-    """`prompt.context` every `every` seconds while `running()` holds; failures are left out
-    (locust counts the errors: this measures how long an answer takes)."""
-    out: list[float] = []
+                        running: Callable[[], bool], every: float = 0.25
+                        ) -> tuple[list[float], list[str]]:
+    """`prompt.context` every `every` seconds while `running()` holds: each call's seconds,
+    and where its answer came from (`served_from`); failures are left out (locust counts the
+    errors: this measures how long an answer takes)."""
+    times: list[float] = []
+    sources: list[str] = []
     i = 0
     while running():
         try:
-            out.append(await timed_rpc(client, "prompt.context", users[i % len(users)], key))
+            started = time.perf_counter()
+            response = await client.post("/v1/rpc/prompt.context",
+                                         json={"user_id": users[i % len(users)]},
+                                         headers={"Authorization": f"Bearer {key}"})
+            elapsed = time.perf_counter() - started
+            response.raise_for_status()
+            times.append(elapsed)
+            sources.append(served_from(response))
         except httpx.HTTPError:
             pass
         i += 1
         await asyncio.sleep(every)
-    return out
+    return times, sources

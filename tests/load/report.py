@@ -26,6 +26,19 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(rank, len(ordered)) - 1]
 
 
+def by_source(seconds: Sequence[float], sources: Sequence[str]
+              ) -> dict[str, dict[str, float | int | None]]:
+    """The probe's latencies split by where each answer came from (memory, cache, renderer);
+    empty when the gateway did not say (an older gateway, or a run before it did)."""
+    if len(sources) != len(seconds):
+        return {}
+    split: dict[str, list[float]] = {}
+    for value, source in zip(seconds, sources, strict=True):
+        if source:
+            split.setdefault(source, []).append(value)
+    return {source: latency_ms(values) for source, values in sorted(split.items())}
+
+
 def latency_ms(values: Sequence[float]) -> dict[str, float | int | None]:
     """p50/p95/p99 in milliseconds of latencies given in seconds, and how many there were."""
     def ms(q: float) -> float | None:
@@ -135,6 +148,9 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
             "idle_prompt_context": latency_ms(raw["idle"]["prompt_context_s"]),
             "idle_healthz": latency_ms(raw["idle"]["healthz_s"]),
             "load_prompt_context": latency_ms(raw["under_load"]["prompt_context_s"]),
+            "load_prompt_context_by_source": by_source(
+                raw["under_load"]["prompt_context_s"],
+                raw["under_load"].get("prompt_context_from") or []),
             "readers": {m: latency_ms(v) for m, v in
                         sorted(loc.get("read_latencies_s", {}).items())},
         },
@@ -373,6 +389,8 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
     calls = [("`prompt.context`, probe, idle", lat["idle_prompt_context"]),
              ("`/healthz`, probe, idle", lat["idle_healthz"]),
              ("`prompt.context`, probe, under load", lat["load_prompt_context"]),
+             *[(f"`prompt.context`, probe, under load, answered from {source}", v)
+               for source, v in (lat.get("load_prompt_context_by_source") or {}).items()],
              *[(f"`{m}`, locust readers, under load", v) for m, v in lat["readers"].items()]]
     lines += _table(["call", "n", "p50", "p95", "p99"],
                     [[name, v["n"], v["p50"], v["p95"], v["p99"]] for name, v in calls])

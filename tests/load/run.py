@@ -319,7 +319,7 @@ async def main(args: argparse.Namespace) -> Path:
             code, _, end = await burst(args, plan, keys, url, out)
             state["bursting"] = False
             say(f"load: burst over (locust exit {code}), draining")
-            loaded_ctx = await probing
+            loaded_ctx, loaded_from = await probing
             second_result = {**quiet, "at_s": probe_at, **(await second)}
             await sampling
             after = await take(js, children, quiet_db, statements_note is None, tenants, url)
@@ -351,7 +351,7 @@ async def main(args: argparse.Namespace) -> Path:
         "services": {s: [p for p, o in owner.items() if o == s and p in names]
                      for s in set(owner.values())},
         "idle": {"prompt_context_s": idle_ctx, "healthz_s": idle_health},
-        "under_load": {"prompt_context_s": loaded_ctx},
+        "under_load": {"prompt_context_s": loaded_ctx, "prompt_context_from": loaded_from},
         "cpu": {"before": before["cpu"], "after": after["cpu"], "note": before["cpu_note"]},
         "load_cpu_s": after["own_cpu"] - before["own_cpu"],
         "statements": {"note": statements_note,

@@ -116,6 +116,16 @@ def test_percentiles_by_nearest_rank() -> None:
     assert report.latency_ms([0.002, 0.004])["p50"] == 2.0
 
 
+def test_the_probe_under_load_is_split_by_where_each_answer_came_from() -> None:
+    split = report.by_source([0.001, 0.002, 0.090, 0.003, 0.050],
+                             ["memory", "memory", "renderer", "cache", ""])
+    assert {s: v["n"] for s, v in split.items()} == {"cache": 1, "memory": 2, "renderer": 1}
+    assert split["renderer"]["p99"] == 90.0
+    assert split["memory"]["p50"] == 1.0
+    # a run whose gateway did not say, or whose lists do not pair up, is not split
+    assert report.by_source([0.001], []) == {}
+
+
 def entry(pending: int, seq: int = 10, checkpoint: int | None = 10) -> dict[str, Any]:
     behind = None if checkpoint is None else max(0, seq - checkpoint)
     return {"pending": pending, "ack_pending": 0, "behind": behind, "checkpoint": checkpoint,
@@ -175,7 +185,8 @@ def raw_run(cpu: dict[str, Any]) -> dict[str, Any]:
             "filters": ["habitus.v1.ingest.turn.*.*", "habitus.v1.ingest.email.*.*"]}},
         "services": {"producers": ["producers.candidates"]},
         "idle": {"prompt_context_s": [0.004], "healthz_s": [0.001]},
-        "under_load": {"prompt_context_s": [0.008]},
+        "under_load": {"prompt_context_s": [0.008, 0.002], "prompt_context_from": ["renderer",
+                                                                                 "memory"]},
         "cpu": cpu, "load_cpu_s": 2.0,
         "statements": {"note": None, "by_schema": {"producers": 1500}},
         "messages": {"before": [], "after": [["HABITUS_INGEST", "turn", 500],
@@ -203,6 +214,7 @@ def test_the_figures_come_from_the_measurements() -> None:
             "per_turn": 0.5} in cost["messages"]
     text = report.markdown(raw, fig)
     assert "| producers | producers.candidates | 2 | 4 |" in text
+    assert "| `prompt.context`, probe, under load, answered from renderer | 1 | 8 |" in text
     assert "**pipeline turns/s / raw acked publish/s** | 0.005 |" in text
 
 

@@ -32,6 +32,13 @@ from services.gateway.errors import GatewayError
 
 _TABLE_PREFIXES = frozenset(name.split(".", 1)[0] for name in METHODS)
 
+# Where a `prompt.context` answer came from, in the W3C `Server-Timing` header (a metric name
+# only): `memory` (the gateway's), `cache` (Redis), `renderer` (built, or with a `request`).
+# A client timing its reads can tell a slow miss from a slow hit (`make load`'s probe does).
+SERVED_FROM_MEMORY = {"Server-Timing": "memory"}
+SERVED_FROM_CACHE = {"Server-Timing": "cache"}
+SERVED_BY_RENDERER = {"Server-Timing": "renderer"}
+
 
 def _unknown(method: str) -> RpcError:
     return RpcError("not_found", f"unknown method {method!r}; the methods are "
@@ -102,7 +109,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             if kept is not None:  # from memory: no round trip for the entry or the charge
                 await access.charge_leased_read(caller)
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
-                return Response(kept, media_type="application/json")
+                return Response(kept, media_type="application/json", headers=SERVED_FROM_MEMORY)
             # The charge and the cache read in one Redis round trip, on the read every agent
             # turn makes. If the charge refuses, the entry read is dropped unseen.
             ticket = contexts.ticket()
@@ -111,6 +118,7 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             cached = contexts.result(read, caller.tenant_id, wanted, ticket)
             if cached is not None:
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
+                cached.headers.update(SERVED_FROM_CACHE)
                 return cached
         else:
             await access.charge(caller, 1, budget)
@@ -136,4 +144,5 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             metrics.RPC_REQUESTS.labels(label, err.code).inc()
             raise err  # the handlers add Retry-After to "unavailable"
         metrics.RPC_REQUESTS.labels(label, "ok").inc()
-        return JSONResponse({"result": reply["result"]})
+        return JSONResponse({"result": reply["result"]},
+                            headers=SERVED_BY_RENDERER if method == CONTEXT_METHOD else None)
