@@ -14,16 +14,6 @@ from collections.abc import Callable, Sequence
 import httpx
 
 
-async def timed_rpc(client: httpx.AsyncClient, method: str, user: str, key: str) -> float:
-    """Seconds one `POST /v1/rpc/<method>` for `user` took; raises on a non-200."""
-    started = time.perf_counter()
-    response = await client.post(f"/v1/rpc/{method}", json={"user_id": user},
-                                 headers={"Authorization": f"Bearer {key}"})
-    elapsed = time.perf_counter() - started
-    response.raise_for_status()
-    return elapsed
-
-
 def served_from(response: httpx.Response) -> str:
     """Where the gateway says a `prompt.context` answer came from (its `Server-Timing`
     metric: memory, cache, renderer); "" when it does not say."""
@@ -39,14 +29,25 @@ async def timed_healthz(client: httpx.AsyncClient) -> float:
     return elapsed
 
 
+async def timed_context(client: httpx.AsyncClient, user: str, key: str) -> tuple[float, str]:
+    """Seconds one `prompt.context` for `user` took, and where its answer came from
+    (`served_from`); raises on a non-200."""
+    started = time.perf_counter()
+    response = await client.post("/v1/rpc/prompt.context", json={"user_id": user},
+                                 headers={"Authorization": f"Bearer {key}"})
+    elapsed = time.perf_counter() - started
+    response.raise_for_status()
+    return elapsed, served_from(response)
+
+
 async def idle(client: httpx.AsyncClient, users: Sequence[str], key: str, n: int
-               ) -> tuple[list[float], list[float]]:
-    """`n` sequential `prompt.context` calls over `users`, then `n` `/healthz` calls."""
+               ) -> tuple[list[float], list[str], list[float]]:
+    """`n` sequential `prompt.context` calls over `users` (their seconds and sources), then
+    `n` `/healthz` calls."""
     await timed_healthz(client)  # the connection made before anything is timed
-    context = [await timed_rpc(client, "prompt.context", users[i % len(users)], key)
-               for i in range(n)]
+    calls = [await timed_context(client, users[i % len(users)], key) for i in range(n)]
     health = [await timed_healthz(client) for _ in range(n)]
-    return context, health
+    return [c[0] for c in calls], [c[1] for c in calls], health
 
 
 async def while_running(client: httpx.AsyncClient, users: Sequence[str], key: str,
@@ -60,14 +61,9 @@ async def while_running(client: httpx.AsyncClient, users: Sequence[str], key: st
     i = 0
     while running():
         try:
-            started = time.perf_counter()
-            response = await client.post("/v1/rpc/prompt.context",
-                                         json={"user_id": users[i % len(users)]},
-                                         headers={"Authorization": f"Bearer {key}"})
-            elapsed = time.perf_counter() - started
-            response.raise_for_status()
+            elapsed, source = await timed_context(client, users[i % len(users)], key)
             times.append(elapsed)
-            sources.append(served_from(response))
+            sources.append(source)
         except httpx.HTTPError:
             pass
         i += 1

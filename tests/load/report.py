@@ -146,6 +146,8 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
                                   if raw_rate else None),
         "latency": {
             "idle_prompt_context": latency_ms(raw["idle"]["prompt_context_s"]),
+            "idle_prompt_context_by_source": by_source(
+                raw["idle"]["prompt_context_s"], raw["idle"].get("prompt_context_from") or []),
             "idle_healthz": latency_ms(raw["idle"]["healthz_s"]),
             "load_prompt_context": latency_ms(raw["under_load"]["prompt_context_s"]),
             "load_prompt_context_by_source": by_source(
@@ -387,6 +389,8 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
               "The probe is the same client calling `prompt.context` for the same users, "
               "idle (before the burst) and under load; the other rows are locust's readers.", ""]
     calls = [("`prompt.context`, probe, idle", lat["idle_prompt_context"]),
+             *[(f"`prompt.context`, probe, idle, answered from {source}", v)
+               for source, v in (lat.get("idle_prompt_context_by_source") or {}).items()],
              ("`/healthz`, probe, idle", lat["idle_healthz"]),
              ("`prompt.context`, probe, under load", lat["load_prompt_context"]),
              *[(f"`prompt.context`, probe, under load, answered from {source}", v)

@@ -296,8 +296,8 @@ async def main(args: argparse.Namespace) -> Path:
             if not await caught_up(nc, quiet_db, names, args.drain_timeout):
                 say("load: the warm-up did not drain; measuring anyway")
             probe_users = plan.user_ids()[:5]
-            idle_ctx, idle_health = await latency.idle(client, probe_users, keys[tenants[0]],
-                                                       args.idle_samples)
+            idle_ctx, idle_from, idle_health = await latency.idle(
+                client, probe_users, keys[tenants[0]], args.idle_samples)
             before = await take(js, children, quiet_db, statements_note is None, tenants, url)
             ingest_first = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
 
@@ -350,7 +350,8 @@ async def main(args: argparse.Namespace) -> Path:
                             "filters": flow[n].filter_subjects()} for n in names if n in flow},
         "services": {s: [p for p, o in owner.items() if o == s and p in names]
                      for s in set(owner.values())},
-        "idle": {"prompt_context_s": idle_ctx, "healthz_s": idle_health},
+        "idle": {"prompt_context_s": idle_ctx, "prompt_context_from": idle_from,
+                 "healthz_s": idle_health},
         "under_load": {"prompt_context_s": loaded_ctx, "prompt_context_from": loaded_from},
         "cpu": {"before": before["cpu"], "after": after["cpu"], "note": before["cpu_note"]},
         "load_cpu_s": after["own_cpu"] - before["own_cpu"],
