@@ -42,11 +42,16 @@ async def timed_context(client: httpx.AsyncClient, user: str, key: str) -> tuple
 
 async def idle(client: httpx.AsyncClient, users: Sequence[str], key: str, n: int
                ) -> tuple[list[float], list[str], list[float]]:
-    """`n` sequential `prompt.context` calls over `users` (their seconds and sources), then
-    `n` `/healthz` calls."""
+    """`n` `prompt.context` calls over `users` (their seconds and sources) and `n` `/healthz`
+    calls, one after the other in turn: right after the warm-up the machine is still settling
+    (rebuilds, Postgres's own work), and with all of one kind first, then all of the other,
+    that drift fell on the first kind alone."""
     await timed_healthz(client)  # the connection made before anything is timed
-    calls = [await timed_context(client, users[i % len(users)], key) for i in range(n)]
-    health = [await timed_healthz(client) for _ in range(n)]
+    calls: list[tuple[float, str]] = []
+    health: list[float] = []
+    for i in range(n):
+        calls.append(await timed_context(client, users[i % len(users)], key))
+        health.append(await timed_healthz(client))
     return [c[0] for c in calls], [c[1] for c in calls], health
 
 
