@@ -81,12 +81,15 @@ STABLE_AFTER_SECONDS = 60.0
 #: stream replicas on the local cluster of `up --nats-cluster` (one per node)
 CLUSTER_REPLICAS = 3
 #: What `habitus serve` imports before it serves (the CLI, every service's descriptor through
-#: the registry, the host, logging, the event loop), and the sentence encoder's model, which
-#: three services load on their first turn: the fork server loads it all once, and the forked
-#: services share its memory.
+#: the registry, the host, logging, the event loop), the sentence encoder's model, which
+#: three services load on their first turn, and the city gazetteer, which every service that
+#: checks a location facet's value loads on the first one (70 MB each, and under load a
+#: service's memory grew by it minutes into the run): the fork server loads it all once, and
+#: the forked services share its memory.
 SERVICE_PRELOAD = (
     "habitus.cli", "habitus.cli.serve", "habitus.service.registry:services",
     "habitus.service.host", "habitus.telemetry.logging", "uvloop", "habitus.encoder:warm",
+    "habitus.vocabulary.places:warm",
 )
 
 
