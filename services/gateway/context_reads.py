@@ -29,6 +29,13 @@ from services.gateway.metrics import CONTEXT_READS, LOCAL_CONTEXT_HITS
 
 METHOD = "prompt.context"
 
+# Where a `prompt.context` answer came from, in the W3C `Server-Timing` header (a metric name
+# only): `memory` (the gateway's), `cache` (Redis), `renderer` (built, or with a `request`).
+# A client timing its reads can tell a slow miss from a slow hit (`make load`'s probe does).
+SERVED_FROM_MEMORY = {"Server-Timing": "memory"}
+SERVED_FROM_CACHE = {"Server-Timing": "cache"}
+SERVED_BY_RENDERER = {"Server-Timing": "renderer"}
+
 
 class ContextReads:
     """The gateway's read of the context cache: from memory (`kept`), else in two halves
@@ -79,7 +86,7 @@ class ContextReads:
         CONTEXT_READS.labels("hit" if hit is not None else "miss").inc()
         if hit is None:
             return None
-        response = JSONResponse({"result": answer(hit)})
+        response = JSONResponse({"result": answer(hit)}, headers=SERVED_FROM_CACHE)
         if self.local is not None and ticket is not None:
             self.local.store(tenant_id, *wanted, bytes(response.body), ticket)
         return response

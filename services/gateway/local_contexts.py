@@ -61,10 +61,9 @@ class LocalContexts:
         self.max_entries = max_entries
         self.tracking = tracking
         self._answers: dict[tuple[str, str, str], bytes] = {}
-        #: the variants kept for each user, so a drop finds them without a scan
+        #: the variants kept for each user, so a user's drop finds them without a scan (a
+        #: tenant-wide drop, rare, scans the users)
         self._by_user: dict[tuple[str, str], set[str]] = {}
-        #: the users kept for each tenant, for a tenant-wide drop
-        self._by_tenant: dict[str, set[str]] = {}
         self._drops = 0
         #: the drop count at the user's (tenant's) last drop
         self._dropped_user: dict[tuple[str, str], int] = {}
@@ -102,7 +101,6 @@ class LocalContexts:
             self._evict(next(iter(self._answers)))
         self._answers[key] = answer
         self._by_user.setdefault((tenant_id, user_id), set()).add(field)
-        self._by_tenant.setdefault(tenant_id, set()).add(user_id)
         return True
 
     def changed(self, keys: Iterable[str]) -> None:
@@ -115,7 +113,7 @@ class LocalContexts:
             tenant_id, user_id = owner
             if user_id == TENANT_WIDE:
                 self._dropped_tenant[tenant_id] = self._drops
-                for user in self._by_tenant.pop(tenant_id, set()):
+                for user in [u for t, u in self._by_user if t == tenant_id]:
                     self._drop_user(tenant_id, user)
             else:
                 self._dropped_user[(tenant_id, user_id)] = self._drops
@@ -134,27 +132,15 @@ class LocalContexts:
         self._dropped_tenant.clear()
         self._answers.clear()
         self._by_user.clear()
-        self._by_tenant.clear()
 
     def _drop_user(self, tenant_id: str, user_id: str) -> None:
         for field in self._by_user.pop((tenant_id, user_id), set()):
-            self._answers.pop((tenant_id, user_id, field), None)
-        users = self._by_tenant.get(tenant_id)
-        if users is not None:
-            users.discard(user_id)
-            if not users:
-                del self._by_tenant[tenant_id]
+            del self._answers[(tenant_id, user_id, field)]
 
     def _evict(self, key: tuple[str, str, str]) -> None:
         tenant_id, user_id, field = key
-        self._answers.pop(key, None)
-        fields = self._by_user.get((tenant_id, user_id))
-        if fields is not None:
-            fields.discard(field)
-            if not fields:
-                del self._by_user[(tenant_id, user_id)]
-                users = self._by_tenant.get(tenant_id)
-                if users is not None:
-                    users.discard(user_id)
-                    if not users:
-                        del self._by_tenant[tenant_id]
+        del self._answers[key]
+        fields = self._by_user[(tenant_id, user_id)]
+        fields.discard(field)
+        if not fields:
+            del self._by_user[(tenant_id, user_id)]

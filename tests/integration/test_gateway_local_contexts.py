@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from habitus.context_cache import PREFIX, answer, field_for, read_context
 from habitus.ids import TENANT_WIDE
+from habitus.runtime.embedded import free_port
 from services.gateway.context_tracking import TrackingFeed
 from services.gateway.local_contexts import LocalContexts
 from services.gateway.ratelimit import LeasedBudget, RateLimiter
@@ -223,8 +224,6 @@ def test_nothing_is_served_from_memory_while_changes_are_not_told() -> None:
 
 @pytest.mark.asyncio
 async def test_with_redis_unreachable_the_feed_is_not_live_and_keeps_nothing() -> None:
-    from habitus.runtime.embedded import free_port
-
     feed = TrackingFeed(f"redis://127.0.0.1:{free_port()}/0", PREFIX, on_keys=lambda k: None,
                         on_reset=lambda: None)
     local = LocalContexts(10, feed)

@@ -27,17 +27,10 @@ from services.gateway.body import (
 )
 from services.gateway.body_limit import BodyReader, BodyTooLarge
 from services.gateway.context_reads import METHOD as CONTEXT_METHOD
-from services.gateway.context_reads import ContextReads
+from services.gateway.context_reads import SERVED_BY_RENDERER, SERVED_FROM_MEMORY, ContextReads
 from services.gateway.errors import GatewayError
 
 _TABLE_PREFIXES = frozenset(name.split(".", 1)[0] for name in METHODS)
-
-# Where a `prompt.context` answer came from, in the W3C `Server-Timing` header (a metric name
-# only): `memory` (the gateway's), `cache` (Redis), `renderer` (built, or with a `request`).
-# A client timing its reads can tell a slow miss from a slow hit (`make load`'s probe does).
-SERVED_FROM_MEMORY = {"Server-Timing": "memory"}
-SERVED_FROM_CACHE = {"Server-Timing": "cache"}
-SERVED_BY_RENDERER = {"Server-Timing": "renderer"}
 
 
 def _unknown(method: str) -> RpcError:
@@ -118,7 +111,6 @@ def add_rpc_route(app: FastAPI, ctx: ServiceContext, access: Access,
             cached = contexts.result(read, caller.tenant_id, wanted, ticket)
             if cached is not None:
                 metrics.RPC_REQUESTS.labels(label, "ok").inc()
-                cached.headers.update(SERVED_FROM_CACHE)
                 return cached
         else:
             await access.charge(caller, 1, budget)
