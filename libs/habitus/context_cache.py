@@ -21,9 +21,13 @@ earlier entry is served by any reader; the two partitions' sequences are never c
 each other, so one partition running ahead of the other can neither pass off an entry built
 before a change nor keep a current one from being served.
 
-Reading an entry also marks it read (`READ_MARK`, in the same script as the read): the
-renderer builds again, after the user's next changes, the entries read lately, so an agent
-reading its user's context on every turn finds it built (services.profile_renderer.contexts).
+Reading an entry also marks it read (in the same script as the read, in the user's read marks,
+`read_key`): the renderer builds again, after the user's next changes, the entries read lately,
+so an agent reading its user's context on every turn finds it built
+(services.profile_renderer.contexts). The read marks are kept under a prefix of their own,
+outside `PREFIX`: the gateways keeping answers in memory drop a user's on every write under
+`PREFIX` (services.gateway.local_contexts), and a read that wrote its mark there dropped the
+answer it had just kept, so the next read after every change went to Redis too.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
@@ -44,24 +48,25 @@ log = logging.getLogger(__name__)
 MARK_FIELD = "_min"
 STAMP = "_seq"
 TENANT_STAMP = "_tseq"
-#: `<READ_MARK><field>` in the user's hash: how many more times the entry `field` is built
-#: again after the user's changes before a read must ask for it again. A read (a hit, or the
-#: miss that built it) sets it to `READ_CREDITS`; each rebuild ahead of a read spends one. So
-#: building ahead costs at most `READ_CREDITS` builds a read, and a user whose turns change
-#: their context a few times between two reads of it still finds it built.
-READ_MARK = "_read:"
+#: the rebuilds an entry read now is worth: how many more times the entry is built again after
+#: the user's changes before a read must ask for it again. A read (a hit, or the miss that
+#: built it) sets its read mark (`read_key`) to `READ_CREDITS`; each rebuild ahead of a read
+#: spends one. So building ahead costs at most `READ_CREDITS` builds a read, and a user whose
+#: turns change their context a few times between two reads of it still finds it built.
 READ_CREDITS = 3
 
-# The entry and the user's mark, as HMGET gives them; a present entry is marked read. In one
-# script so the mark is written only into a hash that exists (and so has its TTL): the hash
-# cannot be dropped between the read and the mark. A mark already at its value is not written
-# again: every write to the hash tells the gateways keeping entries in memory to drop the
-# user's (services.gateway.local_contexts), so a read that rewrote its own mark would drop
-# what it had just read.
+# KEYS: the user's entries, the user's read marks; ARGV: the field, the mark's field, the
+# credits. The entry and the user's mark, as HMGET gives them; a present entry is marked read,
+# and the marks live as long as the entries they are about (a hash that exists has its TTL).
+# A mark already at its value is not written again.
 _READ_ENTRY = """
 local found = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
-if found[1] and redis.call('HGET', KEYS[1], ARGV[3] .. ARGV[1]) ~= ARGV[4] then
-  redis.call('HSET', KEYS[1], ARGV[3] .. ARGV[1], ARGV[4])
+if found[1] and redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
 end
 return found
 """
@@ -78,7 +83,8 @@ class Stamp(NamedTuple):
         return self.user >= floor.user and self.tenant >= floor.tenant
 
 
-#: every key of the context cache starts so (entries, marks, generations, variants asked for)
+#: every key of the context cache starts so (entries, change marks, generations, variants asked
+#: for), but the read marks (`READ_PREFIX`)
 PREFIX = "habitus:profile:"
 _ENTRIES_SUFFIX = ":ctx"
 
@@ -97,6 +103,15 @@ def owner_of(key: str) -> tuple[str, str] | None:
         return None
     parts = key[len(PREFIX):-len(_ENTRIES_SUFFIX)].split(":")
     return (parts[0], parts[1]) if len(parts) == 2 else None
+
+
+#: the users' read marks (`read_key`): outside `PREFIX`, so no gateway drops an answer for them
+READ_PREFIX = "habitus:profile-read:"
+
+
+def read_key(tenant_id: str, user_id: str) -> str:
+    """The hash of the user's read marks: entry field -> rebuilds left (`READ_CREDITS`)."""
+    return f"{READ_PREFIX}{tenant_id}:{user_id}"
 
 
 def tenant_mark_key(tenant_id: str) -> str:
@@ -144,23 +159,22 @@ def queue_read(pipe: Any, tenant_id: str, user_id: str, field: str) -> None:
     """Add the reads `judge` needs to a pipeline: the entry with the user's mark (the entry,
     when present, marked read), then the tenant's mark. The renderer queues its generation
     after them, in the same round trip."""
-    pipe.eval(_READ_ENTRY, 1, context_keys(tenant_id, user_id)[1], field, MARK_FIELD, READ_MARK,
-              READ_CREDITS)
+    pipe.eval(_READ_ENTRY, 2, context_keys(tenant_id, user_id)[1], read_key(tenant_id, user_id),
+              field, MARK_FIELD, READ_CREDITS)
     pipe.hget(tenant_mark_key(tenant_id), MARK_FIELD)
 
 
-def read_credits(marks: Sequence[bytes | str]) -> dict[str, int]:
-    """The entries marked read and the rebuilds each has left, from the read marks of a
-    user's hash as (name, value) pairs in a row; what is not a count is left out."""
+def read_credits(marks: Mapping[bytes | str, bytes | str]) -> dict[str, int]:
+    """The entries marked read and the rebuilds each has left, from a user's read marks
+    (`read_key`, as HGETALL gives them); what is not a positive count is left out."""
     out: dict[str, int] = {}
-    for name, value in zip(marks[::2], marks[1::2], strict=True):
-        text = name.decode() if isinstance(name, bytes) else name
+    for name, value in marks.items():
         try:
             credits = int(value)
         except ValueError:
             continue
-        if text.startswith(READ_MARK) and credits > 0:
-            out[text[len(READ_MARK):]] = credits
+        if credits > 0:
+            out[name.decode() if isinstance(name, bytes) else name] = credits
     return out
 
 

@@ -44,7 +44,6 @@ from redis.exceptions import RedisError
 
 from habitus.context_cache import (
     MARK_FIELD,
-    READ_MARK,
     STAMP,
     Stamp,
     context_keys,
@@ -53,6 +52,7 @@ from habitus.context_cache import (
     queue_read,
     read_context,
     read_credits,
+    read_key,
     stamped,
     tenant_mark_key,
     usable,
@@ -64,9 +64,10 @@ log = logging.getLogger(__name__)
 __all__ = ["MARK_FIELD", "STAMP", "ContextCache", "Lookup", "Stamp", "field_for", "usable"]
 
 # KEYS: the generation, the user's hash, the tenant's hash (its mark), the user's asked-for
-# variants; ARGV: the generation read before the inputs, the field, the value, the TTL, the
-# variant as asked for ("": not recorded), how long that record lasts, the read mark's field
-# and the rebuilds it has left (none left: no mark, the entry is built ahead of no read).
+# variants, the user's read marks; ARGV: the generation read before the inputs, the field, the
+# value, the TTL, the variant as asked for ("": not recorded), how long that record lasts, the
+# rebuilds the entry's read mark has left (none left: no mark, the entry is built ahead of no
+# read).
 _PUT_IF_CURRENT = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   if ARGV[5] ~= '' then
@@ -74,8 +75,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('EXPIRE', KEYS[4], ARGV[6])
   end
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
-  if tonumber(ARGV[8]) > 0 then
-    redis.call('HSET', KEYS[2], ARGV[7], ARGV[8])
+  if tonumber(ARGV[7]) > 0 then
+    redis.call('HSET', KEYS[5], ARGV[2], ARGV[7])
+    redis.call('EXPIRE', KEYS[5], ARGV[4])
   end
   redis.call('EXPIRE', KEYS[2], ARGV[4])
   local left = redis.call('TTL', KEYS[3])
@@ -106,18 +108,6 @@ return next
 """
 #: the counter every user's generations are drawn from (it names no user)
 GENERATIONS = "habitus:profile:generations"
-
-# KEYS: a user's hash; ARGV: the read marks' prefix. The read marks, as (name, value) pairs.
-_READ_MARKS = """
-local out = {}
-for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
-  if string.sub(name, 1, #ARGV[1]) == ARGV[1] then
-    out[#out + 1] = name
-    out[#out + 1] = redis.call('HGET', KEYS[1], name)
-  end
-end
-return out
-"""
 
 # KEYS: the users' hashes; ARGV: one sequence per key, then the TTL. The mark only grows.
 _MARK = """
@@ -234,13 +224,13 @@ class ContextCache:
     def _put_keys(self, tenant_id: str, user_id: str) -> list[str]:
         """`_PUT_IF_CURRENT`'s KEYS for one user."""
         gen_key, ctx_key = self._keys(tenant_id, user_id)
-        return [gen_key, ctx_key, self._tenant_mark_key(tenant_id), wanted_key(tenant_id, user_id)]
+        return [gen_key, ctx_key, self._tenant_mark_key(tenant_id), wanted_key(tenant_id, user_id),
+                read_key(tenant_id, user_id)]
 
     def _put_args(self, generation: str, entry: Entry) -> list[Any]:
         """`_PUT_IF_CURRENT`'s ARGV for one entry."""
         return [generation, entry.field, stamped(entry.value, entry.stamp), self._ttl,
-                entry.wanted or "", self.wanted_seconds, f"{READ_MARK}{entry.field}",
-                entry.credits]
+                entry.wanted or "", self.wanted_seconds, entry.credits]
 
     async def put_many(self, tenant_id: str, user_id: str, generation: str,
                        entries: Sequence[Entry]) -> list[bool]:
@@ -301,13 +291,14 @@ class ContextCache:
         if not users:
             return {}
         try:
-            # one transaction: no read can be marked between the listing and the drop
+            # one transaction: no read can be marked between the listing and the drop. The
+            # read marks go with the entries: what a rebuild does not renew, it has spent
             pipe = self._redis.pipeline(transaction=True)
             for tenant_id, user_id in users:
                 gen_key, ctx_key = self._keys(tenant_id, user_id)
-                pipe.eval(_READ_MARKS, 1, ctx_key, READ_MARK)
+                pipe.hgetall(read_key(tenant_id, user_id))
                 pipe.eval(_NEXT_GENERATION, 2, gen_key, GENERATIONS, self._ttl)
-                pipe.delete(ctx_key)
+                pipe.delete(ctx_key, read_key(tenant_id, user_id))
             results = await pipe.execute()
         except RedisError as exc:
             # The marks still turn earlier entries away; they expire with their TTL.
@@ -322,5 +313,6 @@ class ContextCache:
         the user's name (a failure is raised, so the erasure is retried, not reported done)."""
         pipe = self._redis.pipeline(transaction=False)
         for tenant_id, user_id in users:
-            pipe.delete(*self._keys(tenant_id, user_id), wanted_key(tenant_id, user_id))
+            pipe.delete(*self._keys(tenant_id, user_id), wanted_key(tenant_id, user_id),
+                        read_key(tenant_id, user_id))
         await pipe.execute()

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
-from habitus.context_cache import READ_CREDITS
+from habitus.context_cache import PREFIX, READ_CREDITS, read_key
 from habitus.ids import TENANT_WIDE
 from services.profile_renderer.cache import (
     ContextCache,
@@ -214,6 +214,30 @@ async def test_a_change_names_the_entries_with_rebuilds_left(cache: ContextCache
     assert await cache.put(tenant, "u1", by_miss, {"text": "a3"}, generation, Stamp(3, 3),
                            credits=0)
     assert await cache.invalidate([(tenant, "u1")]) == {}
+
+
+async def test_read_marks_live_apart_as_long_as_their_entries_and_go_with_them(
+        cache: ContextCache) -> None:
+    """A read's mark is written outside the prefix the gateways are told about (a read must
+    not drop the answer it keeps), yet expires with the entries it is about, is spent by a
+    change like the entries, and is erased with the user."""
+    tenant = unique("tn")
+    field = field_for(["git"], 1, False)
+    assert not read_key(tenant, "u1").startswith(PREFIX)
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", field, {"text": "a"}, generation, Stamp(1, 1))
+    assert await cache.get(tenant, "u1", field) == {"text": "a"}
+    redis = cache._redis
+    assert await redis.hget(read_key(tenant, "u1"), field) == str(READ_CREDITS).encode()
+    assert 0 < await redis.ttl(read_key(tenant, "u1")) <= 60  # the fixture's TTL
+    assert await cache.invalidate([(tenant, "u1")]) == {(tenant, "u1"): {field: READ_CREDITS}}
+    assert await redis.exists(read_key(tenant, "u1")) == 0  # spent: a rebuild renews it
+    generation = await cache.generation(tenant, "u1")
+    assert await cache.put(tenant, "u1", field, {"text": "b"}, generation, Stamp(2, 2),
+                           credits=READ_CREDITS - 1)
+    assert await redis.hget(read_key(tenant, "u1"), field) == str(READ_CREDITS - 1).encode()
+    await cache.forget([(tenant, "u1")])
+    assert await redis.exists(read_key(tenant, "u1")) == 0
 
 
 async def test_no_generation_is_handed_out_twice_so_an_erasure_cannot_revive_a_put(

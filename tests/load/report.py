@@ -150,6 +150,7 @@ def summarise(raw: Mapping[str, Any]) -> dict[str, Any]:
                 raw["idle"]["prompt_context_s"], raw["idle"].get("prompt_context_from") or []),
             "idle_healthz": latency_ms(raw["idle"]["healthz_s"]),
             "load_prompt_context": latency_ms(raw["under_load"]["prompt_context_s"]),
+            "load_healthz": latency_ms(raw["under_load"].get("healthz_s") or []),
             "load_prompt_context_by_source": by_source(
                 raw["under_load"]["prompt_context_s"],
                 raw["under_load"].get("prompt_context_from") or []),
@@ -395,6 +396,8 @@ def markdown(raw: Mapping[str, Any], fig: Mapping[str, Any]) -> str:
              ("`prompt.context`, probe, under load", lat["load_prompt_context"]),
              *[(f"`prompt.context`, probe, under load, answered from {source}", v)
                for source, v in (lat.get("load_prompt_context_by_source") or {}).items()],
+             *([("`/healthz`, probe, under load", lat["load_healthz"])]
+               if (lat.get("load_healthz") or {}).get("n") else []),
              *[(f"`{m}`, locust readers, under load", v) for m, v in lat["readers"].items()]]
     lines += _table(["call", "n", "p50", "p95", "p99"],
                     [[name, v["n"], v["p50"], v["p95"], v["p99"]] for name, v in calls])

@@ -158,7 +158,7 @@ class Sampler:
             self._last_resources = row["t"]
             if self._reader is None:
                 self._reader = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context(
-                    "spawn"))
+                    "spawn"), initializer=os.setsid)
             try:
                 processes = await asyncio.get_running_loop().run_in_executor(
                     self._reader, probes.resources, self._children)
@@ -248,9 +248,21 @@ async def burst(args: argparse.Namespace, plan: Plan, keys: dict[str, str], url:
                "--only-summary", "--loglevel", "WARNING", *classes]
     with (out / "locust.log").open("wb") as log:
         t0 = time.time()
+        # A session of its own: Linux shares CPU between sessions first (`sched_autogroup`),
+        # and in the runner's session a flat-out locust left the latency probe waiting for its
+        # own session's turn on a core, time the probe then counted as the gateway's. Clients
+        # of a real deployment do not share a machine with the load; the probe should not
+        # share its CPU share with it either (docs/load.md).
         proc = await asyncio.create_subprocess_exec(*command, cwd=ROOT, env=env,
-                                                    stdout=log, stderr=log)
-        code = await proc.wait()
+                                                    stdout=log, stderr=log,
+                                                    start_new_session=True)
+        try:
+            code = await proc.wait()
+        finally:  # Ctrl-C reaches the runner's session only: locust is stopped from here
+            if proc.returncode is None:
+                proc.terminate()
+                with contextlib.suppress(ProcessLookupError, TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 15)
     return code, t0, time.time()
 
 
@@ -296,8 +308,8 @@ async def main(args: argparse.Namespace) -> Path:
             if not await caught_up(nc, quiet_db, names, args.drain_timeout):
                 say("load: the warm-up did not drain; measuring anyway")
             probe_users = plan.user_ids()[:5]
-            idle_ctx, idle_from, idle_health = await latency.idle(
-                client, probe_users, keys[tenants[0]], args.idle_samples)
+            idle_ctx, idle_from, idle_health = await latency.idle_apart(
+                url, probe_users, keys[tenants[0]], args.idle_samples)
             before = await take(js, children, quiet_db, statements_note is None, tenants, url)
             ingest_first = int((await js.stream_info("HABITUS_INGEST")).state.last_seq)
 
@@ -311,15 +323,15 @@ async def main(args: argparse.Namespace) -> Path:
             sampling = asyncio.create_task(sampler.until(
                 lambda: (not state["bursting"] and sampler.caught_up())
                 or time.time() - t0 > args.duration + args.drain_timeout + 30))
-            probing = asyncio.create_task(latency.while_running(
-                client, probe_users, keys[tenants[0]], lambda: state["bursting"]))
+            probing = latency.Probe("while_running", url, probe_users,
+                                    keys[tenants[0]]).start()
             probe_at = args.duration / 2 if args.probe_at is None else args.probe_at
             second = asyncio.create_task(_second_tenant(
                 url, quiet_key, quiet["user"], probe_at, args.probe_timeout))
             code, _, end = await burst(args, plan, keys, url, out)
             state["bursting"] = False
             say(f"load: burst over (locust exit {code}), draining")
-            loaded_ctx, loaded_from = await probing
+            loaded_ctx, loaded_from, loaded_health = await probing.result()
             second_result = {**quiet, "at_s": probe_at, **(await second)}
             await sampling
             after = await take(js, children, quiet_db, statements_note is None, tenants, url)
@@ -352,7 +364,8 @@ async def main(args: argparse.Namespace) -> Path:
                      for s in set(owner.values())},
         "idle": {"prompt_context_s": idle_ctx, "prompt_context_from": idle_from,
                  "healthz_s": idle_health},
-        "under_load": {"prompt_context_s": loaded_ctx, "prompt_context_from": loaded_from},
+        "under_load": {"prompt_context_s": loaded_ctx, "prompt_context_from": loaded_from,
+                       "healthz_s": loaded_health},
         "cpu": {"before": before["cpu"], "after": after["cpu"], "note": before["cpu_note"]},
         "load_cpu_s": after["own_cpu"] - before["own_cpu"],
         "statements": {"note": statements_note,

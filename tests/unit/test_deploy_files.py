@@ -113,6 +113,7 @@ EXPORTED_METRICS = frozenset(
         "habitus_gateway_ingest_items_total",
         "habitus_gateway_http_request_duration_seconds_bucket",
         "habitus_gateway_rpc_requests_total",
+        "habitus_event_loop_lag_seconds_bucket",
     }
 )
 METRIC_NAME = re.compile(r"\b(?:habitus|faststream)_\w+")

@@ -186,7 +186,8 @@ def raw_run(cpu: dict[str, Any]) -> dict[str, Any]:
         "services": {"producers": ["producers.candidates"]},
         "idle": {"prompt_context_s": [0.004], "healthz_s": [0.001]},
         "under_load": {"prompt_context_s": [0.008, 0.002], "prompt_context_from": ["renderer",
-                                                                                 "memory"]},
+                                                                                 "memory"],
+                       "healthz_s": [0.003, 0.005]},
         "cpu": cpu, "load_cpu_s": 2.0,
         "statements": {"note": None, "by_schema": {"producers": 1500}},
         "messages": {"before": [], "after": [["HABITUS_INGEST", "turn", 500],
@@ -216,6 +217,7 @@ def test_the_figures_come_from_the_measurements() -> None:
     assert "| producers | producers.candidates | 2 | 4 |" in text
     assert "| `prompt.context`, probe, under load, answered from renderer | 1 | 8 |" in text
     assert "**pipeline turns/s / raw acked publish/s** | 0.005 |" in text
+    assert "| `/healthz`, probe, under load | 2 | 3 |" in text
 
 
 def test_cpu_not_measured_is_said_not_zeroed() -> None:

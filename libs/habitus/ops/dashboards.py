@@ -147,6 +147,12 @@ OVERVIEW = Dashboard(
             ts("RPC calls by outcome",
                (f"sum by (outcome) ({rate('habitus_gateway_rpc_requests_total')})",
                 "{{outcome}}"), unit="ops", width=8),
+            ts("Event loop lag p99 by process",
+               (quantile(0.99, "habitus_event_loop_lag_seconds", "process"), "{{process}}"),
+               unit="s", width=24,
+               description="How late each process's event loop runs what is due: the wait "
+                           "before any request or delivery it handles starts, for the loop "
+                           "or for a core."),
         ]),
         Group("Projections", "Are the read models keeping up with the streams.", [
             ts("Applied events/s",

@@ -42,7 +42,7 @@ from habitus.service.health import add_standard_routes
 from habitus.service.membership import Membership
 from habitus.service.watchdog import orphan_watchdog
 from habitus.subjects import rpc_method, rpc_subject
-from habitus.telemetry import metrics
+from habitus.telemetry import loop_lag, metrics
 from habitus.telemetry.gc_tuning import tune_gc
 from habitus.topology import Topology
 
@@ -89,6 +89,7 @@ class ServiceHost:
         self._server_task: asyncio.Task[None] | None = None
         self._http_port = http_port
         self.bound_port: int | None = None
+        self._loop_lag: asyncio.Task[None] | None = None
 
     @property
     def runners(self) -> list[ProjectionRunner]:
@@ -209,6 +210,9 @@ class ServiceHost:
             await self.membership.start()
         self._wiring = wiring
         await self._start_http(ctx, wiring)
+        # named as `habitus up` names the process (an RPC process apart: `<service>_rpc`)
+        self._loop_lag = asyncio.create_task(loop_lag.watch(
+            f"{d.name}_rpc" if rpc_only else d.name))
         tune_gc()
         log.info("service started", extra={"service": d.name, "port": self.bound_port})
         return ctx
@@ -238,6 +242,8 @@ class ServiceHost:
 
     async def stop(self) -> None:
         ctx = self.ctx
+        if self._loop_lag is not None:
+            self._loop_lag.cancel()
         if self._server is not None:
             self._server.should_exit = True
             if self._server_task is not None:

@@ -91,6 +91,13 @@ INGEST_REJECTED = Counter(
     "clock_skew, invalid_payload, conflict).",
     ["reason"],
 )
+LOOP_LAG = Histogram(
+    "habitus_event_loop_lag_seconds",
+    "How late a process's event loop woke a timer that was due (habitus.telemetry.loop_lag): "
+    "what every request and delivery it handles waits first, for the loop or for a core.",
+    ["process"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+)
 HTTP_SECONDS = Histogram(
     "habitus_gateway_http_request_duration_seconds",
     "Gateway HTTP request duration.",
