@@ -94,6 +94,9 @@ service = ServiceDescriptor(
     migrations="services.habits.migrations",
     # Every turn passes through capture: large batches.
     runner_config=RunnerConfig(batch_size=1000),
+    # `habits.list` and `habits.select` answer agents and settings pages: their RPC in a
+    # process of its own, while capture (every turn passes through it) yields the cores.
+    rpc_apart=True,
 )
 
 

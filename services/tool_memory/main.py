@@ -50,6 +50,9 @@ service = ServiceDescriptor(
     migrations="services.tool_memory.migrations",
     # Every turn passes through capture, most of them yielding nothing: large batches.
     runner_config=RunnerConfig(batch_size=2000),
+    # `memory.tool_rule_list` is what an agent reads before it may use a tool: its RPC in a
+    # process of its own, while capture (every turn passes through it) yields the cores.
+    rpc_apart=True,
 )
 
 

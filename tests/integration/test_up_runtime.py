@@ -312,16 +312,18 @@ def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
     children = first.children()
     assert set(children) >= {"nats", "postgres", "redis", "forkserver", "gateway", "producers",
                              "profile_renderer", "profile_renderer_rpc", "stability_detector",
-                             "stability_detector_rpc", "tool_memory"}
+                             "stability_detector_rpc", "tool_memory", "tool_memory_rpc",
+                             "habits", "habits_rpc", "trace_router"}
     # What answers no reads yields the cores to what does (habitus.runtime.priority).
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     nice = {name: psutil.Process(children[name]).nice() for name in (
         "gateway", "producers", "profile_renderer", "profile_renderer_rpc", "stability_detector",
-        "stability_detector_rpc", "tool_memory")}
+        "stability_detector_rpc", "tool_memory", "tool_memory_rpc", "trace_router")}
     assert nice == {"gateway": ours, "profile_renderer_rpc": ours,
-                    "stability_detector_rpc": ours, "tool_memory": ours,
+                    "stability_detector_rpc": ours, "tool_memory_rpc": ours,
+                    "trace_router": ours,  # one process: it answers its reads too
                     "producers": max(ours, 10), "profile_renderer": max(ours, 10),
-                    "stability_detector": max(ours, 10)}
+                    "stability_detector": max(ours, 10), "tool_memory": max(ours, 10)}
 
     second = subprocess.run(
         [sys.executable, "-m", "habitus.cli", "up"], cwd=REPO, text=True, capture_output=True,

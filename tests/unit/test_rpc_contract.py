@@ -136,5 +136,6 @@ def test_rpc_apart_needs_methods_and_projections_and_the_renderer_has_it() -> No
     with pytest.raises(ValueError, match="rpc_apart needs both RPC methods and projections"):
         ServiceDescriptor("gateway2", "gateway2", rpc_apart=True)
     apart = [s.name for s in registry.services() if s.rpc_apart]
-    # prompt.context, read on every agent turn; learning.*, beside the busiest applier
-    assert apart == ["profile_renderer", "stability_detector"]
+    # prompt.context, read on every agent turn; learning.*, beside the busiest applier;
+    # memory.* and habits.*, beside the capture every turn passes through
+    assert sorted(apart) == ["habits", "profile_renderer", "stability_detector", "tool_memory"]
