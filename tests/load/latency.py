@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import queue
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -126,11 +127,29 @@ class Probe:
         """Stops a `while_running` probe and returns what it measured (an `idle` one ends by
         itself: its result is waited for)."""
         self._stop.set()
-        status, value = await asyncio.to_thread(self._out.get)
+        status, value = await asyncio.to_thread(self._wait)
         await asyncio.to_thread(self._process.join, 30)
         if status != "ok":
             raise RuntimeError(f"the latency probe failed: {value}")
         return value
+
+
+    def _wait(self) -> tuple[str, Any]:
+        """The probe's result, or why there is none: a probe process that died (a signal,
+        the OOM killer) must not leave the runner waiting for ever."""
+        while True:
+            try:
+                result: tuple[str, Any] = self._out.get(timeout=1)
+                return result
+            except queue.Empty:
+                if self._process.is_alive():
+                    continue
+            try:  # put just before it ended
+                result = self._out.get(timeout=1)
+                return result
+            except queue.Empty:
+                return ("error", "the probe process ended without a result (exit code "
+                                 f"{self._process.exitcode})")
 
 
 async def idle_apart(url: str, users: Sequence[str], key: str, n: int
