@@ -136,7 +136,15 @@ class LeasedBudget:
     together never lets through more than the limit; what a process holds unspent when the
     minute turns is lost (it was counted in its minute). A lease is at most a hundredth of the
     limit, so that is at most a hundredth of a minute's reads a process, and one process cannot
-    hold back much of a budget others need. One lease is fetched at a time per key."""
+    hold back much of a budget others need. One lease is fetched at a time per key.
+
+    The next lease is fetched in the background once a quarter of the last is left (`AHEAD`):
+    a read that found the lease used up waited a Redis round trip, one read in `units`, and
+    under load that wait was in the reads' p99. At most a quarter of a lease more is held
+    unspent, so the bound above stays about a hundredth."""
+
+    #: the share of a lease left when the next is fetched ahead
+    AHEAD = 0.25
 
     def __init__(self, limiter: RateLimiter, units: int) -> None:
         self._limiter = limiter
@@ -145,6 +153,8 @@ class LeasedBudget:
         #: units left in the current window, per key
         self._left: dict[str, int] = {}
         self._fetching: dict[str, asyncio.Lock] = {}
+        #: the leases being fetched ahead, per key (held: the loop keeps tasks weakly)
+        self._ahead: dict[str, asyncio.Task[None]] = {}
 
     async def take(self, key_id: str) -> tuple[bool, int]:
         """(allowed, seconds until the window resets) for one read."""
@@ -170,7 +180,31 @@ class LeasedBudget:
         if left <= 0:
             return False
         self._left[key_id] = left - 1
+        if left - 1 <= self.units * self.AHEAD:
+            self._fetch_ahead(key_id)
         return True
+
+    def _fetch_ahead(self, key_id: str) -> None:
+        lock = self._fetching.setdefault(key_id, asyncio.Lock())
+        if lock.locked() or key_id in self._ahead:
+            return  # a lease is on its way
+        task = asyncio.get_running_loop().create_task(self._refill(key_id, lock))
+        self._ahead[key_id] = task
+        task.add_done_callback(lambda _: self._ahead.pop(key_id, None))
+
+    async def _refill(self, key_id: str, lock: asyncio.Lock) -> None:
+        async with lock:
+            window = _window(time.time())
+            try:
+                granted = await self._limiter.lease(key_id, self.units)
+            except Exception:  # the read that finds the lease used up fetches one itself
+                log.warning("read lease not fetched ahead", exc_info=True)
+                return
+            now = time.time()
+            # a lease counted in a window that has ended is spent there, not in this one
+            if granted > 0 and _window(now) == window:
+                self._roll(now)
+                self._left[key_id] = self._left.get(key_id, 0) + granted
 
     def _roll(self, now: float) -> None:
         window = _window(now)

@@ -276,3 +276,30 @@ async def test_leased_reads_never_pass_the_limit_and_each_lease_is_one_round_tri
     # another key's budget is its own
     assert (await leases.take(unique("key")))[0]
     await redis.aclose()
+
+
+@pytest.mark.asyncio
+async def test_the_next_lease_is_fetched_before_the_last_is_used_up(servers: ServerUrls) -> None:
+    """A read from memory waits no round trip for its charge: once a quarter of the lease is
+    left, the next is taken in the background (the window's counter holds both), and the
+    reads after it spend what was fetched."""
+    redis = Redis.from_url(servers.redis)
+    if time.time() % 60 > 50:  # the limits count in one-minute windows: do not straddle one
+        await asyncio.sleep(60 - time.time() % 60)
+    leases = LeasedBudget(RateLimiter(redis, 400, scope="read"), units=4)
+    key = unique("key")
+
+    async def counted() -> int:
+        await asyncio.sleep(0.05)  # whatever was started in the background has landed
+        value = await redis.get(f"habitus:rl:read:{key}:{int(time.time() // 60)}")
+        return int(value or 0)
+
+    for _ in range(2):
+        assert (await leases.take(key))[0]
+    assert await counted() == 4  # one lease, half of it left
+    assert (await leases.take(key))[0]
+    assert await counted() == 8  # a quarter left: the next one was fetched
+    for _ in range(5):  # the last unit of the first and four of the second
+        assert (await leases.take(key))[0]
+    assert await counted() == 12  # and again, a quarter before the end
+    await redis.aclose()
