@@ -55,10 +55,11 @@ TENANT_STAMP = "_tseq"
 #: turns change their context a few times between two reads of it still finds it built.
 READ_CREDITS = 3
 
-# KEYS: the user's entries, the user's read marks; ARGV: the field, the mark's field, the
-# credits. The entry and the user's mark, as HMGET gives them; a present entry is marked read,
-# and the marks live as long as the entries they are about (a hash that exists has its TTL).
-# A mark already at its value is not written again.
+# KEYS: the user's entries, the user's read marks; ARGV: the field, the change mark's field
+# (`MARK_FIELD`), the credits. The entry and the user's change mark, as HMGET gives them; a
+# present entry is marked read, and the read marks live as long as the entries they are about
+# (a hash that exists has its TTL). A read mark already at its value is not written again.
+# Read marks left in the entries hash by an earlier release are never read, and go with it.
 _READ_ENTRY = """
 local found = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[2])
 if found[1] and redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then
