@@ -133,7 +133,6 @@ class Probe:
             raise RuntimeError(f"the latency probe failed: {value}")
         return value
 
-
     def _wait(self) -> tuple[str, Any]:
         """The probe's result, or why there is none: a probe process that died (a signal,
         the OOM killer) must not leave the runner waiting for ever."""
