@@ -3,22 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from habitus.projection import RunnerConfig
 from habitus.service.context import ServiceContext
 from habitus.service.descriptor import ServiceDescriptor, Wiring
 from services.producers import store
 from services.producers.projection import ProducersProjection
+from services.producers.reading.ahead import in_thread
+from services.producers.reading.apart import ReaderProcesses, in_processes
 from services.producers.reading.reader import StatementReader
 
 
-async def wire(ctx: ServiceContext, settings: Any) -> Wiring:
+class ProducersSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HABITUS_PRODUCERS_", extra="ignore")
+
+    reader_processes: int = Field(default=1, ge=0, le=16, description=(
+        "processes of its own the producers read statements in (each loads the reader: "
+        "about 200 MB), beside the one applying the projection, so that reading a batch runs "
+        "on another core while the batch before it is applied; 0: read in a worker thread of "
+        "the service's process"))
+
+
+async def wire(ctx: ServiceContext, settings: ProducersSettings) -> Wiring:
     """The reader's model, bank and gazetteer are loaded before the first turn is read (about
     two seconds at start), so the first user's turns are not the ones that wait for them."""
+    if settings.reader_processes > 0:
+        processes = ReaderProcesses(settings.reader_processes)
+        await processes.read(["warm up the reader"])  # each process loads it as it starts
+        return Wiring(projections=[ProducersProjection(in_processes(processes))],
+                      background=[processes])
     reader = StatementReader()
     await asyncio.to_thread(reader.warm)
-    return Wiring(projections=[ProducersProjection(reader)])
+    return Wiring(projections=[ProducersProjection(in_thread(reader))])
 
 
 service = ServiceDescriptor(
@@ -26,6 +45,7 @@ service = ServiceDescriptor(
     deploy_name="producers",
     schema=store.SCHEMA,
     projections=(ProducersProjection,),
+    settings=ProducersSettings,
     wire=wire,
     migrations="services.producers.migrations",
     runner_config=RunnerConfig(batch_size=2000),

@@ -5,8 +5,9 @@ reflection); this projection feeds them in stream order, keeps the heuristics' p
 state (and an agent's pending confirmation question) in Postgres in the same transaction as
 the checkpoint, and emits each candidate with an id derived from the ingest event, the producer
 and the facet: a redelivered or replayed ingest event yields the same ids, which the stream and
-the learning projection drop. The user messages of a whole run are read in one batch, so the
-sentence encoder is called once per run, in a worker thread.
+the learning projection drop. The user messages of a whole batch are read together, as soon as
+the runner has decoded the batch (`services.producers.reading.ahead`): in a worker thread, or
+in processes of their own under the service (`services.producers.reading.apart`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from services.producers import store
 from services.producers.candidates import EDIT_WINDOW, Candidate
 from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
+from services.producers.reading.ahead import ReadAhead, in_thread
 from services.producers.reading.reader import StatementReader
 from services.producers.reflection import reflection_candidates, without_restated
 from services.producers.session_doc import read_session
@@ -34,7 +36,8 @@ from services.producers.stated import (
     Proposal,
     answer_candidate,
     answer_to,
-    proposal_in,
+    proposal_from,
+    question_in,
     statement_candidates,
 )
 
@@ -44,6 +47,12 @@ PRODUCER = "producers"
 def candidate_event(cause: Event[Any], candidate: Candidate) -> Event[Any]:
     return caused(cause, CandidateEmitted.model_validate(candidate.as_payload()),
                   producer=PRODUCER, event_id=candidate.event_id(cause.event_id))
+
+
+def _texts(turn: TurnRecorded) -> list[str]:
+    """What is read of a turn: the user's message, and the agent's confirmation question."""
+    question = question_in(turn.assistant_message)
+    return [turn.user_message] if question is None else [turn.user_message, question]
 
 
 def _emit(ctx: ApplyContext, delivered: Delivered, candidates: list[Candidate]) -> None:
@@ -56,22 +65,27 @@ class ProducersProjection(Projection):
     schema = store.SCHEMA
     tables = store.TABLES
 
-    def __init__(self, reader: StatementReader | None = None):
-        self._reader = reader
+    def __init__(self, reader: StatementReader | ReadAhead | None = None):
+        self._reading = in_thread(reader) if isinstance(reader, StatementReader) else reader
 
     @property
-    def reader(self) -> StatementReader:
-        if self._reader is None:  # the bank is encoded on first use, not at import
-            self._reader = StatementReader()
-        return self._reader
+    def reading(self) -> ReadAhead:
+        if self._reading is None:  # the bank is encoded on first use, not at import
+            self._reading = in_thread(StatementReader())
+        return self._reading
+
+    def ahead(self, batch: Sequence[Delivered]) -> None:
+        """Start reading the batch's turns while the batch before it is applied."""
+        self.reading.start([text for d in batch if isinstance(d.event.payload, TurnRecorded)
+                            for text in _texts(d.event.payload)])
 
     async def on_turns(self, cur: AsyncCursor[Any], run: Sequence[Delivered],
                        ctx: ApplyContext) -> None:
         """The heuristics keep per-session state: loaded once for the run, saved once. The
-        statements are read in a worker thread while the states load (neither needs the other)."""
-        reader = self.reader
-        reading = asyncio.ensure_future(asyncio.to_thread(
-            reader.read, [d.event.payload.user_message for d in run]))
+        statements were read ahead (`ahead`), or are read while the states load."""
+        questions = [question_in(d.event.payload.assistant_message) for d in run]
+        reading = asyncio.ensure_future(self.reading.read(
+            [d.event.payload.user_message for d in run] + [q for q in questions if q]))
         try:
             sessions = await store.load_sessions(cur, (
                 (d.event.tenant_id, d.event.user_id, d.event.payload.session_id) for d in run))
@@ -79,10 +93,11 @@ class ProducersProjection(Projection):
             reading.cancel()
             raise
         read = await reading
+        asked = iter(read[len(run):])
         states: dict[store.SessionKey, SessionState] = {}
         proposals: dict[store.SessionKey, Proposal | None] = {}
         last_seq: dict[store.SessionKey, int] = {}
-        for delivered, statements in zip(run, read, strict=True):
+        for delivered, statements, question in zip(run, read[:len(run)], questions, strict=True):
             event = delivered.event
             payload = event.payload
             key = (event.tenant_id, event.user_id, payload.session_id)
@@ -106,7 +121,7 @@ class ProducersProjection(Projection):
                 reflection_candidates(payload.user_message, **where),
                 [s.sentence for s in statements], [s.value for s in statements])
             states[key] = state
-            proposals[key] = proposal_in(reader, payload.assistant_message)
+            proposals[key] = proposal_from(next(asked)) if question else None
             last_seq[key] = delivered.seq
             _emit(ctx, delivered, candidates)
         await store.save_sessions(cur, {

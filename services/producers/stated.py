@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from habitus.events.domain import CueFamily, Stance
 from habitus.vocabulary import first_person
 from services.producers.candidates import EXPLICIT_STATEMENT, Candidate
-from services.producers.reading.reader import Statement, StatementReader
+from services.producers.reading.reader import Statement
 
 CONFIDENCE = 0.9
 Proposal = tuple[str, str, str]
@@ -34,12 +34,15 @@ _NO_RE = re.compile(
     r"[\s,.!]*(?:thanks|thank you|danke|merci|gracias)?[\s.!]*$", re.IGNORECASE)
 
 
-def proposal_in(reader: StatementReader, assistant_message: str) -> Proposal | None:
-    """The facet an agent's confirmation question proposes, or None when it asks none."""
+def question_in(assistant_message: str) -> str | None:
+    """The sentence to read when the agent asks a confirmation question ("Should I remember
+    that you prefer short answers?" is read as "I prefer short answers."), or None."""
     matches = list(_QUESTION_RE.finditer(assistant_message or ""))
-    if not matches:
-        return None
-    [statements] = reader.read([first_person(matches[-1].group(1)) + "."])
+    return first_person(matches[-1].group(1)) + "." if matches else None
+
+
+def proposal_from(statements: Sequence[Statement]) -> Proposal | None:
+    """The facet a question proposes: the one statement read from it (else none)."""
     if len(statements) != 1:
         return None
     s = statements[0]

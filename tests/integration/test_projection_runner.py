@@ -22,7 +22,7 @@ from habitus.subjects import ingest_subject, parse_subject, slot_of, tenant_slot
 from tests.integration.runner_support import FAST, eventually, new_tally, publish, run_to_end
 from tests.support.factories import turn
 from tests.support.streams import fetch_all
-from tests.support.tally import fold, read_counts, read_seen
+from tests.support.tally import TallyProjection, fold, read_counts, read_seen
 
 pytestmark = pytest.mark.asyncio
 
@@ -252,3 +252,39 @@ def key_file_away(keyring: Any, tenant: str, user: str) -> Iterator[Callable[[],
         yield restore
     finally:
         restore()
+
+
+class AheadTally(TallyProjection):
+    """A tally told of each batch before applying it; its first notice fails."""
+
+    def __init__(self, schema: str, tenant_id: str):
+        super().__init__(schema, tenant_id)
+        self.noticed: list[str] = []
+        self.applied: list[list[str]] = []
+        self.notices = 0
+
+    def ahead(self, batch: Any) -> None:
+        self.notices += 1
+        if self.notices == 1:
+            raise RuntimeError("work ahead failed")
+        self.noticed += [d.event.event_id for d in batch]
+
+    async def apply_batch(self, cur: Any, batch: Any, ctx: Any) -> None:
+        self.applied.append([d.event.event_id for d in batch])
+        await super().apply_batch(cur, batch, ctx)
+
+
+async def test_each_batch_is_announced_ahead_of_its_apply_and_a_failing_notice_stops_nothing(
+        nc: Any, pool: Any) -> None:
+    projection, tenant = await new_tally(pool)
+    projection = AheadTally(projection.schema, tenant)
+    events = [turn(tenant, f"u{i % 4}") for i in range(450)]  # three batches of FAST's 200
+    await publish(nc, events)
+
+    await run_to_end(projection, nc, pool)
+
+    assert await read_counts(pool, projection.schema) == fold(events)  # all applied
+    assert len(projection.applied) >= 3 and projection.notices >= len(projection.applied)
+    first, *rest = projection.applied  # the batch whose notice failed was applied all the same
+    assert not set(first) & set(projection.noticed)
+    assert all(set(batch) <= set(projection.noticed) for batch in rest)

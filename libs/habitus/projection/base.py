@@ -194,6 +194,14 @@ class Projection(abc.ABC):
                 await handler(self, cur, run, ctx)
         await self.before_commit(cur, batch)
 
+    def ahead(self, batch: Sequence[Delivered]) -> None:
+        """Called with each batch as soon as it is decoded, while the batch before it is still
+        being applied: a projection may start work on it that needs none of its state (the
+        producers start reading its statements in another process), so that the work is done
+        by the time the batch is applied. It must change nothing and may be wasted: a batch
+        can be redelivered, decoded again and applied later, or never."""
+        return None
+
     async def before_commit(self, cur: AsyncCursor[Any], batch: Sequence[Delivered]) -> None:
         """Work after the batch's writes, in its transaction (change marks and the like)."""
         return None

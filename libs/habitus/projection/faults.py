@@ -3,9 +3,10 @@
 The runner never drops an event because of a fault that is not the event's own. Every
 exception is sorted into one of three kinds:
 
-* **Transient** (`is_transient`): Postgres or NATS is briefly unavailable. Retried at once with
-  backoff; if it persists, the runner pauses and starts again from its checkpoint (a `Rewind`).
-  Nothing is dropped or counted as poison.
+* **Transient** (`is_transient`): Postgres, NATS or a worker process of the projection's own
+  (`DependencyUnavailable`) is briefly unavailable. Retried at once with backoff; if it
+  persists, the runner pauses and starts again from its checkpoint (a `Rewind`). Nothing is
+  dropped or counted as poison.
 * **Possibly the event's fault** (`is_about_the_event`): data and integrity errors and the
   projection's own exceptions. Repeated `max_deliver` times, the event is poison and goes to the
   DLQ; `is_permanent` ones (data the database can never store, an invalid event) go at once.
@@ -39,9 +40,16 @@ TRANSIENT_BUS = (NatsTimeoutError, NoRespondersError, ConnectionClosedError,
                  OutboundBufferLimitError, asyncio.TimeoutError)
 
 
+class DependencyUnavailable(Exception):
+    """A part a projection needs besides Postgres and NATS (a worker process of its own) is
+    briefly unavailable: retried and rewound like an outage of the database, never counted
+    against the event being applied."""
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying at once: the database or the bus is briefly unavailable."""
-    return isinstance(exc, TRANSIENT_DB + TRANSIENT_BUS)
+    """Worth retrying at once: the database, the bus or a worker of the projection's own is
+    briefly unavailable."""
+    return isinstance(exc, (*TRANSIENT_DB, *TRANSIENT_BUS, DependencyUnavailable))
 
 
 def is_about_the_event(exc: BaseException) -> bool:
@@ -53,7 +61,7 @@ def is_about_the_event(exc: BaseException) -> bool:
     """
     if isinstance(exc, psycopg.DataError | psycopg.IntegrityError):
         return True
-    return not isinstance(exc, psycopg.Error | NatsError | NatsJsError)
+    return not isinstance(exc, psycopg.Error | NatsError | NatsJsError | DependencyUnavailable)
 
 
 def is_permanent(exc: BaseException) -> bool:

@@ -330,7 +330,13 @@ class ProjectionRunner:
             msgs = await pull  # cancelling this task cancels the pull
             await warm_keys(self._catalog, owners_of(msgs), create=False)
             with collection_paused():
-                self._ahead = (msgs, decode_batch(msgs, self._catalog))
+                items = decode_batch(msgs, self._catalog)
+                self._ahead = (msgs, items)
+            try:  # work done ahead is an optimisation: its failure shows when it is used
+                self.projection.ahead([i.delivered for i in items if i.delivered is not None])
+            except Exception as exc:
+                log.warning("work ahead of a batch failed", extra={
+                    "projection": self._label, "error": repr(exc)})
             return msgs
 
         return asyncio.create_task(decoded())
