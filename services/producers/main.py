@@ -29,10 +29,10 @@ class ProducersSettings(BaseSettings):
 
 async def wire(ctx: ServiceContext, settings: ProducersSettings) -> Wiring:
     """The reader's model, bank and gazetteer are loaded before the first turn is read (about
-    two seconds at start), so the first user's turns are not the ones that wait for them."""
+    two seconds at start), so the first user's turns are not the ones that wait for them: in
+    the service's process before it starts, or in the reader's processes as they start."""
     if settings.reader_processes > 0:
         processes = ReaderProcesses(settings.reader_processes)
-        await processes.read(["warm up the reader"])  # each process loads it as it starts
         return Wiring(projections=[ProducersProjection(in_processes(processes))],
                       background=[processes])
     reader = StatementReader()

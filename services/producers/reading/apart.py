@@ -54,6 +54,13 @@ def _read(texts: list[str]) -> list[list[Statement]]:
     return _reader.read(texts)
 
 
+def _warmed(warming: asyncio.Future[list[list[Statement]]]) -> None:
+    """A warm-up that failed is logged; the first reading retries it (the pool is new)."""
+    if not warming.cancelled() and (exc := warming.exception()) is not None:
+        log.warning("the statement reader could not be loaded ahead", extra={
+            "error": repr(exc)})
+
+
 class ReaderProcesses:
     """A pool of reader processes (a service's background part: `stop` ends them)."""
 
@@ -62,15 +69,21 @@ class ReaderProcesses:
             raise ValueError("at least one reader process")
         self.processes = processes
         self._pool = self._new_pool()
+        self._warming: asyncio.Future[list[list[Statement]]] | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context(
             "spawn"), initializer=_start_worker, initargs=(os.getpid(),))
 
     def start(self) -> None:
-        """Nothing to do: the processes start with the first reading."""
+        """Start the processes and load the reader in them, without waiting: the service is
+        up meanwhile, and a batch that comes first waits for it (a few seconds after start)."""
+        self._warming = asyncio.ensure_future(self.read(["warm up the reader"] * self.processes))
+        self._warming.add_done_callback(_warmed)
 
     async def stop(self) -> None:
+        if self._warming is not None:
+            self._warming.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def read(self, texts: list[str]) -> list[list[Statement]]:
