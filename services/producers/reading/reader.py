@@ -317,18 +317,21 @@ class StatementReader:
             speaking: set[tuple[int, int]] = set()
             for clause in text.split(message):
                 sentence = clause.sentence
-                if clause.index not in allowed:
-                    allowed[clause.index] = _sentence_gate(sentence)
-                if not allowed[clause.index]:
-                    continue
                 body = clause.text
                 stripped = gates.polite_request(body)
                 body = stripped or body
                 retracting = gates.retraction(body, sentence)
-                if not gates.has_anchor(body) and (n, clause.index) not in speaking and not (
+                anchor = gates.has_anchor(body)
+                if not anchor and (n, clause.index) not in speaking and not (
                         slots.could_hold(body)) and not _BAN_RE.search(body) and not (
                         retracting):
                     continue  # most chat: no speaker's word and no value worth looking up
+                # the sentence's gates (dearer: a dozen patterns) only for a clause worth
+                # reading; both are pure, so the order decides nothing but the cost
+                if clause.index not in allowed:
+                    allowed[clause.index] = _sentence_gate(sentence)
+                if not allowed[clause.index]:
+                    continue
                 found = tuple(slots.find(body, sentence))
                 bans = any(s.kind == "veto" for s in found) and _BAN_RE.search(body)
                 if gates.what_you_did(body):
@@ -362,7 +365,7 @@ class StatementReader:
                     # a ban ("I told you before: no emojis!") is read as one
                 # a value said in a first-person cue (a name, a city after "in") anchors its
                 # clause; a bare list of tools ("(a) PostgreSQL (b) MongoDB") does not
-                anchored = gates.has_anchor(body) or gates.asks_for_less(body) or any(
+                anchored = anchor or gates.asks_for_less(body) or any(
                     s.kind in _ANCHORING_KINDS for s in found) or (
                     bool(found) and (n, clause.index) in speaking) or (
                     _TOOL_FOR_RE.match(body) is not None and any(
