@@ -324,6 +324,14 @@ def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
                     "trace_router": ours,  # one process: it answers its reads too
                     "producers": max(ours, 10), "profile_renderer": max(ours, 10),
                     "stability_detector": max(ours, 10), "tool_memory": max(ours, 10)}
+    # the producers read statements in a process of their own, at the producers' priority
+    producers = psutil.Process(children["producers"])
+
+    def readers() -> list[psutil.Process]:
+        return [p for p in producers.children() if "spawn_main" in " ".join(p.cmdline())]
+
+    _until(lambda: len(readers()) == 1, 30, "the producers' reader process")
+    assert readers()[0].nice() == max(ours, 10)
 
     second = subprocess.run(
         [sys.executable, "-m", "habitus.cli", "up"], cwd=REPO, text=True, capture_output=True,
@@ -336,10 +344,11 @@ def test_a_second_up_is_refused_and_a_killed_up_leaves_nothing_running(
     assert first.children() == children
     first.wait_readyz(timeout=10)
 
+    reader = readers()[0].pid
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(10)
-    _until(lambda: all(_gone(pid) for pid in children.values()), 30,
-           "every child of the killed habitus up to exit")
+    _until(lambda: all(_gone(pid) for pid in [*children.values(), reader]), 30,
+           "every child of the killed habitus up to exit, and the producers' reader")
 
     # The CLI sees at once that the runtime.json left behind is stale.
     began = time.monotonic()
