@@ -33,6 +33,7 @@ async def wire(ctx: ServiceContext, settings: ProducersSettings) -> Wiring:
     the service's process before it starts, or in the reader's processes as they start."""
     if settings.reader_processes > 0:
         processes = ReaderProcesses(settings.reader_processes)
+        await processes.warm()
         return Wiring(projections=[ProducersProjection(in_processes(processes))],
                       background=[processes])
     reader = StatementReader()

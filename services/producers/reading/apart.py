@@ -18,47 +18,18 @@ without a word.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import multiprocessing
 import os
-import signal
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from habitus.projection.faults import DependencyUnavailable
 from services.producers.reading.ahead import ReadAhead
-from services.producers.reading.reader import Statement, StatementReader
+from services.producers.reading.reader import Statement
+from services.producers.reading.worker import read_in_worker, start_worker
 
 log = logging.getLogger(__name__)
-_PR_SET_PDEATHSIG = 1
-_reader: StatementReader | None = None
-
-
-def _start_worker(parent: int) -> None:
-    """In the worker: end with the parent (Linux), leave Ctrl-C to the parent, load the
-    reader before the first chunk arrives."""
-    global _reader
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the request took hold
-            os._exit(0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _reader = StatementReader()
-    _reader.warm()
-
-
-def _read(texts: list[str]) -> list[list[Statement]]:
-    assert _reader is not None, "the worker's initializer loads the reader"
-    return _reader.read(texts)
-
-
-def _warmed(warming: asyncio.Future[list[list[Statement]]]) -> None:
-    """A warm-up that failed is logged; the first reading retries it (the pool is new)."""
-    if not warming.cancelled() and (exc := warming.exception()) is not None:
-        log.warning("the statement reader could not be loaded ahead", extra={
-            "error": repr(exc)})
 
 
 class ReaderProcesses:
@@ -69,21 +40,21 @@ class ReaderProcesses:
             raise ValueError("at least one reader process")
         self.processes = processes
         self._pool = self._new_pool()
-        self._warming: asyncio.Future[list[list[Statement]]] | None = None
 
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context(
-            "spawn"), initializer=_start_worker, initargs=(os.getpid(),))
+            "spawn"), initializer=start_worker, initargs=(os.getpid(),))
+
+    async def warm(self) -> None:
+        """Start the processes and load the reader in each: the service starts once it can
+        read (as with the reader in a thread of its own process), so the first turns after a
+        start do not wait for it."""
+        await self.read(["warm up the reader"] * self.processes)
 
     def start(self) -> None:
-        """Start the processes and load the reader in them, without waiting: the service is
-        up meanwhile, and a batch that comes first waits for it (a few seconds after start)."""
-        self._warming = asyncio.ensure_future(self.read(["warm up the reader"] * self.processes))
-        self._warming.add_done_callback(_warmed)
+        """Nothing more to start: `warm` started the processes."""
 
     async def stop(self) -> None:
-        if self._warming is not None:
-            self._warming.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def read(self, texts: list[str]) -> list[list[Statement]]:
@@ -93,7 +64,7 @@ class ReaderProcesses:
         loop = asyncio.get_running_loop()
         pool = self._pool
         try:
-            parts = await asyncio.gather(*(loop.run_in_executor(pool, _read, chunk)
+            parts = await asyncio.gather(*(loop.run_in_executor(pool, read_in_worker, chunk)
                                            for chunk in chunks))
         except BrokenProcessPool as exc:
             if self._pool is pool:  # the first reading to find it broken starts a new one
