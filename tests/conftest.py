@@ -34,6 +34,14 @@ from habitus.subjects import EVENT_ROOT, INGEST_ROOT
 hypothesis_settings.register_profile("habitus", deadline=None)
 hypothesis_settings.load_profile("habitus")
 
+# The producers started in a test's own process (and the processes that inherit its
+# environment) read statements in a thread: a reader process of their own costs every start a
+# fresh interpreter and two seconds of loading, about a fifth of those tests' time. The same
+# cases run against both placements in tests/unit/test_read_ahead.py, and a `habitus up` with
+# the default (tests/integration/test_up_runtime.py, which clears HABITUS_*) checks the
+# process, its priority and its end with a killed run.
+os.environ.setdefault("HABITUS_PRODUCERS_READER_PROCESSES", "0")
+
 #: The modules of a worker share its streams, so a runner catching up on earlier modules' events
 #: is real pipeline lag, and the gateway would push a test's tenant back for it. Backpressure is
 #: off unless a test turns it on (tests/integration/test_gateway_backpressure.py does).
