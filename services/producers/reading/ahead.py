@@ -11,7 +11,8 @@ turns with it for the interpreter.
 
 Readings started ahead are keyed by text, so the apply finds them whatever became of the batch
 in between (a redelivery decoded again, a batch split by a rewind); what it does not find is
-read then. Only the last `keep` readings are kept: one ahead and the one being applied.
+read then. Only the last `keep` readings are kept (8: one ahead and one being applied for each
+of up to four partitions the process runs; a reading pushed out is only read again).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ReadAhead:
     """`start` a reading of texts; `read` the statements of texts, from readings started
     ahead where there is one, in one new reading for the rest."""
 
-    def __init__(self, submit: Submit, keep: int = 2):
+    def __init__(self, submit: Submit, keep: int = 8):
         self._submit = submit
         self._started: deque[tuple[dict[str, int], asyncio.Future[list[list[Statement]]]]] = (
             deque(maxlen=keep))
