@@ -191,3 +191,25 @@ async def test_emails_and_turns_become_active_identity_and_style_facets(agent: A
     assert active[("identity", "timezone")] == "America/Los_Angeles"
     assert active[("identity", "employer")] == "Acme Corp"
     assert active[("style", "verbosity")] == "terse"
+
+
+async def test_an_agents_confirmation_question_is_settled_by_the_users_next_answer(
+        agent: Agent) -> None:
+    """The question is read with the batch's user messages (ahead of the apply): "yes" sets
+    the facet it proposes, "no" drops it, in the same batch as the question or the next."""
+    asked = "Done. Should I remember that you prefer short answers?"
+    for user, answer in (("ana", "yes please"), ("ben", "no")):
+        agent.user = user
+        await agent.post(agent.turn("can you fix the failing test", assistant=asked),
+                         agent.turn(answer))
+    agent.user = "cho"  # the question in one batch, the answer in the next
+    await agent.post(agent.turn("can you fix the failing test", assistant=asked))
+    await agent.post(agent.turn("yes"))
+    for user, stance, answered in (("ana", "confirmed", "t2"), ("ben", "denied", "t4"),
+                                   ("cho", "confirmed", "t6")):
+        agent.user = user
+        [event] = await agent.candidates(1)
+        p = event.payload
+        assert (p.class_.value, p.key, p.value, p.stance) == (
+            "style", "verbosity", "terse", stance), user
+        assert [r.model_dump()["turn_id"] for r in p.evidence] == [answered]
