@@ -83,21 +83,21 @@ class ProducersProjection(Projection):
                        ctx: ApplyContext) -> None:
         """The heuristics keep per-session state: loaded once for the run, saved once. The
         statements were read ahead (`ahead`), or are read while the states load."""
-        questions = [question_in(d.event.payload.assistant_message) for d in run]
-        reading = asyncio.ensure_future(self.reading.read(
-            [d.event.payload.user_message for d in run] + [q for q in questions if q]))
+        texts = [_texts(d.event.payload) for d in run]
+        reading = asyncio.ensure_future(self.reading.read([t for said in texts for t in said]))
         try:
             sessions = await store.load_sessions(cur, (
                 (d.event.tenant_id, d.event.user_id, d.event.payload.session_id) for d in run))
         except BaseException:
             reading.cancel()
             raise
-        read = await reading
-        asked = iter(read[len(run):])
+        read = iter(await reading)
         states: dict[store.SessionKey, SessionState] = {}
         proposals: dict[store.SessionKey, Proposal | None] = {}
         last_seq: dict[store.SessionKey, int] = {}
-        for delivered, statements, question in zip(run, read[:len(run)], questions, strict=True):
+        for delivered, said in zip(run, texts, strict=True):
+            statements = next(read)
+            question = next(read) if len(said) > 1 else None  # what the agent asked, read
             event = delivered.event
             payload = event.payload
             key = (event.tenant_id, event.user_id, payload.session_id)
@@ -121,7 +121,7 @@ class ProducersProjection(Projection):
                 reflection_candidates(payload.user_message, **where),
                 [s.sentence for s in statements], [s.value for s in statements])
             states[key] = state
-            proposals[key] = proposal_from(next(asked)) if question else None
+            proposals[key] = proposal_from(question) if question is not None else None
             last_seq[key] = delivered.seq
             _emit(ctx, delivered, candidates)
         await store.save_sessions(cur, {
