@@ -1412,3 +1412,53 @@ def test_a_register_beside_a_task_is_for_good(
 def test_my_team_is_names_the_team(message: str,
                                    expected: list[tuple[str, str, str, str]]) -> None:
     assert read(message) == expected
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("I'm Omar, SRE at Tidewater in Lisbon.",
+     [("identity", "name", "Omar"), ("identity", "role", "sre"),
+      ("identity", "employer", "Tidewater"), ("identity", "location", "Lisbon")]),
+    ("I'm a VP of Sales at Oracle.",
+     [("identity", "role", "vp of sales"), ("identity", "employer", "Oracle")]),
+    ("I'm Dana, Head of Product at Linear.",
+     [("identity", "name", "Dana"), ("identity", "role", "head of product"),
+      ("identity", "employer", "Linear")]),
+    ("I'm the chief of staff at Notion.",
+     [("identity", "role", "chief of staff"), ("identity", "employer", "Notion")]),
+    ("I lead the data platform team at Klarna.",
+     [("identity", "team", "data platform"), ("identity", "employer", "Klarna"),
+      ("identity", "role", "team lead")]),
+    ("I manage the mobile team at Spotify.",
+     [("identity", "team", "mobile"), ("identity", "employer", "Spotify"),
+      ("identity", "role", "manager")]),
+    ("I'm a staff engineer leading the infra team.",
+     [("identity", "role", "engineer"), ("identity", "team", "infra")]),
+    ("I work in marketing at Nike.",
+     [("identity", "team", "marketing"), ("identity", "employer", "Nike")]),
+    ("hey, Maria here. I work in sales.",
+     [("identity", "name", "Maria"), ("identity", "team", "sales")]),
+])
+def test_what_the_trial_under_load_found(message: str,
+                                          expected: list[tuple[str, str, str]]) -> None:
+    """A role without its article beside the speaker's name; titles over a department; the
+    role of whoever leads or manages a team; a department worked in; a name introduced as
+    "Maria here" (its clause has no other capital, so the cheap test passed it by); "Dana",
+    which `langcodes` also knows as Esperanto for Danish."""
+    assert [s[:3] for s in read(message)] == expected
+
+
+@pytest.mark.parametrize("message", [
+    "Head of the line at the bakery.",
+    "I don't lead the payments team anymore.",
+    "Anyway, nothing here.",
+    "Ok, done here.",
+])
+def test_what_those_readings_do_not_take_for_a_role_or_a_name(message: str) -> None:
+    assert not [s for s in read(message) if s[1] in ("role", "name")]
+
+
+def test_whoever_runs_a_team_may_be_its_lead_or_its_hands() -> None:
+    """"I run the analytics team" names the team, and no role (the labelled corpus's
+    reading)."""
+    assert [s[:3] for s in read("I run the analytics team at Litware.")] == [
+        ("identity", "team", "analytics"), ("identity", "employer", "Litware")]

@@ -19,6 +19,7 @@ from habitus.vocabulary import (
     first_person,
     open_key_problem,
 )
+from habitus.vocabulary.languages import names_language
 from habitus.vocabulary.roles import canonical_role
 from services.producers.heuristics import SessionState, observe_turn
 from services.producers.provider import provider_candidates
@@ -203,3 +204,26 @@ def test_a_large_city_by_its_abbreviation_in_capitals(written: str, city: str) -
 @pytest.mark.parametrize("written", ["la", "sf", "Nyc"])
 def test_an_abbreviation_not_in_capitals_is_no_city(written: str) -> None:
     assert canonical_city(written) is None
+
+
+@pytest.mark.parametrize(("title", "role"), [
+    ("VP of Sales", "vp of sales"), ("Head of Engineering", "head of engineering"),
+    ("Senior Director of Product", "director of product"),
+    ("Vice President of Marketing", "vp of marketing"), ("Chief of Staff", "chief of staff"),
+    ("director of customer success", "director of customer success"),
+])
+def test_a_title_over_a_department_is_a_role(title: str, role: str) -> None:
+    assert canonical_role(title) == role
+
+
+@pytest.mark.parametrize("words", ["head of the line", "director of photography", "head"])
+def test_a_title_over_no_department_is_no_role(words: str) -> None:
+    assert canonical_role(words) is None
+
+
+@pytest.mark.parametrize(("word", "names"), [
+    ("German", True), ("Deutsch", True), ("Deutscher", True), ("Farsi", True),
+    ("Svenska", True), ("Dana", False), ("Ben", False), ("Dan", False)])
+def test_a_language_is_named_in_the_four_languages_or_its_own(word: str, names: bool) -> None:
+    """"Dana" is Danish in Esperanto, and a person's name to everyone else."""
+    assert names_language(word) is names

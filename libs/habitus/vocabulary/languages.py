@@ -71,13 +71,24 @@ def is_written_name(word: str) -> bool:
                for lang in ("en", "de", "fr", "es"))
 
 
+@lru_cache(maxsize=4096)
 def names_language(word: str) -> bool:
     """Whether `word` names a language, or its people, in words ("German", "Deutsch",
     "Deutscher", "Farsi"), never by a code: "Ben" and "Dan" are people, though ISO 639 codes
-    of Bengali and Danish."""
+    of Bengali and Danish.
+
+    The word must begin with the language's name in English, German, French, Spanish or the
+    language itself: `langcodes` also knows every language's name in Esperanto and many
+    more, where "dana" is Danish, and Dana is a person's name."""
     low = word.lower()
-    return low in _ALIASES or is_written_name(low) or (
-        canonical_language(low) is not None and not langcodes.tag_is_valid(low))
+    if low in _ALIASES or is_written_name(low):
+        return True
+    tag = canonical_language(low)
+    if tag is None or langcodes.tag_is_valid(low):
+        return False
+    language = langcodes.Language.get(tag)
+    return any(low.startswith(str(language.display_name(lang)).lower())
+               for lang in ("en", "de", "fr", "es", tag))
 
 
 def language_name(tag: str) -> str:

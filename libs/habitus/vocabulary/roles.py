@@ -99,8 +99,43 @@ def is_head(word: str) -> bool:
     return word in HEADS or (len(word) > 7 and word.endswith(_HEAD_ENDINGS))
 
 
+#: titles said over a part of an organisation ("VP of Sales", "Head of Engineering"): the
+#: last word is the department, so the title decides that it is a job
+OVER = {"head": "head", "vp": "vp", "svp": "svp", "evp": "evp", "director": "director",
+        "chief": "chief", "vice president": "vp", "senior vice president": "svp",
+        "executive vice president": "evp", "manager": "manager", "lead": "lead"}
+#: the parts of an organisation such a title is over, as said after "of"
+DEPARTMENTS = frozenset(
+    """engineering product sales marketing design data operations ops finance people hr
+    growth security infrastructure platform research support it legal technology analytics
+    partnerships talent recruiting communications content brand strategy revenue procurement
+    quality compliance risk ux ai ml devops staff customer-success customer-experience
+    business-development developer-relations""".split())
+_OVER_RE = re.compile(
+    rf"^(?P<title>{'|'.join(sorted(OVER, key=len, reverse=True))})\s+of\s+(?:the\s+)?"
+    r"(?P<dept>[a-z]+(?:[\s-][a-z]+)?)$")
+
+
+def _title_over(phrase: str) -> str | None:
+    """"vp of sales", "head of engineering", "chief of staff": the title and what it is
+    over, or None when the words after "of" are no department ("head of the line")."""
+    m = _OVER_RE.match(phrase)
+    if m is None:
+        return None
+    dept = m.group("dept")
+    if dept.replace(" ", "-") not in DEPARTMENTS:
+        return None
+    return f"{OVER[m.group('title')]} of {dept.replace('-', ' ')}"
+
+
 def canonical_role(text: str) -> str | None:
     """The role `text` names, in canonical form, or None when its last word is no job."""
+    said = _WORD_RE.findall(text.lower())
+    while said and said[0] in SENIORITY:  # "senior director of product"; "chief of staff"
+        said = said[1:]
+    over = _title_over(" ".join(said))
+    if over is not None:
+        return over
     words: list[str] = []
     for raw in _WORD_RE.findall(text.lower()):
         head, dash, rest = raw.partition("-")

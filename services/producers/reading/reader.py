@@ -29,6 +29,7 @@ from services.producers.reading import (
     by_words,
     gates,
     homes,
+    leading,
     negation,
     retractions,
     slots,
@@ -211,9 +212,15 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "identity":
         if gates.converting(clause):
             return []
-        return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
+        said = [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
                 and not (s.kind == "location"
                          and homes.not_their_home(clause, s, pending.clause.sentence))]
+        if not any(s.kind == "role" for s in usable):  # a role said outright comes first
+            led = next((role for s in usable if s.kind == "team"
+                        and (role := leading.role_of_leading(clause, s)) is not None), None)
+            if led is not None:
+                said.append(("identity", "role", led))
+        return said
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"

@@ -69,6 +69,11 @@ _PREFERRED_CUES = re.compile(
 _PREFERRED_BEFORE_VERB = re.compile(
     rf"\b(?:kannst|darfst|könnt|dürft|können|dürfen)\s+mich\s+(?:(?:gerne?|ruhig|einfach)\s+)?"
     rf"(?P<v>{_NAME})\s+nennen\b", _I)
+#: a team's or a department's usual name ("my team is payments", "I work in marketing")
+_USUAL_TEAMS = (r"(?:payments|billing|platform|infra|infrastructure|growth|search|security|sre|"
+                r"data|design|sales|marketing|support|mobile|frontend|backend|identity|checkout|"
+                r"onboarding|risk|fraud|compliance|finance|legal|recruiting|devops|qa|research|"
+                r"engineering|product|operations|ops|hr|people|analytics|partnerships)")
 _EMPLOYER_CUES = re.compile(
     rf"\b(?:work(?:ing)?\s+(?:at|for)|employed\s+(?:at|by)|(?:i'm|i\s+am)\s+at|"
     rf"(?<!\w)(?:i|i've|i\s+have)\s+(?:just\s+|recently\s+)?joined|"
@@ -83,6 +88,8 @@ _EMPLOYER_CUES = re.compile(
     rf"développeuse|ingénieure?|desarrollador(?:a)?|diseñador(?:a)?|ingenier[oa])"
     rf"(?:\s+de\s+\w+)?\s+(?:at|@|chez|bei|en|para)|(?:i'm|i\s+am)\s+with|we\s+at|"
     rf"my\s+company,?|been\s+at|(?:team|payments|here)\s+at|"
+    # "I work in marketing at Nike": the department, then where
+    rf"work(?:ing)?\s+in\s+{_USUAL_TEAMS}\s+(?:at|for)|"
     rf"(?:l'équipe|el\s+equipo(?:\s+de)?|im)\s+[\w-]+\s+(?:de|del|bei|chez))"
     # an article before the name ("for the BBC", "bei der Deutschen Bahn"), in lower case: a
     # capitalised one is part of the name ("at The Guardian")
@@ -122,9 +129,6 @@ _WHEN_WORDS = frozenset(
 _AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez|en)\s+(?:(?:der|dem|den|the)\s+)?"
                          rf"(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
 _WORD_END_RE = re.compile(r"[\w'-]+")
-_USUAL_TEAMS = (r"(?:payments|billing|platform|infra|infrastructure|growth|search|security|sre|"
-                r"data|design|sales|marketing|support|mobile|frontend|backend|identity|checkout|"
-                r"onboarding|risk|fraud|compliance|finance|legal|recruiting|devops|qa|research)")
 _TEAM_CUES = re.compile(
     r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
@@ -133,7 +137,9 @@ _TEAM_CUES = re.compile(
     # "my team is Payments", "our team is called Radar": a name (capitalised), or a team's
     # usual name ("my team is payments"; "my team is small" names none)
     rf"|\b(?:my|our)\s+team\s+is\s+(?:called\s+)?"
-    rf"(?P<is>(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)|{_USUAL_TEAMS})\b", _I)
+    rf"(?P<is>(?-i:[A-Z][\w-]*(?:\s+[A-Z][\w-]*)?)|{_USUAL_TEAMS})\b"
+    # "I work in marketing", "working in sales": a department is the speaker's team
+    rf"|\b(?:i\s+|i'm\s+|i\s+am\s+)?work(?:ing)?\s+in\s+(?P<in>{_USUAL_TEAMS})\b", _I)
 _MEMBER_BEFORE_RE = re.compile(
     r"\b(?:on|in|of|with|join|joined|joining|lead|leading|run|running|manage|managing|"
     r"part\s+of|member\s+of)\s+$", _I)
@@ -154,7 +160,8 @@ _ROLE_CUES = re.compile(
     r"\s+(?:an?\s+|the\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
     r"|^(?!not\b|no\b|nicht\b|pas\b|kein)(?:an?\s+|une?\s+|una?\s+)?"
-    r"(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|"
+    r"(?P<bare>(?:head|vp|svp|evp|director|chief|vice\s+president)\s+of\s+[\w-]+(?:\s+[\w-]+)?"
+    r"|(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|sre|cto|ceo|cfo|coo|cpo|co-founder|"
     r"designer|manager|scientist|analyst|architect|researcher|consultant|founder|intern|"
     r"translator|student|entwickler\w*|ingenieur\w*|développeu\w+|ingénieur\w*|"
     r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
@@ -288,7 +295,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and not a_city and not a_language and not on_a_tool:
             slots.append(Slot("employer", value, m.start("v"), m.end("v")))
     for m in _TEAM_CUES.finditer(clause):
-        group = next(g for g in ("v", "de", "fr", "es", "is") if m.group(g))
+        group = next(g for g in ("v", "de", "fr", "es", "is", "in") if m.group(g))
         if group == "v" and not _MEMBER_BEFORE_RE.search(clause[max(0, m.start() - 25):m.start()]):
             continue  # "the payments team keeps breaking staging" is no team of the user's
         words = []
@@ -462,6 +469,8 @@ def could_hold(clause: str) -> bool:
     a dozen patterns, off most of the clauses of a chat."""
     if any(ch.isupper() for ch in clause[1:]) or "@" in clause:
         return True
+    if _HERE_START_RE.match(clause):
+        return True  # "Maria here", "Dana speaking": a name capitalised only where it starts
     for m in _WORD_RE.finditer(clause):
         word = m.group().lower()
         if word in _CHANNELS or (len(word) >= 4 and is_written_name(word)):
@@ -471,4 +480,5 @@ def could_hold(clause: str) -> bool:
     return _PLACE_WORD_RE.search(clause) is not None and _LIVE_BEFORE_RE.search(clause) is not None
 
 
+_HERE_START_RE = re.compile(r"^[\w'-]+\s+(?:here|speaking)\b", _I)
 _TOOL_FOR_START_RE = re.compile(r"^[\w.#+-]+(?:\s+[\w.#+-]+)?\s+(?:for|für|pour|para)\s", _I)

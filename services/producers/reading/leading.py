@@ -1,0 +1,29 @@
+"""The role of a speaker who leads a team they name.
+
+"I lead the data platform team" says a role as plainly as "I'm a team lead": the team is a
+slot of its own (`slots.find`), and this reads what the words before it say of the speaker.
+It is not a slot: a slot's words are replaced by a stand-in before the clause is encoded, and
+the verb is what tells the encoder the clause is about the speaker's work.
+"""
+
+from __future__ import annotations
+
+import re
+
+from services.producers.reading.slots import Slot
+
+#: the speaker leading or managing a team ("I lead the data platform team", "I manage our
+#: mobile team"): right before the team's name. Not "run": "I run the analytics team" may
+#: be said by whoever does its work
+_LEADS_TEAM_RE = re.compile(
+    r"\b(?:i|i'm|i\s+am)\s+(?:currently\s+|now\s+)?(?P<verb>lead|leading|head|heading|"
+    r"manage|managing)\s+(?:the|our|my|a)\s+$", re.IGNORECASE)
+
+
+def role_of_leading(clause: str, team: Slot) -> str | None:
+    """The role a speaker who leads `team` holds ("I lead the payments team": a team lead,
+    "I manage the mobile team": a manager), or None when the clause says no such thing."""
+    m = _LEADS_TEAM_RE.search(clause[max(0, team.start - 40):team.start])
+    if m is None:
+        return None
+    return "manager" if m.group("verb").startswith("manag") else "team lead"
