@@ -1452,6 +1452,7 @@ def test_what_the_trial_under_load_found(message: str,
     "I don't lead the payments team anymore.",
     "Anyway, nothing here.",
     "Ok, done here.",
+    "Can you sign this off as Marco, Head of Operations? My boss asked me to draft it.",
 ])
 def test_what_those_readings_do_not_take_for_a_role_or_a_name(message: str) -> None:
     assert not [s for s in read(message) if s[1] in ("role", "name")]

@@ -160,8 +160,7 @@ _ROLE_CUES = re.compile(
     r"\s+(?:an?\s+|the\s+|un\s+|une\s+|una?\s+)?(?!not\b|no\b|kein|pas\b)"
     r"(?P<v>[\w-]+(?:\s+[\w-]+){0,3})"
     r"|^(?!not\b|no\b|nicht\b|pas\b|kein)(?:an?\s+|une?\s+|una?\s+)?"
-    r"(?P<bare>(?:head|vp|svp|evp|director|chief|vice\s+president)\s+of\s+[\w-]+(?:\s+[\w-]+)?"
-    r"|(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|sre|cto|ceo|cfo|coo|cpo|co-founder|"
+    r"(?P<bare>(?:[\w-]+\s+){0,2}(?:engineer|developer|dev|"
     r"designer|manager|scientist|analyst|architect|researcher|consultant|founder|intern|"
     r"translator|student|entwickler\w*|ingenieur\w*|développeu\w+|ingénieur\w*|"
     r"desarrollador\w*|diseñador\w*|ingenier[oa](?:\s+de\s+datos)?))"
@@ -171,7 +170,13 @@ _ROLE_CUES = re.compile(
     # article, and where it is held, the town it is held in, or nothing after
     rf"|^an?\s+(?P<held>(?:[\w-]+\s+){{0,2}}(?:{'|'.join(sorted(roles.HEADS))}|"
     r"\w{3,}(?:ologist|iatrist|ician|therapist)))"
-    r"(?:\s+(?:at|@|in)\s|$)", _I)
+    r"(?:\s+(?:at|@|in)\s|$)"
+    # a title alone where a clause starts, then where it is held: the speaker's, beside their
+    # name ("I'm Omar, SRE at Tidewater", "Dana here, Head of Product at Linear"); without
+    # the place it may be anyone's ("sign it as Marco, Head of Operations")
+    r"|^(?:the\s+)?(?P<titled>(?:head|vp|svp|evp|director|chief|vice\s+president)\s+of\s+"
+    r"[\w-]+(?:\s+[\w-]+)?|sre|cto|ceo|cfo|coo|cpo|co-founder)(?=\s+(?:at|@|chez|bei|en)\s)",
+    _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = roles.HEADS
 #: a pair of language codes ("EN to PT", "DE>FR", "PT → EN"): its codes are no time zone
@@ -308,7 +313,7 @@ def find(clause: str, sentence: str) -> list[Slot]:
         if value and value not in {"team", "my", "our"}:
             slots.append(Slot("team", value, m.start(group), m.end(group)))
     for m in _ROLE_CUES.finditer(clause):
-        group = next(g for g in ("v", "bare", "held") if m.group(g))
+        group = next(g for g in ("v", "bare", "held", "titled") if m.group(g))
         role = _role(m.group(group))
         if role:
             slots.append(Slot("role", role, m.start(group), m.end(group)))
