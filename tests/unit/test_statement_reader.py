@@ -1463,3 +1463,26 @@ def test_whoever_runs_a_team_may_be_its_lead_or_its_hands() -> None:
     reading)."""
     assert [s[:3] for s in read("I run the analytics team at Litware.")] == [
         ("identity", "team", "analytics"), ("identity", "employer", "Litware")]
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    # "so many" is a quantity, not "so" joining two clauses; the standing wish of the next
+    # sentence is kept over the one-off of the question
+    ("Can you stop using so many bullet points? I prefer prose.",
+     [("style", "format", "prose", "standing")]),
+    ("you use so many emojis, tone it down", [("style", "emoji", "none", "standing")]),
+    ("Send me updates on Slack, not email.", [("channel", "primary", "slack", "standing")]),
+    ("Keep me posted on Telegram.", [("channel", "primary", "telegram", "standing")]),
+    ("I'm allergic to jargon, explain acronyms.",
+     [("veto", "content=jargon", "banned", "standing")]),
+    # within one sentence the first saying's scope holds for the rest
+    ("no intro for this one, straight to the steps", [("style", "preamble", "skip", "one_off")]),
+])
+def test_what_a_trial_of_everyday_messages_found(
+        message: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert read(message) == expected
+
+
+def test_so_many_said_with_pleasure_asks_for_no_less() -> None:
+    assert ("style", "emoji", "none") not in [
+        s[:3] for s in read("I love that you use so many emojis")]

@@ -463,7 +463,8 @@ _ARTEFACT_RE = re.compile(
 _CHANNEL_CUE_RE = re.compile(
     r"\b(?:reach|contact|ping|text\s+me|message\s+me|dm|\w+\s+me\s+there|slack\s+me|"
     r"hit\s+me\s+up|get\s+in\s+touch|"
-    r"email\s+me|write\s+(?:to\s+)?me|call\s+me|"
+    r"email\s+me|write\s+(?:to\s+)?me|call\s+me|send\s+me|notify\s+me|"
+    r"keep\s+me\s+(?:posted|updated)|"
     r"best\s+way|works\s+best|channel|main|respond|reply|prefer|rather|instead|use|get\s+hold|"
     r"hauptkanal|principal|"
     r"erreich\w*|kontaktier\w*|schreib\w*\s+mir|meld\w*\s+dich|lieber|joindre|contacte\w*|"
@@ -708,8 +709,16 @@ _DISLIKE_FRAME_RE = re.compile(
     r"odio\s+(?:cuando|que))\s+(?:\S+\s+){0,5}$", _I)
 
 
+#: "so many emojis", "so much detail": excess too, unless the speaker is pleased with it
+_SO_MUCH_RE = re.compile(r"\bso\s+(?:many|much)(?:\s+\S+){0,2}\s*$", _I)
+_PLEASED_RE = re.compile(r"\b(?:love|like|enjoy|appreciate|thanks?|thank\s+you|great|glad)\b",
+                         _I)
+
+
 def _flipped(clause: str, match: re.Match[str]) -> bool:
     before = clause[max(0, match.start() - 60):match.start()]
+    if _SO_MUCH_RE.search(before[-30:]) and not _PLEASED_RE.search(clause):
+        return True
     return (_FLIP_RE.search(before[-40:]) is not None
             or _DISLIKE_FRAME_RE.search(before) is not None
             or _FLIP_AFTER_RE.match(clause[match.end():match.end() + 60]) is not None)

@@ -59,6 +59,7 @@ _BAN_RE = re.compile(
     r"deje\s+de|dejamos|evita\w*|ya\s+no|"
     # a dislike of what answers do bans it too ("I hate it when you apologize all the time")
     r"hate\s+(?:it\s+)?when|hate\s+how|can'?t\s+stand|cannot\s+stand|enough\s+(?:with|of)|"
+    r"allergic\s+to|"
     r"(?:tired|sick)\s+of|hasse\s+es|déteste\s+quand|odio\s+(?:cuando|que))\b",
     re.IGNORECASE)
 
@@ -271,6 +272,18 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     return []
 
 
+def _keep_the_standing(said: list[Statement], value: tuple[str, str, str], sentence: str,
+                       stance: Stance) -> None:
+    """A value said twice in one message is one statement; when one sentence asked for this
+    answer and another for good ("Can you stop using so many bullets? I prefer prose."),
+    it is the standing one, with its own sentence. Within one sentence the first saying's
+    scope holds for the rest ("no intro for this one, straight to the steps")."""
+    for i, s in enumerate(said):
+        if (s.facet_class, s.key, s.value) == value and not s.standing and stance in (
+                Stance.STANDING, Stance.DECLARED) and s.sentence != sentence:
+            said[i] = Statement(*value, sentence, stance)
+
+
 class StatementReader:
     """Reads statements from user messages; one encoder call per batch."""
 
@@ -459,7 +472,11 @@ class StatementReader:
                 stance = pending.stance
                 if facet_class != "style" and stance is Stance.ONE_OFF:
                     stance = Stance.STANDING
-                if (facet_class, key, value) in seen or check(facet_class, key, value):
+                if check(facet_class, key, value):
+                    continue
+                if (facet_class, key, value) in seen:
+                    _keep_the_standing(results[pending.message], (facet_class, key, value),
+                                       pending.clause.original[:500], stance)
                     continue
                 seen.add((facet_class, key, value))
                 results[pending.message].append(

@@ -52,9 +52,11 @@ _CLAUSE_RE = re.compile(
     r"|\s+(?:and|but|plus|also|und|aber|also|sondern|et|mais|donc|y|e|pero|así\s+que|"
     r"entonces|then)\s+(?=\S)"
     # "so" joins two clauses, but not as "not so formal", "don't be so casual", "is so slow",
-    # nor before the one word it intensifies ("don't answer so formally", "so much detail")
+    # nor before the one word it intensifies ("don't answer so formally", "so much detail"),
+    # nor before a quantity, whatever follows it ("stop using so many bullet points")
     r"|(?<!\bnot)(?<!\bbe)(?<!\bis)(?<!\bare)(?<!\bam)(?<!\bas)(?<!\bso)\s+so\s+"
-    r"(?!(?:\w+ly|much|many|often|long|formal|casual|verbose|wordy)\b[\s.!?,]*$)(?=\S)"
+    r"(?!(?:much|many|few|little)\b)"
+    r"(?!(?:\w+ly|often|long|formal|casual|verbose|wordy)\b[\s.!?,]*$)(?=\S)"
     # a condition or concession is a clause of its own ("..., even if I write in English")
     r"|\s+(?=(?:unless|even\s+if|even\s+when|except\s+when|außer\s+wenn|auch\s+wenn|"
     r"selbst\s+wenn|sauf\s+si|même\s+si|a\s+menos\s+que|aunque|incluso\s+si)\b)"
