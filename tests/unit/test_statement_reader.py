@@ -1458,6 +1458,14 @@ def test_what_those_readings_do_not_take_for_a_role_or_a_name(message: str) -> N
     assert not [s for s in read(message) if s[1] in ("role", "name")]
 
 
+def test_the_role_of_leading_a_team_is_implied_so_it_never_replaces_one_said() -> None:
+    """One-off: evidence to be scored, never a statement that replaces "sre" said before."""
+    assert read("I lead the data platform team at Klarna.")[-1] == (
+        "identity", "role", "team lead", "one_off")
+    assert [s for s in read("I'm an SRE and I lead the platform team.") if s[1] == "role"] == [
+        ("identity", "role", "sre", "standing")]
+
+
 def test_whoever_runs_a_team_may_be_its_lead_or_its_hands() -> None:
     """"I run the analytics team" names the team, and no role (the labelled corpus's
     reading)."""

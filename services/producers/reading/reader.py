@@ -213,15 +213,9 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     if label == "identity":
         if gates.converting(clause):
             return []
-        said = [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
+        return [("identity", s.kind, s.value) for s in usable if s.kind in _IDENTITY_KINDS
                 and not (s.kind == "location"
                          and homes.not_their_home(clause, s, pending.clause.sentence))]
-        if not any(s.kind == "role" for s in usable):  # a role said outright comes first
-            led = next((role for s in usable if s.kind == "team"
-                        and (role := leading.role_of_leading(clause, s)) is not None), None)
-            if led is not None:
-                said.append(("identity", "role", led))
-        return said
     if label == "tooling":
         sentence = pending.clause.sentence.lstrip(" \x00")
         # the task may follow a polite opening: "can you write a SQL query for postgres"
@@ -270,6 +264,22 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
         apps = [s for s in named if not _TEXT_VERB_RE.fullmatch(clause[s.start:s.end])]
         return [("channel", "primary", s.value) for s in (apps or named)][:1]
     return []
+
+
+def _implied_role(pending: _Pending, filled: Sequence[tuple[str, str, str]]
+                  ) -> tuple[str, str, str] | None:
+    """The role of a speaker who leads or manages the team the clause names ("I lead the data
+    platform team": `team lead`), when the clause says no role outright. Implied, not said: it
+    is evidence to be scored (one-off), so it never replaces a role the user stated ("I'm
+    Omar, SRE at Tidewater" ... "I lead the platform team" keeps `sre`)."""
+    if ("identity", "role") in {f[:2] for f in filled}:
+        return None
+    for s in pending.found:
+        if s.kind == "team" and ("identity", "team", s.value) in filled:
+            led = leading.role_of_leading(pending.clause.text, s)
+            if led is not None:
+                return ("identity", "role", led)
+    return None
 
 
 def _keep_the_standing(said: list[Statement], value: tuple[str, str, str], sentence: str,
@@ -481,3 +491,8 @@ class StatementReader:
                 seen.add((facet_class, key, value))
                 results[pending.message].append(
                     Statement(facet_class, key, value, pending.clause.original[:500], stance))
+            implied = _implied_role(pending, filled)
+            if implied is not None and not any(
+                    (s.facet_class, s.key) == implied[:2] for s in results[pending.message]):
+                results[pending.message].append(
+                    Statement(*implied, pending.clause.original[:500], Stance.ONE_OFF))
