@@ -128,6 +128,14 @@ class ServiceHost:
         return self.settings.role == "rpc"
 
     async def _pong(self, body: Any = None) -> bytes:
+        """"ok" once the service has started (wired, its projections running): the ping is
+        what `/readyz`, and so `habitus up`'s ready line, waits for. It is subscribed before
+        the wiring, so that a request then is told to retry rather than left unanswered; a
+        service whose start takes long (the producers load their reader in a process of its
+        own) is not ready until it is done."""
+        if self._wiring is None:
+            return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
+                                                      "retry").as_reply()).encode()
         return b'{"result": {"status": "ok", "service": "%s"}}' % self.descriptor.name.encode()
 
     async def _dispatch(self, body: Any = None) -> bytes:
