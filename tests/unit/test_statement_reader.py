@@ -1437,13 +1437,17 @@ def test_my_team_is_names_the_team(message: str,
      [("identity", "team", "marketing"), ("identity", "employer", "Nike")]),
     ("hey, Maria here. I work in sales.",
      [("identity", "name", "Maria"), ("identity", "team", "sales")]),
+    ("I'm on our data team at Zalando.",
+     [("identity", "team", "data"), ("identity", "employer", "Zalando")]),
+    ("I'm leading our mobile team.", [("identity", "team", "mobile"),
+                                      ("identity", "role", "team lead")]),
 ])
 def test_what_the_trial_under_load_found(message: str,
                                           expected: list[tuple[str, str, str]]) -> None:
     """A role without its article beside the speaker's name; titles over a department; the
-    role of whoever leads or manages a team; a department worked in; a name introduced as
-    "Maria here" (its clause has no other capital, so the cheap test passed it by); "Dana",
-    which `langcodes` also knows as Esperanto for Danish."""
+    role of whoever leads or manages a team; a team said as "our" or "my"; a department
+    worked in; a name introduced as "Maria here" (its clause has no other capital, so the
+    cheap test passed it by); "Dana", which `langcodes` also knows as Esperanto for Danish."""
     assert [s[:3] for s in read(message)] == expected
 
 

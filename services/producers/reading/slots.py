@@ -130,7 +130,7 @@ _AT_NAME_RE = re.compile(rf"\s+(?:at|@|bei|chez|en)\s+(?:(?:der|dem|den|the)\s+)
                          rf"(?P<v>{_NAME}(?:\s+&\s+{_NAME})?)", _I)
 _WORD_END_RE = re.compile(r"[\w'-]+")
 _TEAM_CUES = re.compile(
-    r"\bthe\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
+    r"\b(?:the|our|my)\s+(?P<v>[a-z][\w-]*(?:\s+[a-z][\w-]*)?)\s+team\b"
     r"|\b(?:im|in\s+the|in\s+unserem)\s+(?P<de>[^\W_]+)-?team\b"
     r"|\bl'équipe\s+(?P<fr>[\w-]+(?:\s+[\w-]+)?)"
     r"|\bel\s+equipo\s+de\s+(?P<es>[\w-]+(?:\s+[\w-]+)?)"
