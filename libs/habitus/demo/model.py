@@ -16,9 +16,13 @@ from habitus.demo.scripted_llm import ScriptedLlmServer
 
 MODEL = "examples.scenarios.scripted_model"
 #: settings the demo gives the services it starts when the environment sets none: extraction
-#: windows that close seconds after the replay instead of five minutes
+#: windows that close seconds after the replay instead of five minutes, and the producers'
+#: statement reader in a thread (a process of its own is a fresh interpreter that loads the
+#: reader, about two seconds of a core before the producers are ready, and pays off only
+#: under load; the demo replays a hundred items)
 DEMO_SERVICE_ENV = {"HABITUS_EXTRACTOR_WINDOW_SECONDS": "3",
-                    "HABITUS_EXTRACTOR_SWEEP_SECONDS": "0.5"}
+                    "HABITUS_EXTRACTOR_SWEEP_SECONDS": "0.5",
+                    "HABITUS_PRODUCERS_READER_PROCESSES": "0"}
 
 
 def llm_configured(env: dict[str, str] | None = None) -> bool:
