@@ -1,9 +1,11 @@
 """The role of a speaker who leads a team they name.
 
-"I lead the data platform team" says a role as plainly as "I'm a team lead": the team is a
+"I lead the data platform team" implies a role ("team lead") without saying it: the team is a
 slot of its own (`slots.find`), and this reads what the words before it say of the speaker.
-It is not a slot: a slot's words are replaced by a stand-in before the clause is encoded, and
-the verb is what tells the encoder the clause is about the speaker's work.
+The reader keeps what it implies apart from what is said (one-off evidence, never a statement
+that replaces a role the user gave). It is not a slot either: a slot's words are replaced by a
+stand-in before the clause is encoded, and the verb is what tells the encoder the clause is
+about the speaker's work.
 """
 
 from __future__ import annotations
