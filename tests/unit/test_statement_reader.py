@@ -1498,3 +1498,19 @@ def test_what_a_trial_of_everyday_messages_found(
 def test_so_many_said_with_pleasure_asks_for_no_less() -> None:
     assert ("style", "emoji", "none") not in [
         s[:3] for s in read("I love that you use so many emojis")]
+
+
+@pytest.mark.parametrize("message", [
+    "I'm currently learning Rust.", "I'm picking up some Go.", "Ich lerne gerade Rust.",
+    "I want to learn Rust in my spare time."])
+def test_a_language_being_learned_is_not_the_one_worked_in(message: str) -> None:
+    """Read as the user's language, "learning Rust" turned the examples of someone who works
+    in Python into Rust."""
+    assert not [s for s in read(message) if s[0] == "tooling"]
+
+
+def test_what_is_worked_in_beside_what_is_learned_is_read() -> None:
+    assert read("We use Python; I'm learning Rust on the side.") == [
+        ("tooling", "language", "python", "standing")]
+    assert read("I learn best from examples in Python.") == [
+        ("tooling", "language", "python", "standing")]

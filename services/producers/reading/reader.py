@@ -230,6 +230,8 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
             if s.kind != "tool" or (
                     not speaker and tool_values.ARTEFACT_AFTER_RE.match(clause[s.end:])):
                 continue  # "the deploy is a bash script": said of the script, not the speaker
+            if tool_values.LEARNING_BEFORE_RE.search(clause[max(0, s.start - 30):s.start]):
+                continue  # "I'm currently learning Rust": a goal, not what they work in
             category = tool_values.key_of(s.value, sentence_tools, pending.clause.sentence)
             if category is not None and not tool_values.side_tool(
                     s.value, category, pending.clause.sentence, pending.message_tools):

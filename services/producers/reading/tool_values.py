@@ -38,6 +38,12 @@ def key_of(tool: str, sentence_tools: set[str], sentence: str = "") -> str | Non
 #: thing, not of the speaker, it is no tool they use
 ARTEFACT_AFTER_RE = re.compile(r"^\s+(?:scripts?|quer(?:y|ies)|files?|snippets?|one-liners?|"
                                r"commands?|notebooks?|jobs?|functions?)\b", re.IGNORECASE)
+#: a tool being learned, not used ("I'm currently learning Rust", "picking up Go"): a goal
+#: of the speaker's, not their tooling
+LEARNING_BEFORE_RE = re.compile(
+    r"\b(?:learning|learn|studying|study|picking\s+up|pick\s+up|getting\s+into|"
+    r"lerne|apprends|apprendre|aprendo|aprender|estudiando)\s+(?:a\s+bit\s+of\s+|\S+\s+)?$",
+    re.IGNORECASE)
 #: a tool said as a side one: "a bit of R", "some Go", "occasionally Rust", "ein bisschen Go"
 _MINOR_RE = re.compile(r"\b(?:a\s+(?:bit|little)\s+(?:of\s+)?|some|occasionally|sometimes|"
                        r"rarely|now\s+and\s+then|ein\s+bisschen|etwas|manchmal|"
