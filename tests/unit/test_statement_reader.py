@@ -1441,6 +1441,9 @@ def test_my_team_is_names_the_team(message: str,
      [("identity", "team", "data"), ("identity", "employer", "Zalando")]),
     ("I'm leading our mobile team.", [("identity", "team", "mobile"),
                                       ("identity", "role", "team lead")]),
+    ("Ich bin Jonas, Produktmanager bei Zalando in Berlin.",
+     [("identity", "name", "Jonas"), ("identity", "role", "product manager"),
+      ("identity", "employer", "Zalando"), ("identity", "location", "Berlin")]),
 ])
 def test_what_the_trial_under_load_found(message: str,
                                           expected: list[tuple[str, str, str]]) -> None:
@@ -1457,6 +1460,7 @@ def test_what_the_trial_under_load_found(message: str,
     "Anyway, nothing here.",
     "Ok, done here.",
     "Can you sign this off as Marco, Head of Operations? My boss asked me to draft it.",
+    "Chef at heart, I cook every night.",
 ])
 def test_what_those_readings_do_not_take_for_a_role_or_a_name(message: str) -> None:
     assert not [s for s in read(message) if s[1] in ("role", "name")]
@@ -1483,6 +1487,8 @@ def test_whoever_runs_a_team_may_be_its_lead_or_its_hands() -> None:
     ("Can you stop using so many bullet points? I prefer prose.",
      [("style", "format", "prose", "standing")]),
     ("you use so many emojis, tone it down", [("style", "emoji", "none", "standing")]),
+    ("Kannst du bitte aufhören, so viele Emojis zu benutzen?",
+     [("style", "emoji", "none", "one_off")]),
     ("Send me updates on Slack, not email.", [("channel", "primary", "slack", "standing")]),
     ("Keep me posted on Telegram.", [("channel", "primary", "telegram", "standing")]),
     ("I'm allergic to jargon, explain acronyms.",

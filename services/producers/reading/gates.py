@@ -709,8 +709,10 @@ _DISLIKE_FRAME_RE = re.compile(
     r"odio\s+(?:cuando|que))\s+(?:\S+\s+){0,5}$", _I)
 
 
-#: "so many emojis", "so much detail": excess too, unless the speaker is pleased with it
-_SO_MUCH_RE = re.compile(r"\bso\s+(?:many|much)(?:\s+\S+){0,2}\s*$", _I)
+#: "so many emojis", "so much detail" ("so viele Emojis", "tant d'emojis", "autant de"):
+#: excess too, unless the speaker is pleased with it
+_SO_MUCH_RE = re.compile(r"(?:\bso\s+(?:many|much|viele?n?)\s+|\btant\s+d(?:e\s+|')|"
+                         r"\bautant\s+d(?:e\s+|'))(?:\S+\s+){0,2}$", _I)
 _PLEASED_RE = re.compile(r"\b(?:love|like|enjoy|appreciate|thanks?|thank\s+you|great|glad)\b",
                          _I)
 

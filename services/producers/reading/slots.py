@@ -174,8 +174,11 @@ _ROLE_CUES = re.compile(
     # a title alone where a clause starts, then where it is held: the speaker's, beside their
     # name ("I'm Omar, SRE at Tidewater", "Dana here, Head of Product at Linear"); without
     # the place it may be anyone's ("sign it as Marco, Head of Operations")
+    # (a title of the vocabulary in any of its languages: "Ich bin Jonas, Produktmanager bei
+    # Zalando"), the place a name
     r"|^(?:the\s+)?(?P<titled>(?:head|vp|svp|evp|director|chief|vice\s+president)\s+of\s+"
-    r"[\w-]+(?:\s+[\w-]+)?|sre|cto|ceo|cfo|coo|cpo|co-founder)(?=\s+(?:at|@|chez|bei|en)\s)",
+    r"[\w-]+(?:\s+[\w-]+)?|[\w-]+(?:\s+[\w-]+){0,2})"
+    r"(?=\s+(?:at|@|chez|bei|en)\s+(?:(?:der|dem|the)\s+)?(?-i:[A-Z]))",
     _I)
 #: role words, in the vocabulary's English; the last word of a role must be one of these
 ROLE_HEADS = roles.HEADS
