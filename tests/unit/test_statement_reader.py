@@ -1520,3 +1520,17 @@ def test_what_is_worked_in_beside_what_is_learned_is_read() -> None:
         ("tooling", "language", "python", "standing")]
     assert read("I learn best from examples in Python.") == [
         ("tooling", "language", "python", "standing")]
+
+
+@pytest.mark.parametrize(("message", "stance"), [
+    ("Email me the report when it's ready.", "one_off"),
+    ("Text me when the build finishes.", "one_off"),
+    ("Send me the summary on Slack.", "one_off"),
+    ("Send me updates on Slack, not email.", "standing"),
+    ("Text me on WhatsApp whenever something breaks.", "standing"),
+    ("Email me when possible.", "standing"),
+])
+def test_a_channel_asked_for_one_delivery_is_evidence_not_the_channel_for_everything(
+        message: str, stance: str) -> None:
+    [said] = read(message)
+    assert said[:2] == ("channel", "primary") and said[3] == stance

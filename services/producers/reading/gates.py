@@ -479,6 +479,20 @@ TOOL_BAN_RE = re.compile(
     r"plus\s+de|pas\s+de|jamais)\s+(?:[\w.']+\s+){0,2}$", _I)
 
 
+#: a channel asked for one thing: "Email me the report when it's ready", "Text me when the
+#: build finishes", "Send me the summary on Slack" (not "whenever", not "updates")
+_ONE_DELIVERY_RE = re.compile(
+    r"\b(?:when|once|as\s+soon\s+as|after)\b(?!\s+(?:possible|you\s+can))"
+    r"|\b(?:send|email|mail|text|message|slack|dm|forward)\s+me\s+(?:the|this|that|it|those|"
+    r"these)\b", _I)
+
+
+def one_delivery(sentence: str) -> bool:
+    """Whether a channel is asked for one delivery (this report, when this build finishes):
+    evidence of how the user likes to be reached, not their channel for everything."""
+    return _ONE_DELIVERY_RE.search(sentence) is not None
+
+
 def states_channel(clause: str) -> bool:
     """Whether the clause says how to reach the user, not merely names a channel."""
     return _CHANNEL_CUE_RE.search(clause) is not None

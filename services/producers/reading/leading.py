@@ -11,6 +11,7 @@ about the speaker's work.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from services.producers.reading.slots import Slot
 
@@ -29,3 +30,19 @@ def role_of_leading(clause: str, team: Slot) -> str | None:
     if m is None:
         return None
     return "manager" if m.group("verb").startswith("manag") else "team lead"
+
+
+def implied_role(clause: str, found: Sequence[Slot], filled: Sequence[tuple[str, str, str]]
+                 ) -> tuple[str, str, str] | None:
+    """The role of a speaker who leads or manages the team the clause names (`found`, as
+    read into `filled`), when the clause says no role outright. Implied, not said: the reader
+    keeps it as evidence to be scored (one-off), so it never replaces a role the user stated
+    ("I'm Omar, SRE at Tidewater" ... "I lead the platform team" keeps `sre`)."""
+    if ("identity", "role") in {f[:2] for f in filled}:
+        return None
+    for s in found:
+        if s.kind == "team" and ("identity", "team", s.value) in filled:
+            led = role_of_leading(clause, s)
+            if led is not None:
+                return ("identity", "role", led)
+    return None

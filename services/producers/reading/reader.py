@@ -268,22 +268,6 @@ def _fill(label: str, pending: _Pending) -> list[tuple[str, str, str]]:
     return []
 
 
-def _implied_role(pending: _Pending, filled: Sequence[tuple[str, str, str]]
-                  ) -> tuple[str, str, str] | None:
-    """The role of a speaker who leads or manages the team the clause names ("I lead the data
-    platform team": `team lead`), when the clause says no role outright. Implied, not said: it
-    is evidence to be scored (one-off), so it never replaces a role the user stated ("I'm
-    Omar, SRE at Tidewater" ... "I lead the platform team" keeps `sre`)."""
-    if ("identity", "role") in {f[:2] for f in filled}:
-        return None
-    for s in pending.found:
-        if s.kind == "team" and ("identity", "team", s.value) in filled:
-            led = leading.role_of_leading(pending.clause.text, s)
-            if led is not None:
-                return ("identity", "role", led)
-    return None
-
-
 def _keep_the_standing(said: list[Statement], value: tuple[str, str, str], sentence: str,
                        stance: Stance) -> None:
     """A value said twice in one message is one statement; when one sentence asked for this
@@ -484,6 +468,9 @@ class StatementReader:
                 stance = pending.stance
                 if facet_class != "style" and stance is Stance.ONE_OFF:
                     stance = Stance.STANDING
+                if facet_class == "channel" and stance is Stance.STANDING and (
+                        gates.one_delivery(pending.clause.sentence)):
+                    stance = Stance.ONE_OFF  # "Email me the report when it's ready"
                 if check(facet_class, key, value):
                     continue
                 if (facet_class, key, value) in seen:
@@ -493,7 +480,7 @@ class StatementReader:
                 seen.add((facet_class, key, value))
                 results[pending.message].append(
                     Statement(facet_class, key, value, pending.clause.original[:500], stance))
-            implied = _implied_role(pending, filled)
+            implied = leading.implied_role(pending.clause.text, pending.found, filled)
             if implied is not None and not any(
                     (s.facet_class, s.key) == implied[:2] for s in results[pending.message]):
                 results[pending.message].append(
