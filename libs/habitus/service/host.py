@@ -20,6 +20,8 @@ from fastapi import FastAPI
 from faststream.nats import NatsBroker
 from faststream.nats.prometheus import NatsPrometheusMiddleware
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from redis.asyncio import Redis
 
 from habitus.bus.connect import connect, server_urls
@@ -83,6 +85,7 @@ class ServiceHost:
         #: this process among the service's replicas (None: it applies no projections)
         self.membership: Membership | None = None
         self._wiring: Wiring | None = None
+        self._pings: Subscription | None = None
         self._broker: NatsBroker | None = None
         self._bulk: Client | None = None
         self._server: uvicorn.Server | None = None
@@ -114,13 +117,31 @@ class ServiceHost:
         # handlers exist; a request arriving before `wire` finished is told to retry. A
         # `projections` process leaves them to the service's `rpc` processes (a queue group
         # hands each request to one member at random, so a member that also applies batches
-        # would keep answering some of them late); every process answers its ping.
+        # would keep answering some of them late). The ping is subscribed once the process
+        # has started (`_answer_pings`).
         for prefix in d.rpc_prefixes if self.settings.role != "projections" else ():
             broker.subscriber(rpc_subject(prefix) + ".>", queue=d.name,
                               max_workers=RPC_WORKERS)(self._dispatch)
-        if not d.answers(d.ping_method):  # else the prefix's subscription carries it
-            broker.subscriber(rpc_subject(d.ping_method), queue=d.name)(self._pong)
         return broker
+
+    async def _answer_pings(self) -> None:
+        """Join the ping's queue group now that this process has started: every process of
+        the service answers it, and only a started one is asked. The ping is what `/readyz`
+        (and so `habitus up`'s ready line) waits for; a member still starting would answer
+        some of them "not yet" at random, so a replica starting beside running ones (a
+        rolling update) would make the gateway unready. With no member yet, the ask fails at
+        once (no responders). A service whose RPC prefix carries its ping answers it from its
+        dispatch, "starting" until it has started."""
+        d = self.descriptor
+        if d.answers(d.ping_method) or self._broker is None:
+            return
+        pong = await self._pong()
+
+        async def answer(msg: Msg) -> None:
+            await msg.respond(pong)
+
+        self._pings = await self._broker.connection.subscribe(
+            rpc_subject(d.ping_method), queue=d.name, cb=answer)
 
     @property
     def _rpc_only(self) -> bool:
@@ -128,11 +149,9 @@ class ServiceHost:
         return self.settings.role == "rpc"
 
     async def _pong(self, body: Any = None) -> bytes:
-        """"ok" once the service has started (wired, its projections running): the ping is
-        what `/readyz`, and so `habitus up`'s ready line, waits for. It is subscribed before
-        the wiring, so that a request then is told to retry rather than left unanswered; a
-        service whose start takes long (the producers load their reader in a process of its
-        own) is not ready until it is done."""
+        """The ping's answer: "ok" once the service has started (wired, its projections
+        running), "starting" before (asked only through a prefix that carries the ping;
+        see `_answer_pings`)."""
         if self._wiring is None:
             return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
                                                       "retry").as_reply()).encode()
@@ -217,6 +236,7 @@ class ServiceHost:
                 runner_config=d.runner_config)
             await self.membership.start()
         self._wiring = wiring
+        await self._answer_pings()
         await self._start_http(ctx, wiring)
         # named as `habitus up` names the process (an RPC process apart: `<service>_rpc`)
         self._loop_lag = asyncio.create_task(loop_lag.watch(
@@ -250,6 +270,9 @@ class ServiceHost:
 
     async def stop(self) -> None:
         ctx = self.ctx
+        if self._pings is not None:  # a stopping process is no longer ready
+            with contextlib.suppress(Exception):
+                await self._pings.unsubscribe()
         if self._loop_lag is not None:
             self._loop_lag.cancel()
         if self._server is not None:
