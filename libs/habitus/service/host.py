@@ -135,7 +135,7 @@ class ServiceHost:
         d = self.descriptor
         if d.answers(d.ping_method) or self._broker is None:
             return
-        pong = await self._pong()
+        pong = self._pong()
 
         async def answer(msg: Msg) -> None:
             await msg.respond(pong)
@@ -148,13 +148,8 @@ class ServiceHost:
         """A read replica: its RPC methods and nothing else (no runners, no background)."""
         return self.settings.role == "rpc"
 
-    async def _pong(self, body: Any = None) -> bytes:
-        """The ping's answer: "ok" once the service has started (wired, its projections
-        running), "starting" before (asked only through a prefix that carries the ping;
-        see `_answer_pings`)."""
-        if self._wiring is None:
-            return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
-                                                      "retry").as_reply()).encode()
+    def _pong(self) -> bytes:
+        """The ping's answer, given only by a started process (see `_answer_pings`)."""
         return b'{"result": {"status": "ok", "service": "%s"}}' % self.descriptor.name.encode()
 
     async def _dispatch(self, body: Any = None) -> bytes:
@@ -164,11 +159,11 @@ class ServiceHost:
         assert self._broker is not None
         msg = self._broker.context.get_local("message")
         method = rpc_method(msg.raw_message.subject)
-        if method == self.descriptor.ping_method:
-            return await self._pong()
-        if self._wiring is None:
+        if self._wiring is None:  # the ping too, when the prefix carries it
             return json.dumps(RpcError("unavailable", f"{self.descriptor.name} is starting; "
                                                       "retry").as_reply()).encode()
+        if method == self.descriptor.ping_method:
+            return self._pong()
         return await self._wiring.rpc.dispatch(method, msg.body)
 
     async def start(self) -> ServiceContext:

@@ -130,14 +130,15 @@ def _title_over(phrase: str) -> str | None:
 
 def canonical_role(text: str) -> str | None:
     """The role `text` names, in canonical form, or None when its last word is no job."""
-    said = _WORD_RE.findall(text.lower())
-    while said and said[0] in SENIORITY:  # "senior director of product"; "chief of staff"
-        said = said[1:]
-    over = _title_over(" ".join(said))
+    tokens = _WORD_RE.findall(text.lower())
+    start = 0
+    while start < len(tokens) and tokens[start] in SENIORITY:  # "senior director of product"
+        start += 1  # only leading ones: "staff" ends "chief of staff"
+    over = _title_over(" ".join(tokens[start:]))
     if over is not None:
         return over
     words: list[str] = []
-    for raw in _WORD_RE.findall(text.lower()):
+    for raw in tokens:
         head, dash, rest = raw.partition("-")
         if dash and rest in TRANSLATED:  # "backend-entwickler"
             words += [head, *TRANSLATED[rest].split()]
